@@ -1,0 +1,1 @@
+//! Cordon's orchestrator.

@@ -1,0 +1,2 @@
+//! `cordon`: the command line.
+fn main() {}

@@ -1,0 +1,246 @@
+//! [`AgentClient`]: the orchestrator's side of the contract. Connects over the session's
+//! Unix socket, performs the handshake before anything else, and gives every call a
+//! deadline. Errors come back as typed [`AgentError`]s.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use futures::{Stream, StreamExt};
+use hyper_util::rt::TokioIo;
+use tokio::net::UnixStream;
+use tonic::transport::{Channel, Endpoint, Uri};
+
+use crate::error::{AgentError, ErrorCode};
+use crate::limits::{self, PROTOCOL_VERSION};
+use crate::proto::sandbox_agent_client::SandboxAgentClient;
+use crate::proto::*;
+
+/// Deadline for quick calls (file operations, search, handshake).
+pub const DEFAULT_CALL_DEADLINE: Duration = Duration::from_secs(60);
+/// Extra time an exec's deadline gets beyond its own timeout, so the agent reports the
+/// timeout itself rather than the transport cutting the stream.
+pub const EXEC_DEADLINE_SLACK: Duration = Duration::from_secs(10);
+
+/// A handshaken connection to one sandbox agent.
+#[derive(Clone)]
+pub struct AgentClient {
+    inner: SandboxAgentClient<Channel>,
+    info: HandshakeResponse,
+    call_deadline: Duration,
+}
+
+impl AgentClient {
+    /// Connects to the agent listening at `socket` and performs the handshake.
+    pub async fn connect_unix(socket: impl AsRef<Path>) -> Result<Self, AgentError> {
+        let channel = unix_channel(socket.as_ref().to_path_buf()).await?;
+        Self::handshake_on(channel, PROTOCOL_VERSION).await
+    }
+
+    /// Connects, retrying until the socket appears or `wait` passes (a starting agent).
+    pub async fn connect_unix_waiting(
+        socket: impl AsRef<Path>,
+        wait: Duration,
+    ) -> Result<Self, AgentError> {
+        let socket = socket.as_ref();
+        let start = std::time::Instant::now();
+        let mut pause = Duration::from_micros(200);
+        loop {
+            if socket.exists() {
+                return Self::connect_unix(socket).await;
+            }
+            if start.elapsed() > wait {
+                return Err(AgentError::new(
+                    ErrorCode::Io,
+                    format!(
+                        "sandbox agent socket {} did not appear within {wait:?}",
+                        socket.display()
+                    ),
+                ));
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(20));
+        }
+    }
+
+    /// Performs a handshake speaking `version` over `channel` (tests use other versions).
+    pub async fn handshake_on(channel: Channel, version: u32) -> Result<Self, AgentError> {
+        let mut inner = SandboxAgentClient::new(channel)
+            .max_decoding_message_size(limits::MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(limits::MAX_MESSAGE_BYTES);
+        let req = with_deadline(
+            HandshakeRequest {
+                protocol_version: version,
+                controller: format!("cordon {}", crate::AGENT_VERSION),
+            },
+            DEFAULT_CALL_DEADLINE,
+        );
+        let info = inner
+            .handshake(req)
+            .await
+            .map_err(|s| AgentError::from_status(&s))?
+            .into_inner();
+        Ok(Self {
+            inner,
+            info,
+            call_deadline: DEFAULT_CALL_DEADLINE,
+        })
+    }
+
+    /// What the agent said in the handshake, confinement report included.
+    pub fn info(&self) -> &HandshakeResponse {
+        &self.info
+    }
+
+    pub async fn read(
+        &mut self,
+        path: &str,
+        offset: u64,
+        limit: u64,
+    ) -> Result<ReadResponse, AgentError> {
+        let req = ReadRequest {
+            path: path.to_string(),
+            offset,
+            limit,
+        };
+        let req = with_deadline(req, self.call_deadline);
+        self.inner
+            .read(req)
+            .await
+            .map(|r| r.into_inner())
+            .map_err(|s| AgentError::from_status(&s))
+    }
+
+    pub async fn write(&mut self, req: WriteRequest) -> Result<WriteResponse, AgentError> {
+        let req = with_deadline(req, self.call_deadline);
+        self.inner
+            .write(req)
+            .await
+            .map(|r| r.into_inner())
+            .map_err(|s| AgentError::from_status(&s))
+    }
+
+    pub async fn edit(&mut self, req: EditRequest) -> Result<EditResponse, AgentError> {
+        let req = with_deadline(req, self.call_deadline);
+        self.inner
+            .edit(req)
+            .await
+            .map(|r| r.into_inner())
+            .map_err(|s| AgentError::from_status(&s))
+    }
+
+    pub async fn glob(&mut self, req: GlobRequest) -> Result<GlobResponse, AgentError> {
+        let req = with_deadline(req, self.call_deadline);
+        self.inner
+            .glob(req)
+            .await
+            .map(|r| r.into_inner())
+            .map_err(|s| AgentError::from_status(&s))
+    }
+
+    pub async fn grep(&mut self, req: GrepRequest) -> Result<GrepResponse, AgentError> {
+        let req = with_deadline(req, self.call_deadline);
+        self.inner
+            .grep(req)
+            .await
+            .map(|r| r.into_inner())
+            .map_err(|s| AgentError::from_status(&s))
+    }
+
+    /// Starts a command; the stream yields output chunks and ends with one Exit event.
+    pub async fn exec(
+        &mut self,
+        req: ExecRequest,
+    ) -> Result<impl Stream<Item = Result<ExecEvent, AgentError>> + use<>, AgentError> {
+        let timeout = match req.timeout_ms {
+            0 => limits::DEFAULT_EXEC_TIMEOUT_MS,
+            ms => ms.min(limits::MAX_EXEC_TIMEOUT_MS),
+        };
+        let deadline = Duration::from_millis(timeout) + EXEC_DEADLINE_SLACK;
+        let stream = self
+            .inner
+            .exec(with_deadline(req, deadline))
+            .await
+            .map_err(|s| AgentError::from_status(&s))?
+            .into_inner();
+        Ok(stream.map(|item| item.map_err(|s| AgentError::from_status(&s))))
+    }
+
+    /// Runs a command to completion, collecting its output (stdout and stderr interleaved
+    /// as they came) and its exit status.
+    pub async fn exec_collect(
+        &mut self,
+        req: ExecRequest,
+    ) -> Result<(Vec<u8>, ExitStatus), AgentError> {
+        let mut stream = Box::pin(self.exec(req).await?);
+        let mut out = Vec::new();
+        while let Some(event) = stream.next().await {
+            match event?.event {
+                Some(exec_event::Event::Output(chunk)) => out.extend_from_slice(&chunk.data),
+                Some(exec_event::Event::Exit(status)) => return Ok((out, status)),
+                None => {}
+            }
+        }
+        Err(AgentError::new(
+            ErrorCode::Io,
+            "exec stream ended without an exit status",
+        ))
+    }
+
+    pub async fn cancel(&mut self, exec_id: &str) -> Result<bool, AgentError> {
+        let req = with_deadline(
+            CancelRequest {
+                exec_id: exec_id.to_string(),
+            },
+            self.call_deadline,
+        );
+        self.inner
+            .cancel(req)
+            .await
+            .map(|r| r.into_inner().found)
+            .map_err(|s| AgentError::from_status(&s))
+    }
+
+    pub async fn shutdown(&mut self) -> Result<(), AgentError> {
+        let req = with_deadline(ShutdownRequest {}, self.call_deadline);
+        self.inner
+            .shutdown(req)
+            .await
+            .map(|_| ())
+            .map_err(|s| AgentError::from_status(&s))
+    }
+
+    /// The raw generated client, for tests that send what a well-behaved client would not.
+    pub fn raw(&mut self) -> &mut SandboxAgentClient<Channel> {
+        &mut self.inner
+    }
+}
+
+/// Wraps `msg` in a request carrying `deadline` as its grpc-timeout.
+pub fn with_deadline<T>(msg: T, deadline: Duration) -> tonic::Request<T> {
+    let mut req = tonic::Request::new(msg);
+    req.set_timeout(deadline);
+    req
+}
+
+/// A channel whose every connection is a fresh connect to `socket`.
+pub async fn unix_channel(socket: PathBuf) -> Result<Channel, AgentError> {
+    // The URI is required by the API but never used: the connector below dials the socket.
+    let endpoint = Endpoint::try_from("http://[::]:50051")
+        .map_err(|e| AgentError::internal(format!("endpoint: {e}")))?;
+    let path = socket.clone();
+    endpoint
+        .connect_with_connector(tower::service_fn(move |_: Uri| {
+            let path = path.clone();
+            async move { UnixStream::connect(path).await.map(TokioIo::new) }
+        }))
+        .await
+        .map_err(|e| {
+            AgentError::new(
+                ErrorCode::Io,
+                format!(
+                    "cannot connect to sandbox agent at {}: {e}",
+                    socket.display()
+                ),
+            )
+        })
+}

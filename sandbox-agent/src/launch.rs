@@ -1,0 +1,1 @@
+//! The local backend's namespace launcher. (Being implemented.)

@@ -1,0 +1,68 @@
+//! `sandbox-agent`: serves one controller over a Unix socket, inside the sandbox.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Parser;
+use sandbox_agent::config::AgentConfig;
+use sandbox_agent::exec::Executor;
+use sandbox_agent::server::{AgentService, ControllerGate, serve_unix};
+
+#[derive(Parser)]
+#[command(name = "sandbox-agent", version, about = "Cordon's in-sandbox agent")]
+struct Cli {
+    /// The agent configuration as JSON (see `AgentConfig`).
+    #[arg(long, conflicts_with = "config_file")]
+    config: Option<String>,
+    /// Read the configuration from this file instead.
+    #[arg(long)]
+    config_file: Option<std::path::PathBuf>,
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_env("CORDON_AGENT_LOG"))
+        .with_writer(std::io::stderr)
+        .init();
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("sandbox-agent: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run() -> Result<(), String> {
+    let cli = Cli::parse();
+    let text = match (&cli.config, &cli.config_file) {
+        (Some(json), _) => json.clone(),
+        (None, Some(path)) => std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read config {}: {e}", path.display()))?,
+        (None, None) => return Err("--config or --config-file is required".into()),
+    };
+    let config: AgentConfig =
+        serde_json::from_str(&text).map_err(|e| format!("invalid config: {e}"))?;
+    // Bind before confining: creating the socket needs rights the confined agent drops.
+    let _ = std::fs::remove_file(&config.socket_path);
+    let listener = std::os::unix::net::UnixListener::bind(&config.socket_path)
+        .map_err(|e| format!("cannot listen on {}: {e}", config.socket_path.display()))?;
+    listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+    // Confine while still single-threaded: every thread and child inherits it.
+    let report = sandbox_agent::confine::confine_self(&config).map_err(|e| e.to_string())?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start runtime: {e}"))?;
+    runtime.block_on(async move {
+        let listener = tokio::net::UnixListener::from_std(listener).map_err(|e| e.to_string())?;
+        let executor = Executor::new(&config);
+        let gate = Arc::new(ControllerGate::new(config.require_outside_peer));
+        let service = AgentService::new(config, report, executor).map_err(|e| e.to_string())?;
+        let shutdown = service.shutdown_signal();
+        serve_unix(listener, service.into_server(), gate, shutdown)
+            .await
+            .map_err(|e| format!("server failed: {e}"))
+    })
+}

@@ -1,0 +1,217 @@
+//! The agent's gRPC service: the handshake gate, one controller only, and dispatch of each
+//! operation to the module that does it. File and search work runs on the blocking pool so
+//! a slow disk never stalls the socket.
+
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use futures::Stream;
+use tokio::sync::{Mutex, Notify};
+use tonic::{Request, Response, Status};
+
+use crate::config::AgentConfig;
+use crate::error::{AgentError, ErrorCode};
+use crate::exec::Executor;
+use crate::fsops::Resolver;
+use crate::limits::{self, PROTOCOL_VERSION};
+use crate::proto::sandbox_agent_server::{SandboxAgent, SandboxAgentServer};
+use crate::proto::*;
+use crate::{fsops, search};
+
+mod listener;
+pub use listener::{ControllerGate, serve_unix};
+
+/// Shared state of one agent.
+pub struct AgentService {
+    config: AgentConfig,
+    report: ConfinementReport,
+    handshaken: AtomicBool,
+    resolver: Arc<Resolver>,
+    cwd: Arc<Mutex<PathBuf>>,
+    executor: Arc<Executor>,
+    shutdown: Arc<Notify>,
+}
+
+impl AgentService {
+    pub fn new(
+        config: AgentConfig,
+        report: ConfinementReport,
+        executor: Executor,
+    ) -> Result<Self, AgentError> {
+        let resolver = Resolver::new(&config.writable_roots())?;
+        Ok(Self {
+            cwd: Arc::new(Mutex::new(config.workspace.clone())),
+            config,
+            report,
+            handshaken: AtomicBool::new(false),
+            resolver: Arc::new(resolver),
+            executor: Arc::new(executor),
+            shutdown: Arc::new(Notify::new()),
+        })
+    }
+
+    /// Resolves when a controller asked the agent to shut down.
+    pub fn shutdown_signal(&self) -> Arc<Notify> {
+        self.shutdown.clone()
+    }
+
+    pub fn into_server(self) -> SandboxAgentServer<Self> {
+        SandboxAgentServer::new(self)
+            .max_decoding_message_size(limits::MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(limits::MAX_MESSAGE_BYTES)
+    }
+
+    /// Every call but the handshake passes here first.
+    fn gate<T>(&self, req: &Request<T>) -> Result<(), AgentError> {
+        if !self.handshaken.load(Ordering::Acquire) {
+            return Err(AgentError::new(
+                ErrorCode::HandshakeRequired,
+                "call Handshake first: the agent serves nothing before the protocol version is agreed",
+            ));
+        }
+        require_deadline(req)
+    }
+}
+
+fn require_deadline<T>(req: &Request<T>) -> Result<(), AgentError> {
+    if req.metadata().get("grpc-timeout").is_none() {
+        return Err(AgentError::new(
+            ErrorCode::DeadlineRequired,
+            "every call needs a deadline (grpc-timeout); the agent refuses unbounded calls",
+        ));
+    }
+    Ok(())
+}
+
+/// Runs blocking file work off the async threads.
+async fn blocking<T, F>(f: F) -> Result<T, Status>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T, AgentError> + Send + 'static,
+{
+    match tokio::task::spawn_blocking(f).await {
+        Ok(result) => result.map_err(Status::from),
+        Err(join) => Err(AgentError::internal(format!("operation panicked: {join}")).into()),
+    }
+}
+
+type ExecStream = Pin<Box<dyn Stream<Item = Result<ExecEvent, Status>> + Send + 'static>>;
+
+#[tonic::async_trait]
+impl SandboxAgent for AgentService {
+    async fn handshake(
+        &self,
+        req: Request<HandshakeRequest>,
+    ) -> Result<Response<HandshakeResponse>, Status> {
+        require_deadline(&req)?;
+        let req = req.into_inner();
+        if req.controller.len() > limits::MAX_CONTROLLER_NAME_BYTES {
+            return Err(
+                AgentError::new(ErrorCode::TooLarge, "controller name over 256 bytes").into(),
+            );
+        }
+        if req.protocol_version != PROTOCOL_VERSION {
+            return Err(AgentError::new(
+                ErrorCode::UnsupportedProtocol,
+                format!(
+                    "protocol version {} is not supported: this agent ({}) speaks version {}",
+                    req.protocol_version,
+                    crate::AGENT_VERSION,
+                    PROTOCOL_VERSION
+                ),
+            )
+            .into());
+        }
+        self.handshaken.store(true, Ordering::Release);
+        tracing::info!(controller = %req.controller, "handshake accepted");
+        Ok(Response::new(HandshakeResponse {
+            protocol_version: PROTOCOL_VERSION,
+            agent_version: crate::AGENT_VERSION.to_string(),
+            confinement: Some(self.report.clone()),
+            writable_roots: path_strings(&self.config.writable_roots()),
+            initial_cwd: self.config.workspace.display().to_string(),
+            protected_paths: path_strings(&self.config.protected_paths),
+        }))
+    }
+
+    async fn read(&self, req: Request<ReadRequest>) -> Result<Response<ReadResponse>, Status> {
+        self.gate(&req)?;
+        let resolver = self.resolver.clone();
+        let req = req.into_inner();
+        blocking(move || fsops::read(&resolver, &req))
+            .await
+            .map(Response::new)
+    }
+
+    async fn write(&self, req: Request<WriteRequest>) -> Result<Response<WriteResponse>, Status> {
+        self.gate(&req)?;
+        let resolver = self.resolver.clone();
+        let req = req.into_inner();
+        blocking(move || fsops::write(&resolver, &req))
+            .await
+            .map(Response::new)
+    }
+
+    async fn edit(&self, req: Request<EditRequest>) -> Result<Response<EditResponse>, Status> {
+        self.gate(&req)?;
+        let resolver = self.resolver.clone();
+        let req = req.into_inner();
+        blocking(move || fsops::edit(&resolver, &req))
+            .await
+            .map(Response::new)
+    }
+
+    type ExecStream = ExecStream;
+
+    async fn exec(&self, req: Request<ExecRequest>) -> Result<Response<Self::ExecStream>, Status> {
+        self.gate(&req)?;
+        let req = req.into_inner();
+        let stream = self.executor.start(req, self.cwd.clone()).await?;
+        Ok(Response::new(stream))
+    }
+
+    async fn glob(&self, req: Request<GlobRequest>) -> Result<Response<GlobResponse>, Status> {
+        self.gate(&req)?;
+        let resolver = self.resolver.clone();
+        let cwd = self.cwd.lock().await.clone();
+        let req = req.into_inner();
+        blocking(move || search::glob(&resolver, &cwd, &req))
+            .await
+            .map(Response::new)
+    }
+
+    async fn grep(&self, req: Request<GrepRequest>) -> Result<Response<GrepResponse>, Status> {
+        self.gate(&req)?;
+        let resolver = self.resolver.clone();
+        let cwd = self.cwd.lock().await.clone();
+        let req = req.into_inner();
+        blocking(move || search::grep(&resolver, &cwd, &req))
+            .await
+            .map(Response::new)
+    }
+
+    async fn cancel(
+        &self,
+        req: Request<CancelRequest>,
+    ) -> Result<Response<CancelResponse>, Status> {
+        self.gate(&req)?;
+        let found = self.executor.cancel(&req.into_inner().exec_id);
+        Ok(Response::new(CancelResponse { found }))
+    }
+
+    async fn shutdown(
+        &self,
+        req: Request<ShutdownRequest>,
+    ) -> Result<Response<ShutdownResponse>, Status> {
+        self.gate(&req)?;
+        self.executor.kill_all();
+        self.shutdown.notify_one();
+        Ok(Response::new(ShutdownResponse {}))
+    }
+}
+
+fn path_strings(paths: &[PathBuf]) -> Vec<String> {
+    paths.iter().map(|p| p.display().to_string()).collect()
+}
