@@ -1,1 +1,3 @@
 //! Cordon's orchestrator.
+
+pub mod sandbox;

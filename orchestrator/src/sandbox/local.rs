@@ -1,0 +1,1 @@
+//! The local backend. (Being implemented.)

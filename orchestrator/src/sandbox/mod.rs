@@ -1,0 +1,101 @@
+//! Sandbox backends: where a session's agent runs and how it is confined (layer 2).
+//!
+//! A backend starts one sandbox per session from a [`SandboxSpec`] and returns a
+//! [`Sandbox`]: a handshaken [`AgentClient`] plus a handle that tears the sandbox down.
+//! - [`local`]: the embedded default; the agent in its own user, mount, pid, ipc, uts and
+//!   network namespaces, no Docker needed.
+//! - `docker`: one container per session through bollard.
+
+use std::path::PathBuf;
+
+use sandbox_agent::client::AgentClient;
+use sandbox_agent::error::AgentError;
+
+pub mod local;
+
+/// Which backend runs a session's sandbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    Local,
+    Docker,
+}
+
+/// What one session's sandbox must provide.
+#[derive(Debug, Clone)]
+pub struct SandboxSpec {
+    /// Stable id of the session (names sockets, containers, labels).
+    pub session_id: String,
+    /// The user's project: bind-mounted read-write at the same absolute path.
+    pub workspace: PathBuf,
+    /// Whether sandboxed processes may open internet sockets (egress comes later).
+    pub network: bool,
+    /// Start even when the kernel cannot enforce every layer (reported, never silent).
+    pub best_effort: bool,
+    /// Docker image to use (docker backend only); `None` means the default image.
+    pub image: Option<String>,
+    /// Tenant the session belongs to (labels, uid allocation on shared hosts).
+    pub tenant: Option<String>,
+}
+
+impl SandboxSpec {
+    pub fn new(session_id: impl Into<String>, workspace: impl Into<PathBuf>) -> Self {
+        Self {
+            session_id: session_id.into(),
+            workspace: workspace.into(),
+            network: false,
+            best_effort: false,
+            image: None,
+            tenant: None,
+        }
+    }
+}
+
+/// Why a sandbox could not be started or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error("the {backend} backend cannot confine on this host: {why}")]
+    Unsupported { backend: &'static str, why: String },
+    #[error("preparing the sandbox failed at {step}: {source}")]
+    Setup {
+        step: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the sandbox agent did not come up: {0}")]
+    Agent(#[from] AgentError),
+    #[error("docker: {0}")]
+    Docker(String),
+}
+
+/// Tears a sandbox down. Dropping a handle without calling `destroy` must still not leak:
+/// implementations kill what they started in `Drop` as a last resort.
+#[tonic::async_trait]
+pub trait SandboxHandle: Send + Sync {
+    /// Stops every process, removes mounts, sockets and containers of this sandbox.
+    async fn destroy(self: Box<Self>) -> Result<(), SandboxError>;
+    /// Whether the sandbox is still running.
+    fn is_alive(&self) -> bool;
+}
+
+/// A running sandbox: a ready agent and the handle that ends it.
+pub struct Sandbox {
+    pub client: AgentClient,
+    pub handle: Box<dyn SandboxHandle>,
+}
+
+impl Sandbox {
+    pub async fn destroy(self) -> Result<(), SandboxError> {
+        let Sandbox { mut client, handle } = self;
+        // A polite shutdown first; the handle kills whatever remains either way.
+        let _ = client.shutdown().await;
+        handle.destroy().await
+    }
+}
+
+/// Starts sandboxes of one kind.
+#[tonic::async_trait]
+pub trait Backend: Send + Sync {
+    fn kind(&self) -> BackendKind;
+    async fn start(&self, spec: &SandboxSpec) -> Result<Sandbox, SandboxError>;
+}
