@@ -1,3 +1,4 @@
 //! Cordon's orchestrator.
 
+pub mod model;
 pub mod sandbox;
