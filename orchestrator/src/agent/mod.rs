@@ -1,0 +1,418 @@
+//! The agent loop: send the conversation to the model, run the tools it asks for inside
+//! the sandbox, send the results back, until the model ends its turn.
+//!
+//! Invariants the loop keeps, whatever fails:
+//! - every tool_use gets exactly one tool_result, in the next user turn, matched by id
+//!   (also on denials, invalid input, interrupts and timeouts);
+//! - the transcript is appended as events happen and fsynced at every turn boundary, so a
+//!   crash loses no completed turn and a resumed session is valid;
+//! - a model or sandbox failure ends the run with an error result, never a panic.
+
+mod compact;
+mod context_report;
+pub mod prompt;
+mod tool_turn;
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use futures::StreamExt;
+use tokio::sync::{mpsc, watch};
+
+use crate::model::{
+    AssistantMessage, CacheControl, ContentBlock, Message, MessagesRequest, ModelClient,
+    StopReason, StreamEvent, ToolDefinition, Usage,
+};
+use crate::permissions::Permissions;
+use crate::session::{RecordBody, Transcript};
+use crate::tools::{ToolContext, ToolRegistry};
+
+pub use context_report::ContextReport;
+
+/// How one loop runs.
+#[derive(Debug, Clone)]
+pub struct LoopConfig {
+    pub model: String,
+    pub max_tokens: u32,
+    /// Most model calls in one run (`--max-turns`); `None` is unlimited.
+    pub max_turns: Option<u32>,
+    /// The model's context window, in tokens.
+    pub context_window: u64,
+    /// Compact when the conversation passes this share of the window.
+    pub compact_at: f64,
+    pub cwd: PathBuf,
+    /// The CLAUDE.md text (re-injected after compaction).
+    pub memory: Option<String>,
+    /// Today's date as YYYY-MM-DD.
+    pub today: String,
+}
+
+impl LoopConfig {
+    pub fn new(model: impl Into<String>, cwd: impl Into<PathBuf>) -> Self {
+        Self {
+            model: model.into(),
+            max_tokens: 16_000,
+            max_turns: None,
+            context_window: 200_000,
+            compact_at: 0.8,
+            cwd: cwd.into(),
+            memory: None,
+            today: crate::session::record::now_rfc3339()[..10].to_string(),
+        }
+    }
+}
+
+/// What the loop reports as it goes (for stream-json output and UIs).
+#[derive(Debug, Clone)]
+pub enum LoopEvent {
+    /// A piece of assistant text as it streams.
+    TextDelta(String),
+    /// A complete assistant turn.
+    Assistant(Message),
+    /// A complete user turn (the prompt, or tool results).
+    User(Message),
+    /// The conversation was compacted.
+    Compacted { tokens_before: u64 },
+}
+
+/// How a run ended.
+#[derive(Debug, Clone)]
+pub struct RunOutcome {
+    /// The final assistant text (or the error).
+    pub text: String,
+    pub is_error: bool,
+    /// "success", "error_max_turns", "error_during_execution", "refusal", "interrupted".
+    pub subtype: String,
+    /// Model calls made in this run.
+    pub turns: u32,
+    pub usage: Usage,
+    pub stop_reason: Option<StopReason>,
+}
+
+/// One session's loop.
+pub struct AgentLoop {
+    model: ModelClient,
+    tools: ToolRegistry,
+    permissions: Permissions,
+    ctx: ToolContext,
+    transcript: Transcript,
+    messages: Vec<Message>,
+    config: LoopConfig,
+    events: Option<mpsc::UnboundedSender<LoopEvent>>,
+    /// Input tokens of the last model call (what the conversation occupies).
+    context_tokens: u64,
+}
+
+/// How many times in a row the loop asks the model to go on after it hit max_tokens.
+const MAX_TOKEN_CONTINUATIONS: u32 = 2;
+
+impl AgentLoop {
+    pub fn new(
+        model: ModelClient,
+        tools: ToolRegistry,
+        permissions: Permissions,
+        ctx: ToolContext,
+        transcript: Transcript,
+        config: LoopConfig,
+    ) -> Self {
+        Self {
+            model,
+            tools,
+            permissions,
+            ctx,
+            transcript,
+            messages: Vec::new(),
+            config,
+            events: None,
+            context_tokens: 0,
+        }
+    }
+
+    /// Continues an existing conversation (a resumed or forked session).
+    pub fn with_history(mut self, messages: Vec<Message>) -> Self {
+        self.messages = messages;
+        self
+    }
+
+    /// Sends progress to `events`.
+    pub fn with_events(mut self, events: mpsc::UnboundedSender<LoopEvent>) -> Self {
+        self.events = Some(events);
+        self
+    }
+
+    pub fn session_id(&self) -> &str {
+        self.transcript.session_id()
+    }
+
+    pub fn messages(&self) -> &[Message] {
+        &self.messages
+    }
+
+    /// The tools the model is offered (bare-name deny rules remove a tool).
+    pub fn tool_definitions(&self) -> Vec<ToolDefinition> {
+        let mut defs: Vec<ToolDefinition> = self
+            .tools
+            .definitions()
+            .into_iter()
+            .filter_map(|v| serde_json::from_value::<ToolDefinition>(v).ok())
+            .filter(|d| self.permissions.offers(&d.name))
+            .collect();
+        // The tool list is part of the stable prefix: cache it.
+        if let Some(last) = defs.last_mut() {
+            last.cache_control = Some(CacheControl::ephemeral());
+        }
+        defs
+    }
+
+    fn emit(&self, event: LoopEvent) {
+        if let Some(tx) = &self.events {
+            let _ = tx.send(event);
+        }
+    }
+
+    fn record(&mut self, body: RecordBody) {
+        if let Err(e) = self.transcript.append(body) {
+            tracing::error!(error = %e, "transcript append failed");
+        }
+    }
+
+    fn sync(&mut self) {
+        if let Err(e) = self.transcript.sync() {
+            tracing::error!(error = %e, "transcript sync failed");
+        }
+    }
+
+    fn push_user(&mut self, message: Message) {
+        self.record(RecordBody::User {
+            message: message.clone(),
+        });
+        self.emit(LoopEvent::User(message.clone()));
+        crate::session::transcript::push_merged(&mut self.messages, message);
+    }
+
+    /// Runs one user prompt to the end of the model's turn.
+    pub async fn run(&mut self, prompt: &str, interrupts: &mut watch::Receiver<u64>) -> RunOutcome {
+        interrupts.borrow_and_update();
+        self.push_user(Message::user_text(prompt));
+        self.sync();
+        let mut outcome = RunOutcome {
+            text: String::new(),
+            is_error: false,
+            subtype: "success".into(),
+            turns: 0,
+            usage: Usage::default(),
+            stop_reason: None,
+        };
+        let mut continuations = 0;
+        loop {
+            if self
+                .config
+                .max_turns
+                .is_some_and(|max| outcome.turns >= max)
+            {
+                let why = format!(
+                    "stopped after the maximum of {} turns (--max-turns)",
+                    outcome.turns
+                );
+                return self.finish(outcome, true, "error_max_turns", why);
+            }
+            if self.needs_compaction()
+                && let Err(e) = self.compact().await
+            {
+                tracing::warn!(error = %e, "compaction failed; continuing with the full conversation");
+            }
+            outcome.turns += 1;
+            let reply = match self.call_model(interrupts).await {
+                Ok(Some(reply)) => reply,
+                Ok(None) => {
+                    return self.finish(
+                        outcome,
+                        true,
+                        "interrupted",
+                        "interrupted by the user".into(),
+                    );
+                }
+                Err(e) => {
+                    return self.finish(
+                        outcome,
+                        true,
+                        "error_during_execution",
+                        format!("model error: {e}"),
+                    );
+                }
+            };
+            add_usage(&mut outcome.usage, &reply.usage);
+            self.context_tokens = reply.usage.input_tokens
+                + reply.usage.cache_read_input_tokens
+                + reply.usage.cache_creation_input_tokens
+                + reply.usage.output_tokens;
+            let message = reply.to_message();
+            self.record(RecordBody::Assistant {
+                message: message.clone(),
+                stop_reason: reply.stop_reason.as_ref().map(|s| s.as_str().to_string()),
+                usage: reply.usage,
+            });
+            self.emit(LoopEvent::Assistant(message.clone()));
+            self.messages.push(message);
+            outcome.stop_reason = reply.stop_reason.clone();
+            let has_tools = reply
+                .content
+                .iter()
+                .any(|b| matches!(b, ContentBlock::ToolUse { .. }));
+            if has_tools {
+                let interrupted = self.run_tools(&reply, interrupts).await;
+                self.sync();
+                if interrupted {
+                    return self.finish(
+                        outcome,
+                        true,
+                        "interrupted",
+                        "interrupted by the user".into(),
+                    );
+                }
+                continue;
+            }
+            self.sync();
+            match reply.stop_reason {
+                Some(StopReason::PauseTurn) => continue,
+                Some(StopReason::MaxTokens) if continuations < MAX_TOKEN_CONTINUATIONS => {
+                    continuations += 1;
+                    self.push_user(Message::user_text(
+                        "Your last reply was cut off at the output token limit. Continue exactly where it stopped.",
+                    ));
+                    self.sync();
+                    continue;
+                }
+                Some(StopReason::MaxTokens) => {
+                    let text = last_text(&self.messages);
+                    return self.finish(outcome, true, "error_max_tokens", text);
+                }
+                Some(StopReason::Refusal) => {
+                    let text = last_text(&self.messages);
+                    let text = if text.is_empty() {
+                        "the model declined to continue".to_string()
+                    } else {
+                        text
+                    };
+                    return self.finish(outcome, true, "refusal", text);
+                }
+                _ => {
+                    let text = last_text(&self.messages);
+                    return self.finish(outcome, false, "success", text);
+                }
+            }
+        }
+    }
+
+    fn finish(
+        &mut self,
+        mut outcome: RunOutcome,
+        is_error: bool,
+        subtype: &str,
+        text: String,
+    ) -> RunOutcome {
+        outcome.is_error = is_error;
+        outcome.subtype = subtype.to_string();
+        outcome.text = text;
+        self.record(RecordBody::Result {
+            is_error,
+            subtype: subtype.to_string(),
+            text: Some(outcome.text.clone()),
+        });
+        self.sync();
+        outcome
+    }
+
+    fn request(&self) -> MessagesRequest {
+        let memory = self.config.memory.as_deref();
+        let mut req = MessagesRequest::new(
+            self.config.model.clone(),
+            self.config.max_tokens,
+            self.messages.clone(),
+        );
+        req.system = prompt::system_blocks(&self.config.cwd, memory, &self.config.today);
+        req.tools = self.tool_definitions();
+        // A breakpoint on the latest turn: the next call reads the whole conversation from
+        // the cache and only pays for what is new.
+        if let Some(block) = req.messages.last_mut().and_then(|m| m.content.last_mut()) {
+            set_cache_control(block);
+        }
+        req
+    }
+
+    /// One model call. `Ok(None)` when interrupted.
+    async fn call_model(
+        &self,
+        interrupts: &mut watch::Receiver<u64>,
+    ) -> Result<Option<AssistantMessage>, crate::model::ModelError> {
+        let req = self.request();
+        let call = async {
+            let mut stream = self.model.stream(&req).await?;
+            while let Some(event) = stream.next().await {
+                match event? {
+                    StreamEvent::TextDelta { text, .. } => self.emit(LoopEvent::TextDelta(text)),
+                    StreamEvent::Message(message) => return Ok(message),
+                    _ => {}
+                }
+            }
+            Err(crate::model::ModelError::StreamIncomplete)
+        };
+        tokio::select! {
+            result = call => result.map(Some),
+            _ = interrupts.changed() => Ok(None),
+        }
+    }
+
+    /// Runs the tool calls of `reply` and appends their results as one user turn.
+    /// Returns true when the user interrupted.
+    async fn run_tools(
+        &mut self,
+        reply: &AssistantMessage,
+        interrupts: &mut watch::Receiver<u64>,
+    ) -> bool {
+        let plan = tool_turn::plan(reply, &self.tools, &self.permissions);
+        for decision in &plan.decisions {
+            self.record(decision.clone());
+        }
+        let started = Instant::now();
+        let (results, calls, interrupted) =
+            tool_turn::execute(plan, &self.tools, &self.ctx, interrupts).await;
+        tracing::debug!(took = ?started.elapsed(), n = results.len(), "tool turn");
+        for call in calls {
+            self.record(call);
+        }
+        self.push_user(Message::user(results));
+        interrupted
+    }
+
+    /// What occupies the context window, by category.
+    pub fn context_report(&self) -> ContextReport {
+        context_report::build(self)
+    }
+}
+
+fn set_cache_control(block: &mut ContentBlock) {
+    match block {
+        ContentBlock::Text { cache_control, .. }
+        | ContentBlock::ToolResult { cache_control, .. } => {
+            *cache_control = Some(CacheControl::ephemeral());
+        }
+        _ => {}
+    }
+}
+
+fn add_usage(total: &mut Usage, more: &Usage) {
+    total.input_tokens += more.input_tokens;
+    total.output_tokens += more.output_tokens;
+    total.cache_read_input_tokens += more.cache_read_input_tokens;
+    total.cache_creation_input_tokens += more.cache_creation_input_tokens;
+}
+
+fn last_text(messages: &[Message]) -> String {
+    messages
+        .iter()
+        .rev()
+        .find(|m| m.role == crate::model::Role::Assistant)
+        .map(crate::session::transcript::text_of)
+        .unwrap_or_default()
+}

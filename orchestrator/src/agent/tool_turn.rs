@@ -1,0 +1,145 @@
+//! One turn's tool calls: decide each (permission, input), run them — consecutive read-only
+//! calls concurrently, anything that writes or executes alone and in order — and build the
+//! user turn of results, exactly one per tool_use, in the order the model asked.
+
+use std::time::Instant;
+
+use serde_json::Value;
+use tokio::sync::watch;
+
+use crate::model::{AssistantMessage, ContentBlock};
+use crate::permissions::{Decision, Permissions};
+use crate::session::RecordBody;
+use crate::tools::{ToolContext, ToolOutput, ToolRegistry};
+
+/// One tool call and what will happen to it.
+#[derive(Debug, Clone)]
+pub(crate) struct Call {
+    id: String,
+    name: String,
+    input: Value,
+    read_only: bool,
+    /// Set when the call will not run: the result to send instead.
+    refused: Option<ToolOutput>,
+}
+
+/// The calls of one turn, decided.
+#[derive(Debug)]
+pub(crate) struct Plan {
+    calls: Vec<Call>,
+    /// Decision records for the transcript.
+    pub(crate) decisions: Vec<RecordBody>,
+}
+
+pub(crate) fn plan(
+    reply: &AssistantMessage,
+    tools: &ToolRegistry,
+    permissions: &Permissions,
+) -> Plan {
+    let mut calls = Vec::new();
+    let mut decisions = Vec::new();
+    for block in &reply.content {
+        let ContentBlock::ToolUse { id, name, input } = block else {
+            continue;
+        };
+        let read_only = tools.get(name).is_some_and(|t| t.is_read_only());
+        let mut refused = None;
+        if let Some(err) = reply.tool_input_error(id) {
+            refused = Some(ToolOutput::error(format!(
+                "the input for {name} was not valid JSON ({err}); send the call again with complete, valid input"
+            )));
+        } else if let Err(out) = tools.check(name, input) {
+            refused = Some(out);
+        } else {
+            let (decision, reason) = match permissions.decide(name, input, read_only) {
+                Decision::Allow(why) => ("allow", why),
+                Decision::Deny(why) => {
+                    refused = Some(ToolOutput::error(format!("Permission denied: {why}")));
+                    ("deny", why)
+                }
+            };
+            decisions.push(RecordBody::Decision {
+                tool_use_id: id.clone(),
+                tool: name.clone(),
+                decision: decision.into(),
+                reason,
+            });
+        }
+        calls.push(Call {
+            id: id.clone(),
+            name: name.clone(),
+            input: input.clone(),
+            read_only,
+            refused,
+        });
+    }
+    Plan { calls, decisions }
+}
+
+/// Runs the plan. Returns the result blocks (in call order), the ToolCall records, and
+/// whether the user interrupted (calls not started by then get an "interrupted" result).
+pub(crate) async fn execute(
+    plan: Plan,
+    tools: &ToolRegistry,
+    ctx: &ToolContext,
+    interrupts: &mut watch::Receiver<u64>,
+) -> (Vec<ContentBlock>, Vec<RecordBody>, bool) {
+    let mut outputs: Vec<Option<(ToolOutput, u64)>> = vec![None; plan.calls.len()];
+    let mut interrupted = false;
+    let mut i = 0;
+    while i < plan.calls.len() {
+        if interrupted || interrupts.has_changed().unwrap_or(false) {
+            interrupted = true;
+            outputs[i] = Some((
+                ToolOutput::error("interrupted by the user before this tool call ran"),
+                0,
+            ));
+            i += 1;
+            continue;
+        }
+        // A batch: one call, or a run of consecutive read-only calls that may overlap.
+        let mut end = i + 1;
+        if plan.calls[i].read_only {
+            while end < plan.calls.len() && plan.calls[end].read_only {
+                end += 1;
+            }
+        }
+        let batch = &plan.calls[i..end];
+        let results =
+            futures::future::join_all(batch.iter().map(|call| run_one(call, tools, ctx))).await;
+        for (k, result) in results.into_iter().enumerate() {
+            outputs[i + k] = Some(result);
+        }
+        i = end;
+    }
+    if interrupts.has_changed().unwrap_or(false) {
+        interrupted = true;
+    }
+    let mut blocks = Vec::with_capacity(plan.calls.len());
+    let mut records = Vec::with_capacity(plan.calls.len());
+    for (call, out) in plan.calls.into_iter().zip(outputs) {
+        let (out, ms) = out.unwrap_or_else(|| (ToolOutput::error("the tool call did not run"), 0));
+        records.push(RecordBody::ToolCall {
+            tool_use_id: call.id.clone(),
+            name: call.name,
+            input: call.input,
+            is_error: out.is_error,
+            duration_ms: ms,
+        });
+        blocks.push(ContentBlock::tool_result(
+            call.id,
+            out.content,
+            out.is_error,
+        ));
+    }
+    (blocks, records, interrupted)
+}
+
+async fn run_one(call: &Call, tools: &ToolRegistry, ctx: &ToolContext) -> (ToolOutput, u64) {
+    if let Some(refused) = &call.refused {
+        return (refused.clone(), 0);
+    }
+    let start = Instant::now();
+    let out = tools.call(&call.name, ctx, call.input.clone()).await;
+    (out, start.elapsed().as_millis() as u64)
+}

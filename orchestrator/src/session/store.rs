@@ -1,0 +1,190 @@
+//! The session index: an SQLite database in `$CORDON_HOME` that knows every session, its
+//! workspace and its transcript, so `--resume ID`, `--continue` (the latest session in this
+//! workspace) and fork can find them. Transcripts stay the source of truth for content.
+
+use std::path::{Path, PathBuf};
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::session::record::{RecordBody, now_rfc3339};
+use crate::session::transcript::{Loaded, Transcript, TranscriptError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("opening the session database {path}: {source}")]
+    Open {
+        path: PathBuf,
+        source: rusqlite::Error,
+    },
+    #[error("session database query failed: {0}")]
+    Query(#[from] rusqlite::Error),
+    #[error("creating {path}: {source}")]
+    Dir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("no session with id {0}")]
+    NotFound(String),
+    #[error("no earlier session in workspace {0}")]
+    NoneInWorkspace(PathBuf),
+    #[error(transparent)]
+    Transcript(#[from] TranscriptError),
+}
+
+/// One row of the index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionInfo {
+    pub id: String,
+    pub workspace: PathBuf,
+    pub transcript: PathBuf,
+    pub model: String,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+/// Sessions on disk under one `$CORDON_HOME`.
+#[derive(Debug)]
+pub struct SessionStore {
+    home: PathBuf,
+    db: Connection,
+}
+
+impl SessionStore {
+    pub fn open(home: &Path) -> Result<Self, StoreError> {
+        std::fs::create_dir_all(home.join("sessions")).map_err(|source| StoreError::Dir {
+            path: home.join("sessions"),
+            source,
+        })?;
+        let path = home.join("cordon.db");
+        let db = Connection::open(&path).map_err(|source| StoreError::Open {
+            path: path.clone(),
+            source,
+        })?;
+        db.busy_timeout(std::time::Duration::from_secs(5))?;
+        db.execute_batch(
+            "PRAGMA journal_mode = WAL;
+             CREATE TABLE IF NOT EXISTS sessions (
+                 id TEXT PRIMARY KEY,
+                 workspace TEXT NOT NULL,
+                 transcript TEXT NOT NULL,
+                 model TEXT NOT NULL,
+                 created_at TEXT NOT NULL,
+                 updated_at TEXT NOT NULL,
+                 forked_from TEXT
+             );
+             CREATE INDEX IF NOT EXISTS sessions_by_workspace ON sessions (workspace, updated_at);",
+        )?;
+        Ok(Self {
+            home: home.to_path_buf(),
+            db,
+        })
+    }
+
+    fn transcript_path(&self, id: &str) -> PathBuf {
+        self.home.join("sessions").join(format!("{id}.jsonl"))
+    }
+
+    /// Starts a new session: an index row and a transcript opened by its start record.
+    pub fn create(
+        &self,
+        workspace: &Path,
+        model: &str,
+    ) -> Result<(SessionInfo, Transcript), StoreError> {
+        self.create_with(workspace, model, None)
+    }
+
+    fn create_with(
+        &self,
+        workspace: &Path,
+        model: &str,
+        forked_from: Option<&str>,
+    ) -> Result<(SessionInfo, Transcript), StoreError> {
+        let id = uuid::Uuid::now_v7().to_string();
+        let path = self.transcript_path(&id);
+        let mut transcript = Transcript::create(&path, &id)?;
+        transcript.append(RecordBody::SessionStart {
+            cwd: workspace.display().to_string(),
+            model: model.to_string(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            forked_from: forked_from.map(str::to_string),
+        })?;
+        transcript.sync()?;
+        let now = now_rfc3339();
+        self.db.execute(
+            "INSERT INTO sessions (id, workspace, transcript, model, created_at, updated_at, forked_from)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6)",
+            params![id, workspace.display().to_string(), path.display().to_string(), model, now, forked_from],
+        )?;
+        let info = self.get(&id)?;
+        Ok((info, transcript))
+    }
+
+    pub fn get(&self, id: &str) -> Result<SessionInfo, StoreError> {
+        self.db
+            .query_row(
+                "SELECT id, workspace, transcript, model, created_at, updated_at FROM sessions WHERE id = ?1",
+                params![id],
+                row_to_info,
+            )
+            .optional()?
+            .ok_or_else(|| StoreError::NotFound(id.to_string()))
+    }
+
+    /// The most recently active session in `workspace` (for `--continue`).
+    pub fn latest_in(&self, workspace: &Path) -> Result<SessionInfo, StoreError> {
+        self.db
+            .query_row(
+                "SELECT id, workspace, transcript, model, created_at, updated_at FROM sessions
+                 WHERE workspace = ?1 ORDER BY updated_at DESC, id DESC LIMIT 1",
+                params![workspace.display().to_string()],
+                row_to_info,
+            )
+            .optional()?
+            .ok_or_else(|| StoreError::NoneInWorkspace(workspace.to_path_buf()))
+    }
+
+    /// Marks a session active now.
+    pub fn touch(&self, id: &str) -> Result<(), StoreError> {
+        self.db.execute(
+            "UPDATE sessions SET updated_at = ?2 WHERE id = ?1",
+            params![id, now_rfc3339()],
+        )?;
+        Ok(())
+    }
+
+    /// Reopens a session to continue it.
+    pub fn resume(&self, id: &str) -> Result<(SessionInfo, Loaded, Transcript), StoreError> {
+        let info = self.get(id)?;
+        let loaded = Loaded::read(&info.transcript)?;
+        let transcript = Transcript::reopen(&loaded)?;
+        Ok((info, loaded, transcript))
+    }
+
+    /// A new session whose transcript starts with a copy of `id`'s turns.
+    pub fn fork(&self, id: &str) -> Result<(SessionInfo, Transcript), StoreError> {
+        let source = self.get(id)?;
+        let loaded = Loaded::read(&source.transcript)?;
+        let (info, mut transcript) =
+            self.create_with(&source.workspace, &source.model, Some(id))?;
+        for rec in loaded
+            .records
+            .iter()
+            .filter(|r| r.is_turn() || matches!(r.body, RecordBody::Compaction { .. }))
+        {
+            transcript.append(rec.body.clone())?;
+        }
+        transcript.sync()?;
+        Ok((info, transcript))
+    }
+}
+
+fn row_to_info(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionInfo> {
+    Ok(SessionInfo {
+        id: row.get(0)?,
+        workspace: PathBuf::from(row.get::<_, String>(1)?),
+        transcript: PathBuf::from(row.get::<_, String>(2)?),
+        model: row.get(3)?,
+        created_at: row.get(4)?,
+        updated_at: row.get(5)?,
+    })
+}
