@@ -1,0 +1,143 @@
+//! Confinement of the agent and everything it starts: Landlock, seccomp, no_new_privs,
+//! rlimits, and the report of what the kernel actually enforces.
+//!
+//! # Layout
+//!
+//! - [`landlock`]: the filesystem/network ruleset from `policies/landlock/default.json`.
+//! - [`seccomp`]: the syscall filter from `policies/seccomp/default.json`.
+//! - [`rlimits`]: per-child resource limits, applied between fork and exec.
+//! - [`report`]: measuring namespaces, uid, no_new_privs and the seccomp mode.
+//! - [`sys`]: the raw system calls, each behind a safe wrapper.
+//!
+//! The agent confines *itself* ([`confine_self`]) while still single-threaded, so every
+//! thread and every child inherits the same Landlock domain and seccomp filter. Children
+//! additionally get [`child_setup`] in their pre-exec hook: a new session, rlimits and
+//! no inherited descriptors, all without allocating.
+
+pub mod landlock;
+pub mod names;
+pub mod report;
+pub mod rlimits;
+pub mod seccomp;
+pub mod sys;
+
+use std::path::PathBuf;
+
+use crate::config::AgentConfig;
+use crate::proto::ConfinementReport;
+
+pub use rlimits::ChildLimits;
+
+/// A step of confinement that failed. With `best_effort` off, any missing layer is one.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfineError {
+    #[error("invalid seccomp policy: {0}")]
+    SeccompPolicy(String),
+    #[error("cannot compile the seccomp filter: {0}")]
+    SeccompCompile(#[source] seccompiler::BackendError),
+    #[error("cannot install the seccomp filter: {0}")]
+    SeccompApply(#[source] seccompiler::Error),
+    #[error("invalid landlock policy: {0}")]
+    LandlockPolicy(String),
+    #[error("cannot open {} for a landlock rule: {source}", path.display())]
+    LandlockPath {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot build the landlock ruleset: {0}")]
+    LandlockRuleset(#[source] ::landlock::RulesetError),
+    #[error("cannot set no_new_privs: {0}")]
+    NoNewPrivs(#[source] std::io::Error),
+    #[error(
+        "refusing to start: the kernel cannot enforce every layer ({0}); \
+         set best_effort in the agent configuration to run with less"
+    )]
+    Incomplete(String),
+}
+
+/// Confines the calling (still single-threaded) process; returns what is enforced.
+///
+/// Order: parse and compile everything first (a policy error changes nothing), measure
+/// the namespaces (needs the parent's /proc entries, which Landlock hides), set
+/// no_new_privs, restrict with Landlock, then install the seccomp filter.
+pub fn confine_self(config: &AgentConfig) -> Result<ConfinementReport, ConfineError> {
+    let ll_policy = landlock::LandlockPolicy::default_policy()?;
+    let sc_policy = seccomp::SeccompPolicy::default_policy()?;
+    let programs = sc_policy.compile(config.network)?;
+    let (namespaces, ns_note) = report::namespaces();
+
+    let mut notes: Vec<String> = ns_note.into_iter().collect();
+    let mut missing: Vec<String> = Vec::new();
+
+    if let Err(e) = sys::set_no_new_privs() {
+        return Err(ConfineError::NoNewPrivs(e));
+    }
+    let outcome = landlock::restrict_self(&ll_policy, config)?;
+    if !outcome.skipped.is_empty() {
+        let skipped: Vec<String> = outcome
+            .skipped
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        notes.push(format!(
+            "landlock policy paths absent here: {}",
+            skipped.join(", ")
+        ));
+    }
+    missing.extend(outcome.missing.iter().cloned());
+
+    let seccomp_ok = match programs.apply() {
+        Ok(()) => true,
+        Err(e) if config.best_effort => {
+            missing.push(format!("seccomp filter: {e}"));
+            false
+        }
+        Err(e) => return Err(e),
+    };
+    if !missing.is_empty() && !config.best_effort {
+        return Err(ConfineError::Incomplete(missing.join("; ")));
+    }
+
+    let mut report = ConfinementReport {
+        landlock_abi: outcome.abi,
+        landlock_fully_enforced: outcome.fully_enforced,
+        namespaces,
+        network_granted: config.network,
+        best_effort: config.best_effort && !missing.is_empty(),
+        ..Default::default()
+    };
+    report::measure(&mut report);
+    if !seccomp_ok {
+        report.seccomp_mode = "disabled".into();
+    }
+    notes.extend(missing.into_iter().map(|m| format!("not enforced: {m}")));
+    report.notes = notes;
+    Ok(report)
+}
+
+/// Alloc-free pre-exec setup of every child: its own session and process group (so the
+/// whole group can be killed), rlimits, and every descriptor above 2 closed on exec.
+pub fn child_setup(limits: &ChildLimits) -> std::io::Result<()> {
+    sys::setsid()?;
+    limits.apply()?;
+    sys::close_fds_from(3)
+}
+
+/// Runs `f` in a forked child and returns how the child ended. For tests that apply
+/// irreversible, process-wide restrictions.
+#[cfg(test)]
+pub(crate) fn in_child(f: impl FnOnce() -> i32) -> nix::sys::wait::WaitStatus {
+    use nix::unistd::{ForkResult, fork};
+    // SAFETY: the child only runs `f` (test code that makes system calls and may allocate;
+    // glibc's fork handlers keep malloc usable in the child) and then _exits without
+    // running destructors or returning into the test harness.
+    match unsafe { fork() }.expect("fork") {
+        ForkResult::Child => {
+            let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or(101);
+            // SAFETY: _exit ends the child immediately; nothing else runs in it.
+            unsafe { libc::_exit(code) }
+        }
+        ForkResult::Parent { child } => nix::sys::wait::waitpid(child, None).expect("waitpid"),
+    }
+}

@@ -1,0 +1,110 @@
+//! The raw system calls confinement and process control need, each behind a small safe
+//! wrapper. Every `unsafe` block of the agent's process handling lives here.
+//!
+//! Functions marked "alloc-free" are safe to call between fork and exec in a
+//! multi-threaded process: they make one system call and touch no heap or lock.
+
+use std::io;
+
+fn check(rc: libc::c_int) -> io::Result<()> {
+    if rc == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// Sets `PR_SET_NO_NEW_PRIVS`: exec can never grant privileges (setuid bits, file caps).
+pub fn set_no_new_privs() -> io::Result<()> {
+    // SAFETY: prctl with integer arguments only; no memory is passed.
+    check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) })
+}
+
+/// Reads `PR_GET_NO_NEW_PRIVS`.
+pub fn no_new_privs() -> bool {
+    // SAFETY: prctl with integer arguments only; no memory is passed.
+    unsafe { libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1 }
+}
+
+/// Makes this process a child subreaper: orphaned descendants reparent to it instead of
+/// to init, so the agent can find and kill them.
+pub fn set_child_subreaper() -> io::Result<()> {
+    // SAFETY: prctl with integer arguments only; no memory is passed.
+    check(unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) })
+}
+
+/// The Landlock ABI version the kernel offers: 0 when Landlock is missing or disabled.
+pub fn landlock_abi() -> u32 {
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_long = 1;
+    // SAFETY: with a null attribute pointer, size 0 and the VERSION flag the kernel only
+    // returns a number; no memory is read or written.
+    let v = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    u32::try_from(v).unwrap_or(0)
+}
+
+/// Alloc-free: starts a new session (and process group) led by the caller.
+pub fn setsid() -> io::Result<()> {
+    // SAFETY: setsid takes no arguments.
+    let rc = unsafe { libc::setsid() };
+    if rc == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// Alloc-free: sets both the soft and the hard limit of `resource` to `value`.
+pub fn setrlimit(resource: libc::__rlimit_resource_t, value: u64) -> io::Result<()> {
+    let limit = libc::rlimit {
+        rlim_cur: value,
+        rlim_max: value,
+    };
+    // SAFETY: `limit` is a valid rlimit on the stack for the duration of the call.
+    check(unsafe { libc::setrlimit(resource, &limit) })
+}
+
+/// The current hard limit of `resource` (`u64::MAX` for unlimited).
+pub fn hard_rlimit(resource: libc::__rlimit_resource_t) -> io::Result<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `limit` is a valid, writable rlimit on the stack.
+    check(unsafe { libc::getrlimit(resource, &mut limit) })?;
+    Ok(limit.rlim_max)
+}
+
+/// Alloc-free: closes every file descriptor from `first` up.
+pub fn close_fds_from(first: libc::c_uint) -> io::Result<()> {
+    // SAFETY: close_range takes integers only; closing descriptors is what we want here
+    // (called in the child just before exec, where no Rust object owns them any more
+    // except the ones std needs, which std opened with O_CLOEXEC and does not use after
+    // the pre_exec hook except its error pipe, which is also O_CLOEXEC and only written
+    // on failure; close_range with flags 0 would close it, so CLOSE_RANGE_CLOEXEC is used).
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            first,
+            libc::c_uint::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
+    };
+    if rc == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// The process's real uid and gid.
+pub fn uid_gid() -> (u32, u32) {
+    // SAFETY: getuid and getgid cannot fail and take no arguments.
+    unsafe { (libc::getuid(), libc::getgid()) }
+}

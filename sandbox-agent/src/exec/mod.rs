@@ -1,0 +1,447 @@
+//! Running commands: a fresh, confined process per call in its own session, output
+//! streamed and capped, a timeout, and the whole process tree killed on timeout, cancel,
+//! shutdown or when the controller goes away.
+//!
+//! # Layout
+//!
+//! - [`spawn`]: program, environment, working directory, pre-exec confinement.
+//! - [`output`]: the output cap and the full-output file.
+//! - [`kill`]: the registry of running commands, tree killing, orphan reaping.
+//! - `driver` (here): one task per command that streams output and decides its end.
+//!
+//! Decisions: a timeout above the maximum is refused (InvalidRequest), not clamped; when
+//! the command's leader exits, whatever it left behind (background jobs, daemons) is
+//! killed, so no process outlives its call; the session directory follows the shell's
+//! final directory only when the command changed directory.
+
+pub mod kill;
+pub mod output;
+pub mod spawn;
+
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use futures::Stream;
+use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid, waitpid};
+use nix::unistd::Pid;
+use tokio::io::AsyncReadExt;
+use tokio::net::unix::pipe;
+use tokio::sync::{Mutex, mpsc};
+
+use crate::config::AgentConfig;
+use crate::confine::{ChildLimits, sys};
+use crate::error::{AgentError, ErrorCode};
+use crate::limits;
+use crate::proto::*;
+use output::OutputCap;
+use spawn::{Program, SpawnSpec};
+
+pub type EventStream =
+    Pin<Box<dyn Stream<Item = Result<ExecEvent, tonic::Status>> + Send + 'static>>;
+
+/// After the leader exits, how long to wait for its pipes to close.
+const DRAIN_GRACE: Duration = Duration::from_secs(5);
+
+/// Starts, tracks and kills the commands of one agent.
+#[derive(Debug)]
+pub struct Executor {
+    config: AgentConfig,
+    shell: PathBuf,
+    seq: AtomicU64,
+}
+
+impl Executor {
+    /// Makes the agent a child subreaper (orphans of commands reparent to it, so they can
+    /// be found and killed) and starts the orphan reaper.
+    pub fn new(config: &AgentConfig) -> Self {
+        if let Err(e) = sys::set_child_subreaper() {
+            tracing::warn!("cannot become a child subreaper: {e}; orphans escape to init");
+        }
+        kill::start_reaper();
+        Self {
+            config: config.clone(),
+            shell: spawn::find_shell(),
+            seq: AtomicU64::new(0),
+        }
+    }
+
+    pub async fn start(
+        &self,
+        req: ExecRequest,
+        cwd: Arc<Mutex<PathBuf>>,
+    ) -> Result<EventStream, AgentError> {
+        validate(&req)?;
+        let n = self.seq.fetch_add(1, Ordering::Relaxed);
+        let exec_id = if req.exec_id.is_empty() {
+            format!("anonymous-{n}")
+        } else {
+            req.exec_id.clone()
+        };
+        let marker = format!("{}-{n}", std::process::id());
+        let start_cwd = self.start_cwd(&req, &cwd).await?;
+        let state_dir = self.config.tmp_dir.join(".cordon");
+        let program = if req.argv.is_empty() {
+            let cwd_file = state_dir.join(format!("cwd-{marker}"));
+            if let Err(e) = std::fs::create_dir_all(&state_dir) {
+                tracing::warn!("cannot create {}: {e}", state_dir.display());
+            }
+            Program::Shell {
+                shell: self.shell.clone(),
+                command: req.command.clone(),
+                cwd_file,
+            }
+        } else {
+            Program::Argv(req.argv.clone())
+        };
+        let limits = ChildLimits::prepare(&self.config.rlimits)
+            .map_err(|e| AgentError::internal(format!("cannot read rlimits: {e}")))?;
+        let base = spawn::base_env(&self.config.tmp_dir, &self.config.tmp_dir, &self.shell);
+        let spec = SpawnSpec {
+            exec_id: exec_id.clone(),
+            marker: marker.clone(),
+            env: spawn::merge_env(base, &req.env, &marker),
+            program,
+            cwd: start_cwd.clone(),
+            stdin: !req.stdin.is_empty(),
+            limits,
+        };
+        let started_at = Instant::now();
+        let (spec, started) = tokio::task::spawn_blocking(move || {
+            let r = spawn::spawn(&spec);
+            (spec, r)
+        })
+        .await
+        .map_err(|e| AgentError::internal(format!("spawn task failed: {e}")))?;
+        let started = started?;
+
+        let timeout_ms = match req.timeout_ms {
+            0 => limits::DEFAULT_EXEC_TIMEOUT_MS,
+            t => t,
+        };
+        let output_limit = match req.output_limit {
+            0 => limits::DEFAULT_OUTPUT_LIMIT_CHARS,
+            l => l,
+        };
+        let log_path = state_dir.join(format!("exec-{}-{}.log", sanitize(&exec_id), marker));
+        let (tx, rx) = mpsc::channel(8);
+        let job = Job {
+            exec_id,
+            marker,
+            spec,
+            started,
+            stdin: req.stdin,
+            deadline: started_at + Duration::from_millis(timeout_ms),
+            started_at,
+            cap: OutputCap::new(output_limit, log_path),
+            start_cwd,
+            session_cwd: cwd,
+            tx,
+        };
+        tokio::spawn(job.run());
+        Ok(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx)))
+    }
+
+    /// Cancels a running command; false when none has this id.
+    pub fn cancel(&self, exec_id: &str) -> bool {
+        kill::registry().cancel(exec_id)
+    }
+
+    /// Kills every running command's process tree now.
+    pub fn kill_all(&self) {
+        kill::registry().kill_all();
+    }
+
+    /// The request's directory, else the session's; a session directory that vanished
+    /// falls back to the workspace.
+    async fn start_cwd(
+        &self,
+        req: &ExecRequest,
+        cwd: &Arc<Mutex<PathBuf>>,
+    ) -> Result<PathBuf, AgentError> {
+        let mut session = cwd.lock().await;
+        if !req.cwd.is_empty() {
+            let dir = session.join(&req.cwd);
+            if !dir.is_dir() {
+                return Err(AgentError::new(
+                    ErrorCode::NotFound,
+                    format!("working directory {} does not exist", dir.display()),
+                )
+                .with_path(dir.display().to_string()));
+            }
+            return Ok(dir);
+        }
+        if !session.is_dir() {
+            *session = self.config.workspace.clone();
+        }
+        Ok(session.clone())
+    }
+}
+
+/// Checks the request against the protocol's limits.
+fn validate(req: &ExecRequest) -> Result<(), AgentError> {
+    let too_large = |what: String| Err(AgentError::new(ErrorCode::TooLarge, what));
+    match (req.command.is_empty(), req.argv.is_empty()) {
+        (false, false) => {
+            return Err(AgentError::invalid("set either command or argv, not both"));
+        }
+        (true, true) => return Err(AgentError::invalid("set command or argv")),
+        _ => {}
+    }
+    if req.exec_id.len() > limits::MAX_EXEC_ID_BYTES {
+        return too_large(format!("exec_id over {} bytes", limits::MAX_EXEC_ID_BYTES));
+    }
+    let argv_bytes: usize = req.argv.iter().map(String::len).sum();
+    if req.command.len() > limits::MAX_COMMAND_BYTES || argv_bytes > limits::MAX_COMMAND_BYTES {
+        return too_large(format!("command over {} bytes", limits::MAX_COMMAND_BYTES));
+    }
+    if req.stdin.len() > limits::MAX_STDIN_BYTES {
+        return too_large(format!("stdin over {} bytes", limits::MAX_STDIN_BYTES));
+    }
+    if req.env.len() > limits::MAX_ENV_ENTRIES {
+        return too_large(format!("more than {} env entries", limits::MAX_ENV_ENTRIES));
+    }
+    if req.cwd.len() > limits::MAX_PATH_BYTES {
+        return too_large(format!("cwd over {} bytes", limits::MAX_PATH_BYTES));
+    }
+    if req.timeout_ms > limits::MAX_EXEC_TIMEOUT_MS {
+        return Err(AgentError::invalid(format!(
+            "timeout_ms {} is over the maximum of {} (10 minutes)",
+            req.timeout_ms,
+            limits::MAX_EXEC_TIMEOUT_MS
+        )));
+    }
+    let has_nul = |s: &str| s.contains('\0');
+    if has_nul(&req.command) || req.argv.iter().any(|a| has_nul(a)) || has_nul(&req.cwd) {
+        return Err(AgentError::invalid(
+            "command, argv and cwd cannot contain NUL",
+        ));
+    }
+    if req.argv.first().is_some_and(|a| a.is_empty()) {
+        return Err(AgentError::invalid("argv[0] is empty"));
+    }
+    for (k, v) in &req.env {
+        if k.is_empty() || k.contains('=') || has_nul(k) || has_nul(v) {
+            return Err(AgentError::invalid(format!(
+                "invalid environment variable name or value: {k:?}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Keeps file names tame: the exec id comes from the controller.
+fn sanitize(id: &str) -> String {
+    id.chars()
+        .take(64)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// One running command and everything its driver needs.
+struct Job {
+    exec_id: String,
+    marker: String,
+    spec: SpawnSpec,
+    started: spawn::Started,
+    stdin: Vec<u8>,
+    deadline: Instant,
+    started_at: Instant,
+    cap: OutputCap,
+    start_cwd: PathBuf,
+    session_cwd: Arc<Mutex<PathBuf>>,
+    tx: mpsc::Sender<Result<ExecEvent, tonic::Status>>,
+}
+
+fn chunk(stream: output_chunk::Stream, data: Vec<u8>) -> ExecEvent {
+    ExecEvent {
+        event: Some(exec_event::Event::Output(OutputChunk {
+            stream: stream as i32,
+            data,
+        })),
+    }
+}
+
+fn receiver(fd: Option<impl Into<OwnedFd>>) -> Option<pipe::Receiver> {
+    fd.and_then(|f| pipe::Receiver::from_owned_fd(f.into()).ok())
+}
+
+/// Reads one chunk; `None` at end of file or error.
+async fn read_some(pipe: &mut Option<pipe::Receiver>, buf: &mut [u8]) -> Option<usize> {
+    match pipe.as_mut() {
+        Some(p) => match p.read(buf).await {
+            Ok(0) | Err(_) => None,
+            Ok(n) => Some(n),
+        },
+        None => std::future::pending().await,
+    }
+}
+
+impl Job {
+    async fn run(mut self) {
+        let leader = self.started.leader;
+        let mut stdout = receiver(self.started.child.stdout.take());
+        let mut stderr = receiver(self.started.child.stderr.take());
+        if let Some(stdin) = self.started.child.stdin.take()
+            && let Ok(mut sender) = pipe::Sender::from_owned_fd(OwnedFd::from(stdin))
+        {
+            let data = std::mem::take(&mut self.stdin);
+            tokio::spawn(async move {
+                use tokio::io::AsyncWriteExt;
+                // A command that never reads its stdin is fine: the write fails or is
+                // dropped with the task when the pipe closes.
+                let _ = sender.write_all(&data).await;
+            });
+        }
+        // Wait for the leader to exit without reaping it: its pid stays reserved while
+        // the rest of its tree is killed.
+        let (exit_tx, mut exit_rx) = tokio::sync::oneshot::channel();
+        tokio::task::spawn_blocking(move || {
+            let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT;
+            while let Err(nix::errno::Errno::EINTR) = waitid(Id::Pid(Pid::from_raw(leader)), flags)
+            {
+            }
+            let _ = exit_tx.send(());
+        });
+
+        let mut timed_out = false;
+        let mut abandoned = false;
+        let mut exited = false;
+        let mut drain_until = None;
+        let mut out_buf = vec![0u8; limits::MAX_CHUNK_BYTES];
+        let mut err_buf = vec![0u8; limits::MAX_CHUNK_BYTES];
+        let cancel = self.started.cancel.clone();
+        loop {
+            if exited && stdout.is_none() && stderr.is_none() {
+                break;
+            }
+            let drain_deadline = drain_until.unwrap_or(self.deadline);
+            tokio::select! {
+                n = read_some(&mut stdout, &mut out_buf) => match n {
+                    Some(n) => self.output(output_chunk::Stream::Stdout, &out_buf[..n], abandoned).await,
+                    None => stdout = None,
+                },
+                n = read_some(&mut stderr, &mut err_buf) => match n {
+                    Some(n) => self.output(output_chunk::Stream::Stderr, &err_buf[..n], abandoned).await,
+                    None => stderr = None,
+                },
+                _ = &mut exit_rx, if !exited => {
+                    exited = true;
+                    drain_until = Some(Instant::now() + DRAIN_GRACE);
+                    self.kill_tree().await;
+                }
+                _ = tokio::time::sleep_until(self.deadline.into()), if !timed_out && !exited => {
+                    timed_out = true;
+                    self.kill_tree().await;
+                }
+                _ = tokio::time::sleep_until(drain_deadline.into()), if exited => {
+                    // Something outside our reach still holds the pipes: stop reading.
+                    stdout = None;
+                    stderr = None;
+                }
+                _ = cancel.notified() => self.kill_tree().await,
+                _ = self.tx.closed(), if !abandoned => {
+                    // The controller went away (RPC cancelled): kill, reap, send nothing.
+                    abandoned = true;
+                    self.kill_tree().await;
+                }
+            }
+        }
+        let status = reap(leader).await;
+        kill::registry().remove(&self.exec_id);
+        let cancelled = self.started.cancelled.load(Ordering::SeqCst);
+        let cwd_after = self.cwd_after(!timed_out && !cancelled && !abandoned).await;
+        if abandoned {
+            return;
+        }
+        let summary = std::mem::replace(&mut self.cap, OutputCap::new(0, PathBuf::new())).finish();
+        if let Some(marker) = summary.marker {
+            let _ = self
+                .tx
+                .send(Ok(chunk(output_chunk::Stream::Stdout, marker)))
+                .await;
+        }
+        let (code, signal) = match status {
+            Some(WaitStatus::Exited(_, c)) => (Some(c), None),
+            Some(WaitStatus::Signaled(_, s, _)) => (None, Some(s as i32)),
+            _ => (None, None),
+        };
+        let exit = ExitStatus {
+            code,
+            signal,
+            timed_out,
+            cancelled: cancelled && !timed_out,
+            truncated: summary.truncated,
+            full_output_path: summary
+                .full_output_path
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+            total_output_bytes: summary.total_bytes,
+            cwd_after: cwd_after.display().to_string(),
+            duration_ms: u64::try_from(self.started_at.elapsed().as_millis()).unwrap_or(u64::MAX),
+        };
+        let _ = self
+            .tx
+            .send(Ok(ExecEvent {
+                event: Some(exec_event::Event::Exit(exit)),
+            }))
+            .await;
+    }
+
+    async fn output(&mut self, stream: output_chunk::Stream, data: &[u8], abandoned: bool) {
+        let streamed = self.cap.accept(data);
+        if !streamed.is_empty() && !abandoned {
+            let _ = self.tx.send(Ok(chunk(stream, streamed))).await;
+        }
+    }
+
+    async fn kill_tree(&self) {
+        let leader = self.started.leader;
+        let marker = self.marker.clone();
+        let _ = tokio::task::spawn_blocking(move || kill::kill_tree(leader, &marker)).await;
+    }
+
+    /// Reads the shell's final directory and carries it to the session when the command
+    /// changed directory. Returns the directory the next call starts in.
+    async fn cwd_after(&self, completed: bool) -> PathBuf {
+        let mut session = self.session_cwd.lock().await;
+        if let Program::Shell { cwd_file, .. } = &self.spec.program {
+            let recorded = std::fs::read_to_string(cwd_file).ok();
+            let _ = std::fs::remove_file(cwd_file);
+            if completed && let Some(text) = recorded {
+                let dir = PathBuf::from(text.trim_end_matches('\n'));
+                if dir.is_absolute() && dir.is_dir() && dir != self.start_cwd {
+                    *session = dir;
+                }
+            }
+        }
+        session.clone()
+    }
+}
+
+/// Reaps the leader (already a zombie or about to be) and returns how it ended.
+async fn reap(leader: i32) -> Option<WaitStatus> {
+    tokio::task::spawn_blocking(move || {
+        loop {
+            match waitpid(Pid::from_raw(leader), None) {
+                Err(nix::errno::Errno::EINTR) => continue,
+                r => return r.ok(),
+            }
+        }
+    })
+    .await
+    .ok()
+    .flatten()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,236 @@
+//! Starting one command: its program and arguments, a clean environment, the working
+//! directory, and the confined pre-exec setup. The only place the agent creates processes.
+
+use std::collections::HashMap;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use tokio::sync::Notify;
+
+use super::kill::{self, Entry, MARKER_ENV};
+use crate::confine::{self, ChildLimits};
+use crate::error::{AgentError, ErrorCode};
+
+/// PATH every command starts with.
+pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// The shell commands run with: bash where there is one, else sh.
+pub fn find_shell() -> PathBuf {
+    const CANDIDATES: [&str; 5] = [
+        "/usr/local/bin/bash",
+        "/usr/bin/bash",
+        "/bin/bash",
+        "/usr/bin/sh",
+        "/bin/sh",
+    ];
+    CANDIDATES
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| PathBuf::from("/bin/sh"))
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub enum Program {
+    /// A shell command; `cwd_file` receives the shell's final directory.
+    Shell {
+        shell: PathBuf,
+        command: String,
+        cwd_file: PathBuf,
+    },
+    /// An argv run directly.
+    Argv(Vec<String>),
+}
+
+/// Everything needed to start one command.
+#[derive(Debug)]
+pub struct SpawnSpec {
+    pub exec_id: String,
+    pub marker: String,
+    pub program: Program,
+    pub cwd: PathBuf,
+    pub env: Vec<(String, String)>,
+    pub stdin: bool,
+    pub limits: ChildLimits,
+}
+
+/// A started command and its registry entry's handles.
+#[derive(Debug)]
+pub struct Started {
+    pub child: Child,
+    pub leader: i32,
+    pub cancel: Arc<Notify>,
+    pub cancelled: Arc<AtomicBool>,
+}
+
+/// Quotes `s` for a POSIX shell.
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// The script the shell runs: an EXIT trap records the final directory (it runs after
+/// `exit N` too and keeps the exit status), then the command itself.
+pub fn shell_script(command: &str, cwd_file: &Path) -> String {
+    let record = format!(
+        "pwd -P >| {} 2>/dev/null",
+        shell_quote(&cwd_file.to_string_lossy())
+    );
+    format!("trap {} EXIT\n{command}", shell_quote(&record))
+}
+
+/// The base environment: minimal and the same for every command; the agent's own
+/// environment is never passed on.
+pub fn base_env(home: &Path, tmp: &Path, shell: &Path) -> Vec<(String, String)> {
+    let (uid, _) = confine::sys::uid_gid();
+    let user = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+        .ok()
+        .flatten()
+        .map(|u| u.name)
+        .unwrap_or_else(|| uid.to_string());
+    vec![
+        ("PATH".into(), DEFAULT_PATH.into()),
+        ("HOME".into(), home.display().to_string()),
+        ("TMPDIR".into(), tmp.display().to_string()),
+        ("LANG".into(), "C.UTF-8".into()),
+        ("TERM".into(), "dumb".into()),
+        ("USER".into(), user.clone()),
+        ("LOGNAME".into(), user),
+        ("SHELL".into(), shell.display().to_string()),
+    ]
+}
+
+/// Merges the request's variables over the base; the marker is set last so a request
+/// cannot remove it.
+pub fn merge_env(
+    base: Vec<(String, String)>,
+    extra: &HashMap<String, String>,
+    marker: &str,
+) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = base
+        .into_iter()
+        .filter(|(k, _)| !extra.contains_key(k))
+        .collect();
+    let mut extra: Vec<_> = extra.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    extra.sort();
+    env.extend(extra);
+    env.retain(|(k, _)| k != MARKER_ENV);
+    env.push((MARKER_ENV.into(), marker.into()));
+    env
+}
+
+fn command_for(spec: &SpawnSpec) -> Command {
+    let mut cmd = match &spec.program {
+        Program::Shell {
+            shell,
+            command,
+            cwd_file,
+        } => {
+            let mut c = Command::new(shell);
+            c.arg("-c").arg(shell_script(command, cwd_file));
+            c
+        }
+        Program::Argv(argv) => {
+            let mut c = Command::new(&argv[0]);
+            c.args(&argv[1..]);
+            c
+        }
+    };
+    cmd.env_clear()
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .current_dir(&spec.cwd)
+        .stdin(if spec.stdin {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let limits = spec.limits;
+    // SAFETY: the hook runs between fork and exec; `child_setup` makes only alloc-free
+    // system calls (setsid, setrlimit, close_range) on data copied before fork.
+    unsafe {
+        cmd.pre_exec(move || confine::child_setup(&limits));
+    }
+    cmd
+}
+
+/// Forks and execs the command and registers it, holding the registry lock throughout so
+/// the orphan reaper never sees the leader unregistered. Blocking (fork + exec).
+pub fn spawn(spec: &SpawnSpec) -> Result<Started, AgentError> {
+    let mut cmd = command_for(spec);
+    let mut entries = kill::registry().lock();
+    if entries.contains_key(&spec.exec_id) {
+        return Err(AgentError::invalid(format!(
+            "exec_id {:?} is already running; use a unique id per call",
+            spec.exec_id
+        )));
+    }
+    let child = cmd.spawn().map_err(|e| {
+        let what = match &spec.program {
+            Program::Shell { shell, .. } => shell.display().to_string(),
+            Program::Argv(argv) => argv[0].clone(),
+        };
+        let code = match e.kind() {
+            std::io::ErrorKind::NotFound => ErrorCode::NotFound,
+            std::io::ErrorKind::PermissionDenied => ErrorCode::PermissionDenied,
+            _ => ErrorCode::Io,
+        };
+        AgentError::new(code, format!("cannot start {what}: {e}"))
+    })?;
+    let leader = child.id() as i32;
+    let cancel = Arc::new(Notify::new());
+    let cancelled = Arc::new(AtomicBool::new(false));
+    entries.insert(
+        spec.exec_id.clone(),
+        Entry {
+            leader,
+            marker: spec.marker.clone(),
+            cancel: cancel.clone(),
+            cancelled: cancelled.clone(),
+        },
+    );
+    Ok(Started {
+        child,
+        leader,
+        cancel,
+        cancelled,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting_survives_single_quotes() {
+        assert_eq!(shell_quote("a'b"), r"'a'\''b'");
+        // The script is valid shell even with a quote in the path: sh can parse it.
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("it's");
+        let script = shell_script("cd /", &file);
+        assert!(script.ends_with("EXIT\ncd /"));
+        let ok = Command::new("/bin/sh")
+            .arg("-c")
+            .arg(&script)
+            .status()
+            .unwrap();
+        assert!(ok.success());
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "/\n");
+    }
+
+    #[test]
+    fn the_marker_cannot_be_overridden_and_extra_wins() {
+        let mut extra = HashMap::new();
+        extra.insert(MARKER_ENV.to_string(), "forged".to_string());
+        extra.insert("PATH".to_string(), "/x".to_string());
+        let env = merge_env(vec![("PATH".into(), "/bin".into())], &extra, "real");
+        assert!(env.contains(&("PATH".into(), "/x".into())));
+        assert!(!env.iter().any(|(_, v)| v == "/bin"));
+        let markers: Vec<_> = env.iter().filter(|(k, _)| k == MARKER_ENV).collect();
+        assert_eq!(markers, vec![&(MARKER_ENV.to_string(), "real".to_string())]);
+    }
+}
