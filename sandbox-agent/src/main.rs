@@ -17,6 +17,10 @@ struct Cli {
     /// Read the configuration from this file instead.
     #[arg(long)]
     config_file: Option<std::path::PathBuf>,
+    /// Launcher mode (local backend): build the sandbox's namespaces from this
+    /// `LaunchConfig` file, then serve inside them.
+    #[arg(long, conflicts_with_all = ["config", "config_file"])]
+    launch_config: Option<std::path::PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -24,7 +28,13 @@ fn main() -> ExitCode {
         .with_env_filter(tracing_subscriber::EnvFilter::from_env("CORDON_AGENT_LOG"))
         .with_writer(std::io::stderr)
         .init();
-    match run() {
+    let cli = Cli::parse();
+    if let Some(path) = &cli.launch_config {
+        // Single-threaded here: the launcher clones the sandbox's init.
+        let code = sandbox_agent::launch::run_launcher(path);
+        return ExitCode::from(u8::try_from(code).unwrap_or(1));
+    }
+    match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("sandbox-agent: {e}");
@@ -33,8 +43,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn run() -> Result<(), String> {
-    let cli = Cli::parse();
+fn run(cli: Cli) -> Result<(), String> {
     let text = match (&cli.config, &cli.config_file) {
         (Some(json), _) => json.clone(),
         (None, Some(path)) => std::fs::read_to_string(path)

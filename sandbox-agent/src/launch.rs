@@ -1,1 +1,0 @@
-//! The local backend's namespace launcher. (Being implemented.)

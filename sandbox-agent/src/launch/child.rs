@@ -1,0 +1,276 @@
+//! The sandbox's init: pid 1 of the new pid namespace, cloned by the launcher already
+//! inside the new user, mount, ipc, uts, net and cgroup namespaces. It waits for its id
+//! maps, builds the root, drops every privilege, starts the agent and then only reaps
+//! (orphans of the sandbox are reparented to it). When it exits, the kernel kills every
+//! process left in the namespace.
+//!
+//! Runs in a freshly cloned copy of the single-threaded launcher: allocation is fine.
+
+use std::ffi::CString;
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt;
+
+use nix::sys::signal::{SigSet, SigmaskHow, Signal};
+use nix::sys::wait::{WaitStatus, waitpid};
+use nix::unistd::{ForkResult, Gid, Pid, Uid};
+
+use super::mounts::{self, RootSpec};
+use super::protected::Plan;
+use super::userns::IdPlan;
+use super::{AGENT_IN_SANDBOX, LaunchConfig, SANDBOX_GID, SANDBOX_UID};
+
+/// Everything the init needs, prepared by the launcher before the clone.
+pub(super) struct ChildCtx<'a> {
+    pub config: &'a LaunchConfig,
+    pub ids: IdPlan,
+    pub plan: &'a Plan,
+    pub workspace_tree: Option<&'a OwnedFd>,
+    /// Read end: one byte once the maps are written; EOF if the launcher gave up.
+    pub go: OwnedFd,
+    /// Write end (CLOEXEC): setup errors go here; EOF with nothing means the agent exec'd.
+    pub errors: OwnedFd,
+    /// Read end of a pipe only the launcher writes to: hang-up means the launcher died.
+    pub alive: OwnedFd,
+    /// Launcher-side fds that must not stay open in the sandbox.
+    pub close: Vec<i32>,
+}
+
+/// The init's entry point; never returns.
+pub(super) fn run(ctx: ChildCtx) -> ! {
+    let mut errors = std::fs::File::from(ctx.errors.try_clone().unwrap_or_else(|_| exit(1)));
+    let code = match setup_and_serve(&ctx) {
+        Ok(code) => code,
+        Err(why) => {
+            let _ = errors.write_all(why.as_bytes());
+            1
+        }
+    };
+    exit(code)
+}
+
+fn exit(code: i32) -> ! {
+    // SAFETY: _exit ends the process without running the launcher's atexit handlers or
+    // destructors, which belong to the parent's copy of this memory.
+    unsafe { libc::_exit(code) }
+}
+
+fn setup_and_serve(ctx: &ChildCtx) -> Result<i32, String> {
+    for fd in &ctx.close {
+        // SAFETY: these fds belong to the launcher's copy; closing ours affects only us.
+        unsafe { libc::close(*fd) };
+    }
+    let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
+    let mut byte = [0u8; 1];
+    std::fs::File::from(ctx.go.try_clone().map_err(|e| e.to_string())?)
+        .read_exact(&mut byte)
+        .map_err(|_| "the launcher did not finish the id maps".to_string())?;
+    // Open every host source now, while this process still has the launcher's uid (which
+    // can traverse e.g. a 0700 /root holding CORDON_HOME) and before /tmp is covered.
+    let cfg = ctx.config;
+    let agent_exe =
+        std::env::current_exe().map_err(|e| format!("locating the agent binary: {e}"))?;
+    let agent_src = open_path(&agent_exe)?;
+    let socket_src = open_path(&cfg.socket_dir())?;
+    let workspace_src = open_path(&cfg.workspace)?;
+    if ctx.ids.privileged() {
+        // Become inside root (an unprivileged host id) so files on the sandbox's own tmpfs
+        // have a mapped owner, and drop the host's supplementary groups (root's group 0).
+        nix::unistd::setresgid(Gid::from_raw(0), Gid::from_raw(0), Gid::from_raw(0))
+            .map_err(|e| format!("setresgid(0): {e}"))?;
+        nix::unistd::setresuid(Uid::from_raw(0), Uid::from_raw(0), Uid::from_raw(0))
+            .map_err(|e| format!("setresuid(0): {e}"))?;
+        nix::unistd::setgroups(&[]).map_err(|e| format!("setgroups: {e}"))?;
+    }
+    mounts::build_root(&RootSpec {
+        workspace: &cfg.workspace,
+        workspace_tree: ctx.workspace_tree,
+        workspace_src: &fd_path(&workspace_src),
+        socket_src: &fd_path(&socket_src),
+        agent_src: &fd_path(&agent_src),
+        tmp_size_mib: cfg.tmp_size_mib,
+        protected: ctx.plan,
+        masked: &cfg.masked,
+    })?;
+    nix::unistd::sethostname("cordon").map_err(|e| format!("sethostname: {e}"))?;
+    if let Err(e) = loopback_up() {
+        tracing::warn!(error = %e, "loopback stays down");
+    }
+    drop_privileges(ctx.ids.privileged())?;
+    // Re-armed after the uid change (which clears it); then make sure the launcher did
+    // not die before it was armed.
+    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(|e| format!("pdeathsig: {e}"))?;
+    if launcher_gone(&ctx.alive) {
+        return Err("the launcher died during setup".into());
+    }
+    let agent = spawn_agent(ctx)?;
+    drop(std::fs::File::from(
+        ctx.errors.try_clone().map_err(|e| e.to_string())?,
+    ));
+    Ok(reap_until(agent))
+}
+
+fn open_path(path: &std::path::Path) -> Result<OwnedFd, String> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
+        .open(path)
+        .map(OwnedFd::from)
+        .map_err(|e| format!("opening {}: {e}", path.display()))
+}
+
+fn fd_path(fd: &OwnedFd) -> std::path::PathBuf {
+    format!("/proc/self/fd/{}", fd.as_raw_fd()).into()
+}
+
+fn launcher_gone(alive: &OwnedFd) -> bool {
+    let mut pfd = libc::pollfd {
+        fd: alive.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, zero timeout.
+    let n = unsafe { libc::poll(&mut pfd, 1, 0) };
+    n != 0 && pfd.revents & (libc::POLLHUP | libc::POLLIN | libc::POLLERR) != 0
+}
+
+/// Drops to the sandbox uid/gid with no capabilities in any set, and sets no_new_privs
+/// so nothing exec'd later (setuid binaries, file capabilities) can gain any back.
+fn drop_privileges(privileged: bool) -> Result<(), String> {
+    let _ = privileged;
+    let last_cap = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+        .ok()
+        .and_then(|s| s.trim().parse::<libc::c_ulong>().ok())
+        .unwrap_or(63);
+    for cap in 0..=last_cap {
+        // SAFETY: prctl with integer arguments only.
+        let r = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
+        if r != 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINVAL) {
+            return Err(format!("dropping capability {cap} from the bounding set"));
+        }
+    }
+    let (uid, gid) = (Uid::from_raw(SANDBOX_UID), Gid::from_raw(SANDBOX_GID));
+    nix::unistd::setresgid(gid, gid, gid).map_err(|e| format!("setresgid: {e}"))?;
+    nix::unistd::setresuid(uid, uid, uid).map_err(|e| format!("setresuid: {e}"))?;
+    // SAFETY: prctl with integer arguments only.
+    if unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        )
+    } != 0
+    {
+        return Err("clearing ambient capabilities".into());
+    }
+    // Unprivileged launches keep uid 1000 throughout, so the uid change above clears
+    // nothing: empty every set explicitly.
+    let header = CapHeader {
+        version: 0x2008_0522,
+        pid: 0,
+    };
+    let data = [CapData::default(); 2];
+    // SAFETY: header and data are valid for the v3 ABI (two data elements).
+    if unsafe { libc::syscall(libc::SYS_capset, &header as *const CapHeader, data.as_ptr()) } != 0 {
+        return Err(format!("capset: {}", std::io::Error::last_os_error()));
+    }
+    nix::sys::prctl::set_no_new_privs().map_err(|e| format!("no_new_privs: {e}"))?;
+    // The init's /proc entries stay out of reach of the sandbox's processes.
+    nix::sys::prctl::set_dumpable(false).map_err(|e| format!("dumpable: {e}"))
+}
+
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: i32,
+}
+
+#[repr(C)]
+#[derive(Default, Clone, Copy)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+/// Brings `lo` up: the network namespace has no route out, but local servers started by
+/// tests (on 127.0.0.1) should work.
+fn loopback_up() -> std::io::Result<()> {
+    // SAFETY: plain socket(2); the fd is wrapped and closed below.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fd is a fresh socket owned by nobody else.
+    let sock = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    // SAFETY: ifreq is plain old data; all-zero is a valid value.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
+        *dst = *src as libc::c_char;
+    }
+    // SAFETY: SIOCGIFFLAGS/SIOCSIFFLAGS read and write the ifreq we pass.
+    unsafe {
+        if libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // IFF_UP | IFF_RUNNING (0x41) fits the 16-bit flags field.
+        #[allow(clippy::cast_possible_truncation)]
+        let up = (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+        req.ifr_ifru.ifru_flags |= up;
+        if libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req) < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Forks the agent, which execs `sandbox-agent --config JSON` with a clean environment.
+fn spawn_agent(ctx: &ChildCtx) -> Result<Pid, String> {
+    let cfg = ctx.config;
+    let json = serde_json::to_string(&cfg.agent).map_err(|e| format!("agent config: {e}"))?;
+    let cstr = |s: &str| CString::new(s).map_err(|_| format!("NUL byte in {s:?}"));
+    let argv = [cstr(AGENT_IN_SANDBOX)?, cstr("--config")?, cstr(&json)?];
+    let mut env = vec![
+        cstr("PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin")?,
+        cstr("HOME=/tmp")?,
+        cstr("LANG=C.UTF-8")?,
+        cstr("USER=cordon")?,
+    ];
+    for (k, v) in &cfg.agent_env {
+        env.push(cstr(&format!("{k}={v}"))?);
+    }
+    let workspace = CString::new(cfg.workspace.as_os_str().as_encoded_bytes())
+        .map_err(|_| "NUL byte in the workspace path".to_string())?;
+    // SAFETY: this process is single-threaded (a clone of the single-threaded launcher).
+    match unsafe { nix::unistd::fork() }.map_err(|e| format!("fork: {e}"))? {
+        ForkResult::Child => {
+            let _ = nix::sys::signal::sigprocmask(
+                SigmaskHow::SIG_SETMASK,
+                Some(&SigSet::empty()),
+                None,
+            );
+            let _ = nix::unistd::chdir(workspace.as_c_str());
+            let err = nix::unistd::execve(&argv[0], &argv, &env);
+            let mut errors =
+                std::fs::File::from(ctx.errors.try_clone().unwrap_or_else(|_| exit(127)));
+            let _ = write!(errors, "exec of the agent failed: {err:?}");
+            exit(127)
+        }
+        ForkResult::Parent { child } => Ok(child),
+    }
+}
+
+/// Reaps every child until the agent exits; returns its exit code (128+N for signal N).
+fn reap_until(agent: Pid) -> i32 {
+    loop {
+        match waitpid(Pid::from_raw(-1), None) {
+            Ok(WaitStatus::Exited(pid, code)) if pid == agent => return code,
+            Ok(WaitStatus::Signaled(pid, sig, _)) if pid == agent => return 128 + sig as i32,
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(_) => return 1,
+        }
+    }
+}

@@ -1,0 +1,376 @@
+//! The sandbox's filesystem view, built inside its own mount namespace: a fresh tmpfs
+//! root holding read-only binds of the system dirs, a fresh /proc, a minimal /dev, a
+//! private /tmp, the workspace at the same absolute path, the session's socket dir and the
+//! agent binary, then the protected paths read-only. Nothing else of the host is there:
+//! no home directories, no /root, no other workspace, no Cordon data directory.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use nix::mount::{MntFlags, MsFlags, mount, umount2};
+
+/// System directories visible read-only (those that exist; symlinks are recreated).
+pub const SYSTEM_DIRS: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt",
+];
+/// Where the new root is assembled, in the init's mount namespace.
+const STAGING: &str = "/tmp";
+/// Device nodes bound from the host's /dev.
+const DEV_NODES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
+
+const MOUNT_ATTR_RDONLY: u64 = 0x1;
+const MOUNT_ATTR_NOSUID: u64 = 0x2;
+const MOUNT_ATTR_NODEV: u64 = 0x4;
+const MOUNT_ATTR_NOEXEC: u64 = 0x8;
+const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
+const OPEN_TREE_CLONE: libc::c_uint = 1;
+const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 4;
+
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+fn cpath(path: &Path) -> io::Result<CString> {
+    CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+fn check(ret: libc::c_long) -> io::Result<libc::c_long> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+/// mount_setattr(2): adds `attrs` to the mount at `path` (and below it when `recursive`).
+/// Only ever adds restrictions, so flags the kernel locked stay as they are.
+fn set_attrs(
+    dirfd: libc::c_int,
+    path: &Path,
+    flags: libc::c_uint,
+    attr: &MountAttr,
+) -> io::Result<()> {
+    let p = cpath(path)?;
+    // SAFETY: p is a valid NUL-terminated string and attr a valid mount_attr that outlives
+    // the call; the size argument is its size.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            dirfd,
+            p.as_ptr(),
+            flags,
+            attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    })
+    .map(drop)
+}
+
+fn restrict(path: &Path, attrs: u64, recursive: bool) -> io::Result<()> {
+    let flags = if recursive {
+        libc::AT_RECURSIVE as libc::c_uint
+    } else {
+        0
+    };
+    let attr = MountAttr {
+        attr_set: attrs,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    set_attrs(libc::AT_FDCWD, path, flags, &attr)
+}
+
+/// A detached, recursive clone of the tree at `path`, idmapped through `userns`: files
+/// owned by the on-disk ids that `userns` maps appear (and are written) as their images.
+/// Creating it needs privilege over the filesystem (host root); the sandbox's init then
+/// attaches it with [`attach`].
+pub fn idmapped_clone(path: &Path, userns: &OwnedFd) -> io::Result<OwnedFd> {
+    let p = cpath(path)?;
+    let flags =
+        OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | libc::AT_RECURSIVE as libc::c_uint;
+    // SAFETY: p is a valid C string; open_tree returns a new fd we take ownership of.
+    let fd =
+        check(unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, p.as_ptr(), flags) })?;
+    let fd = libc::c_int::try_from(fd).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
+    // SAFETY: fd was just returned by open_tree and is owned by nobody else.
+    let tree = unsafe { OwnedFd::from_raw_fd(fd) };
+    let attr = MountAttr {
+        attr_set: MOUNT_ATTR_IDMAP,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: userns.as_raw_fd() as u64,
+    };
+    let flags = (libc::AT_EMPTY_PATH | libc::AT_RECURSIVE) as libc::c_uint;
+    set_attrs(tree.as_raw_fd(), Path::new(""), flags, &attr)?;
+    Ok(tree)
+}
+
+/// Attaches a detached mount (from [`idmapped_clone`]) at `target`.
+pub fn attach(tree: &OwnedFd, target: &Path) -> io::Result<()> {
+    let empty = c"";
+    let t = cpath(target)?;
+    // SAFETY: both strings are valid C strings; tree is an open mount fd.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            tree.as_raw_fd(),
+            empty.as_ptr(),
+            libc::AT_FDCWD,
+            t.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH,
+        )
+    })
+    .map(drop)
+}
+
+/// What goes into the sandbox's root.
+#[derive(Debug)]
+pub struct RootSpec<'a> {
+    /// The workspace's absolute path, where it appears inside.
+    pub workspace: &'a Path,
+    /// The idmapped workspace tree, or `None` to bind `workspace_src` plainly.
+    pub workspace_tree: Option<&'a OwnedFd>,
+    /// Sources as `/proc/self/fd/N` of O_PATH fds the init opened before any uid change
+    /// (so host dirs it could not traverse later, like a 0700 `/root`, are no obstacle).
+    pub workspace_src: &'a Path,
+    pub socket_src: &'a Path,
+    pub agent_src: &'a Path,
+    pub tmp_size_mib: u64,
+    pub protected: &'a super::protected::Plan,
+    pub masked: &'a [PathBuf],
+}
+
+fn io_at(step: &str, path: &Path, e: impl std::fmt::Display) -> String {
+    format!("{step} {}: {e}", path.display())
+}
+
+/// Inside `staging`, the host path `p` (absolute).
+fn under(staging: &Path, p: &Path) -> PathBuf {
+    staging.join(p.strip_prefix("/").unwrap_or(p))
+}
+
+fn bind(src: &Path, dst: &Path, attrs: u64) -> Result<(), String> {
+    mount(
+        Some(src),
+        dst,
+        None::<&str>,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        None::<&str>,
+    )
+    .map_err(|e| io_at("bind mount", dst, e))?;
+    restrict(dst, attrs, true).map_err(|e| io_at("restricting", dst, e))
+}
+
+fn tmpfs(dst: &Path, flags: MsFlags, data: &str) -> Result<(), String> {
+    mount(Some("tmpfs"), dst, Some("tmpfs"), flags, Some(data))
+        .map_err(|e| io_at("tmpfs on", dst, e))
+}
+
+fn mkdir_all(p: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(p).map_err(|e| io_at("mkdir", p, e))
+}
+
+fn touch(p: &Path) -> Result<(), String> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(p)
+        .map(drop)
+        .map_err(|e| io_at("creating", p, e))
+}
+
+/// Builds the root and pivots into it. Runs in the sandbox's init, with capabilities in
+/// its user namespace only. The new root is a tmpfs mounted over `/tmp` of the init's own
+/// mount namespace (the host's /tmp is untouched; sources under it were opened before).
+pub fn build_root(spec: &RootSpec) -> Result<(), String> {
+    let nothing = None::<&str>;
+    // Nothing we mount may propagate back to the host.
+    mount(
+        nothing,
+        "/",
+        nothing,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        nothing,
+    )
+    .map_err(|e| format!("making / private: {e}"))?;
+    let root = Path::new(STAGING);
+    tmpfs(
+        root,
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        "mode=0755,size=16m",
+    )?;
+    let ro = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+    for dir in SYSTEM_DIRS {
+        let host = Path::new(dir);
+        let Ok(meta) = std::fs::symlink_metadata(host) else {
+            continue;
+        };
+        let dst = under(root, host);
+        if meta.file_type().is_symlink() {
+            let target = std::fs::read_link(host).map_err(|e| io_at("readlink", host, e))?;
+            std::os::unix::fs::symlink(&target, &dst).map_err(|e| io_at("symlink", &dst, e))?;
+        } else if meta.is_dir() {
+            mkdir_all(&dst)?;
+            bind(host, &dst, ro)?;
+        }
+    }
+    build_proc_dev(root)?;
+    let tmp = root.join("tmp");
+    mkdir_all(&tmp)?;
+    let data = format!("mode=1777,size={}m", spec.tmp_size_mib);
+    tmpfs(&tmp, MsFlags::MS_NOSUID | MsFlags::MS_NODEV, &data)?;
+    let run = root.join("run");
+    mkdir_all(&run)?;
+    tmpfs(
+        &run,
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        "mode=0755,size=1m",
+    )?;
+    let sock = under(root, Path::new(super::SOCKET_DIR_IN_SANDBOX));
+    mkdir_all(&sock)?;
+    bind(
+        spec.socket_src,
+        &sock,
+        MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
+    )?;
+    let agent = under(root, Path::new(super::AGENT_IN_SANDBOX));
+    if let Some(parent) = agent.parent() {
+        mkdir_all(parent)?;
+    }
+    touch(&agent)?;
+    bind(spec.agent_src, &agent, ro)?;
+    mount_workspace(spec, root)?;
+    // The tmpfs root itself: no new entries once every mount point exists.
+    restrict(root, MOUNT_ATTR_RDONLY, false).map_err(|e| io_at("read-only root", root, e))?;
+    restrict(&run, MOUNT_ATTR_RDONLY, false).map_err(|e| io_at("read-only", &run, e))?;
+    pivot(root)
+}
+
+fn build_proc_dev(root: &Path) -> Result<(), String> {
+    let nothing = None::<&str>;
+    let proc_dir = root.join("proc");
+    mkdir_all(&proc_dir)?;
+    // A proc of the sandbox's own pid namespace: only its processes are visible.
+    let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+    mount(Some("proc"), &proc_dir, Some("proc"), flags, nothing)
+        .map_err(|e| io_at("proc on", &proc_dir, e))?;
+    let dev = root.join("dev");
+    mkdir_all(&dev)?;
+    tmpfs(
+        &dev,
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        "mode=0755,size=64k",
+    )?;
+    for node in DEV_NODES {
+        let host = Path::new("/dev").join(node);
+        if !host.exists() {
+            continue;
+        }
+        let dst = dev.join(node);
+        touch(&dst)?;
+        bind(&host, &dst, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC)?;
+    }
+    for (link, target) in [
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+        ("ptmx", "pts/ptmx"),
+    ] {
+        let dst = dev.join(link);
+        std::os::unix::fs::symlink(target, &dst).map_err(|e| io_at("symlink", &dst, e))?;
+    }
+    let pts = dev.join("pts");
+    mkdir_all(&pts)?;
+    // A private devpts instance, so tools that want a pty work; optional.
+    if let Err(e) = mount(
+        Some("devpts"),
+        &pts,
+        Some("devpts"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        Some("newinstance,ptmxmode=0666,mode=0620"),
+    ) {
+        tracing::warn!(error = %e, "no devpts in the sandbox");
+    }
+    let shm = dev.join("shm");
+    mkdir_all(&shm)?;
+    tmpfs(
+        &shm,
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        "mode=1777,size=64m",
+    )?;
+    restrict(&dev, MOUNT_ATTR_RDONLY, false).map_err(|e| io_at("read-only", &dev, e))
+}
+
+fn mount_workspace(spec: &RootSpec, root: &Path) -> Result<(), String> {
+    let ws = under(root, spec.workspace);
+    mkdir_all(&ws)?;
+    match spec.workspace_tree {
+        Some(tree) => {
+            attach(tree, &ws).map_err(|e| io_at("attaching the idmapped workspace at", &ws, e))?
+        }
+        None => mount(
+            Some(spec.workspace_src),
+            &ws,
+            None::<&str>,
+            MsFlags::MS_BIND | MsFlags::MS_REC,
+            None::<&str>,
+        )
+        .map_err(|e| io_at("bind mount", &ws, e))?,
+    }
+    restrict(&ws, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, true)
+        .map_err(|e| io_at("restricting", &ws, e))?;
+    // Ancestors first (read-write, only to pin them in place), then the protected paths.
+    for rel in &spec.protected.anchors {
+        let p = ws.join(rel);
+        bind(&p, &p, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)?;
+    }
+    for rel in &spec.protected.read_only {
+        let p = ws.join(rel);
+        bind(
+            &p,
+            &p,
+            MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+        )?;
+    }
+    for hidden in spec.masked {
+        let p = under(root, hidden);
+        if p.is_dir() {
+            tmpfs(
+                &p,
+                MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC | MsFlags::MS_RDONLY,
+                "mode=0000,size=4k",
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// Makes `root` the root of this mount namespace and drops the old root entirely.
+fn pivot(root: &Path) -> Result<(), String> {
+    nix::unistd::chdir(root).map_err(|e| io_at("chdir", root, e))?;
+    // pivot_root(".", "."): the old root ends up stacked under the new one, then detached.
+    nix::unistd::pivot_root(".", ".").map_err(|e| format!("pivot_root: {e}"))?;
+    umount2(".", MntFlags::MNT_DETACH).map_err(|e| format!("detaching the old root: {e}"))?;
+    nix::unistd::chdir("/").map_err(|e| format!("chdir /: {e}"))
+}
+
+/// Whether this host can create idmapped mounts of `path` (needs host root).
+pub fn probe_idmap(path: &Path) -> Result<(), super::LaunchError> {
+    let ns = super::userns::new_userns_fd("0 1000000 1\n", "0 1000000 1\n")?;
+    idmapped_clone(path, &ns)
+        .map(drop)
+        .map_err(|source| super::LaunchError::Idmap {
+            path: path.to_path_buf(),
+            source,
+        })
+}

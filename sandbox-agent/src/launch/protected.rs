@@ -1,0 +1,356 @@
+//! Protected paths: entries inside the writable workspace that sandboxed processes may not
+//! change (`.git/hooks`, `.git/config`, `.claude/`, shell rc files...). Landlock cannot carve
+//! a read-only hole in a writable tree, so the sandbox's own mount namespace does it: a
+//! read-only bind mount over each one.
+//!
+//! A mount needs a mount point. For a protected path that does not exist yet, the launcher
+//! creates an empty placeholder on the host at the shallowest missing component (so a
+//! missing `.git` is protected as a whole, and a sandboxed `git init` cannot plant hooks),
+//! records it in the session's state dir before creating it, and removes it at teardown
+//! only if it is still the empty entry it created. Stale records of dead sessions are
+//! cleaned at the next start ([`super::state::sweep_stale`]).
+//!
+//! Every proper ancestor of a protected path (e.g. `.git` for `.git/hooks`) becomes a
+//! read-write self bind mount too: a mount point cannot be renamed or removed, so a
+//! sandboxed `mv .git .git.old && mkdir -p .git/hooks` cannot sidestep the protection.
+
+use std::collections::BTreeSet;
+use std::io::ErrorKind;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Component, Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::LaunchError;
+
+/// What kind of entry a protected path is (and what placeholder stands in for it).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum EntryKind {
+    File,
+    Dir,
+}
+
+/// One protected path, relative to the workspace.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ProtectedPath {
+    pub path: PathBuf,
+    pub kind: EntryKind,
+}
+
+impl ProtectedPath {
+    /// Relative, normal components only: no `..`, no root, no `.`.
+    pub fn validate(&self) -> Result<(), LaunchError> {
+        let ok = self.path.components().count() > 0
+            && self
+                .path
+                .components()
+                .all(|c| matches!(c, Component::Normal(_)));
+        if ok {
+            Ok(())
+        } else {
+            Err(LaunchError::Protected {
+                path: self.path.clone(),
+                why: "must be a relative path of plain components".into(),
+            })
+        }
+    }
+}
+
+/// A placeholder the launcher must create (relative to the workspace).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placeholder {
+    pub rel: PathBuf,
+    pub kind: EntryKind,
+}
+
+/// The mounts to make inside the sandbox, all relative to the workspace.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// Read-only bind mounts, shallowest first.
+    pub read_only: Vec<PathBuf>,
+    /// Read-write self binds of ancestors (so they cannot be renamed), shallowest first.
+    pub anchors: Vec<PathBuf>,
+    /// Entries to create on the host before mounting.
+    pub placeholders: Vec<Placeholder>,
+}
+
+/// Decides what to mount and which placeholders to create for `list` in `workspace`.
+/// Refuses symlinks on the way: a mount over a link would land wherever it points.
+pub fn plan(workspace: &Path, list: &[ProtectedPath]) -> Result<Plan, LaunchError> {
+    let mut sorted: Vec<&ProtectedPath> = list.iter().collect();
+    sorted.sort_by_key(|p| p.path.components().count());
+    let mut targets: Vec<PathBuf> = Vec::new();
+    let mut placeholders = Vec::new();
+    for entry in sorted {
+        entry.validate()?;
+        if targets.iter().any(|t| entry.path.starts_with(t)) {
+            continue;
+        }
+        let comps: Vec<Component> = entry.path.components().collect();
+        let mut rel = PathBuf::new();
+        for (i, comp) in comps.iter().enumerate() {
+            rel.push(comp);
+            let last = i + 1 == comps.len();
+            match std::fs::symlink_metadata(workspace.join(&rel)) {
+                Ok(m) if m.file_type().is_symlink() => {
+                    return Err(LaunchError::Protected {
+                        path: rel,
+                        why: "is a symlink; refusing to start (a read-only mount over it \
+                              would protect its target, not the link)"
+                            .into(),
+                    });
+                }
+                // The entry itself, or a non-directory ancestor (a `.git` file of a
+                // worktree): protect it as it stands.
+                Ok(m) if last || !m.is_dir() => {
+                    targets.push(rel.clone());
+                    break;
+                }
+                Ok(_) => {}
+                Err(e) if e.kind() == ErrorKind::NotFound => {
+                    let kind = if last { entry.kind } else { EntryKind::Dir };
+                    placeholders.push(Placeholder {
+                        rel: rel.clone(),
+                        kind,
+                    });
+                    targets.push(rel.clone());
+                    break;
+                }
+                Err(e) => {
+                    return Err(LaunchError::Protected {
+                        path: rel,
+                        why: e.to_string(),
+                    });
+                }
+            }
+        }
+    }
+    let mut anchors = BTreeSet::new();
+    for t in &targets {
+        let mut a = t.parent();
+        while let Some(p) = a.filter(|p| !p.as_os_str().is_empty()) {
+            anchors.insert(p.to_path_buf());
+            a = p.parent();
+        }
+    }
+    let mut anchors: Vec<PathBuf> = anchors.into_iter().collect();
+    anchors.sort_by_key(|p| p.components().count());
+    Ok(Plan {
+        read_only: targets,
+        anchors,
+        placeholders,
+    })
+}
+
+/// One placeholder as recorded in the state dir (absolute path).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PlaceholderRecord {
+    pub path: PathBuf,
+    pub kind: EntryKind,
+    /// Device and inode once created; `None` while only intended.
+    #[serde(default)]
+    pub id: Option<(u64, u64)>,
+}
+
+const RECORD: &str = "placeholders.json";
+
+fn save(state_dir: &Path, records: &[PlaceholderRecord]) -> Result<(), LaunchError> {
+    let err = |source| LaunchError::State {
+        path: state_dir.join(RECORD),
+        source,
+    };
+    let text = serde_json::to_vec(records).map_err(|e| err(e.into()))?;
+    let tmp = state_dir.join(".placeholders.json.tmp");
+    std::fs::write(&tmp, text).map_err(err)?;
+    std::fs::rename(&tmp, state_dir.join(RECORD)).map_err(err)
+}
+
+/// Reads the record; a missing or damaged record means nothing to clean.
+pub fn load(state_dir: &Path) -> Vec<PlaceholderRecord> {
+    std::fs::read(state_dir.join(RECORD))
+        .ok()
+        .and_then(|t| serde_json::from_slice(&t).ok())
+        .unwrap_or_default()
+}
+
+/// Creates the placeholders, recording each before it exists so a crash never leaves an
+/// unrecorded one. They belong to `owner` (the workspace's owner), so a leftover is the
+/// user's to delete.
+pub fn create_placeholders(
+    state_dir: &Path,
+    workspace: &Path,
+    placeholders: &[Placeholder],
+    owner: (u32, u32),
+) -> Result<(), LaunchError> {
+    let mut records = load(state_dir);
+    for ph in placeholders {
+        let path = workspace.join(&ph.rel);
+        records.push(PlaceholderRecord {
+            path: path.clone(),
+            kind: ph.kind,
+            id: None,
+        });
+        save(state_dir, &records)?;
+        let made = match ph.kind {
+            EntryKind::File => std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o644)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(&path)
+                .map(drop),
+            EntryKind::Dir => std::fs::create_dir(&path),
+        };
+        let fail = |why: String| LaunchError::Protected {
+            path: ph.rel.clone(),
+            why,
+        };
+        if let Err(e) = made {
+            records.pop();
+            save(state_dir, &records)?;
+            return Err(fail(format!("creating its placeholder: {e}")));
+        }
+        std::os::unix::fs::lchown(&path, Some(owner.0), Some(owner.1))
+            .map_err(|e| fail(format!("chown of its placeholder: {e}")))?;
+        let meta = std::fs::symlink_metadata(&path)
+            .map_err(|e| fail(format!("stat of its placeholder: {e}")))?;
+        if let Some(last) = records.last_mut() {
+            last.id = Some((meta.dev(), meta.ino()));
+        }
+        save(state_dir, &records)?;
+    }
+    Ok(())
+}
+
+/// Removes every recorded placeholder that is still the empty entry the launcher made;
+/// anything else (written to, replaced) is left alone. Idempotent.
+pub fn remove_placeholders(state_dir: &Path) {
+    let records = load(state_dir);
+    for rec in records.iter().rev() {
+        let Ok(meta) = std::fs::symlink_metadata(&rec.path) else {
+            continue;
+        };
+        let same = rec.id.is_none_or(|id| id == (meta.dev(), meta.ino()));
+        let removed = match rec.kind {
+            EntryKind::File if same && meta.file_type().is_file() && meta.len() == 0 => {
+                std::fs::remove_file(&rec.path)
+            }
+            // remove_dir fails on a non-empty directory: exactly what we want.
+            EntryKind::Dir if same && meta.file_type().is_dir() => std::fs::remove_dir(&rec.path),
+            _ => Ok(()),
+        };
+        if let Err(e) = removed {
+            tracing::warn!(path = %rec.path.display(), error = %e, "placeholder left in place");
+        }
+    }
+    let _ = std::fs::remove_file(state_dir.join(RECORD));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pp(path: &str, kind: EntryKind) -> ProtectedPath {
+        ProtectedPath {
+            path: path.into(),
+            kind,
+        }
+    }
+
+    fn list() -> Vec<ProtectedPath> {
+        vec![
+            pp(".git/hooks", EntryKind::Dir),
+            pp(".git/config", EntryKind::File),
+            pp(".claude", EntryKind::Dir),
+            pp(".bashrc", EntryKind::File),
+        ]
+    }
+
+    #[test]
+    fn missing_git_is_protected_whole() {
+        let ws = tempfile::tempdir().unwrap();
+        let plan = plan(ws.path(), &list()).unwrap();
+        assert!(plan.read_only.contains(&PathBuf::from(".git")));
+        assert!(!plan.read_only.contains(&PathBuf::from(".git/hooks")));
+        assert!(plan.placeholders.contains(&Placeholder {
+            rel: ".git".into(),
+            kind: EntryKind::Dir
+        }));
+        assert!(plan.placeholders.contains(&Placeholder {
+            rel: ".bashrc".into(),
+            kind: EntryKind::File
+        }));
+        assert!(plan.anchors.is_empty());
+    }
+
+    #[test]
+    fn existing_git_gets_anchor_and_children() {
+        let ws = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(ws.path().join(".git/hooks")).unwrap();
+        let plan = plan(ws.path(), &list()).unwrap();
+        assert_eq!(plan.anchors, vec![PathBuf::from(".git")]);
+        assert!(plan.read_only.contains(&PathBuf::from(".git/hooks")));
+        assert!(plan.read_only.contains(&PathBuf::from(".git/config")));
+        assert!(plan.placeholders.contains(&Placeholder {
+            rel: ".git/config".into(),
+            kind: EntryKind::File
+        }));
+    }
+
+    #[test]
+    fn git_file_of_a_worktree_is_protected_itself() {
+        let ws = tempfile::tempdir().unwrap();
+        std::fs::write(ws.path().join(".git"), "gitdir: /elsewhere\n").unwrap();
+        let plan = plan(ws.path(), &list()).unwrap();
+        assert!(plan.read_only.contains(&PathBuf::from(".git")));
+        assert!(!plan.placeholders.iter().any(|p| p.rel.starts_with(".git")));
+    }
+
+    #[test]
+    fn symlinks_are_refused() {
+        let ws = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink("/etc", ws.path().join(".claude")).unwrap();
+        assert!(plan(ws.path(), &list()).is_err());
+    }
+
+    #[test]
+    fn bad_entries_are_refused() {
+        for bad in ["../x", "/etc/passwd", "a/../b", "."] {
+            assert!(pp(bad, EntryKind::File).validate().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn placeholders_are_removed_only_while_empty() {
+        let ws = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let phs = vec![
+            Placeholder {
+                rel: ".bashrc".into(),
+                kind: EntryKind::File,
+            },
+            Placeholder {
+                rel: ".claude".into(),
+                kind: EntryKind::Dir,
+            },
+            Placeholder {
+                rel: ".envrc".into(),
+                kind: EntryKind::File,
+            },
+        ];
+        let owner = (
+            nix::unistd::getuid().as_raw(),
+            nix::unistd::getgid().as_raw(),
+        );
+        create_placeholders(state.path(), ws.path(), &phs, owner).unwrap();
+        assert!(ws.path().join(".bashrc").is_file());
+        std::fs::write(ws.path().join(".envrc"), "user data").unwrap();
+        remove_placeholders(state.path());
+        assert!(!ws.path().join(".bashrc").exists());
+        assert!(!ws.path().join(".claude").exists());
+        assert!(ws.path().join(".envrc").exists(), "user content kept");
+        remove_placeholders(state.path());
+    }
+}

@@ -1,0 +1,281 @@
+//! The launcher's own process: prepares the host side, clones the sandbox's init, writes
+//! its id maps, then supervises until the sandbox ends or must end, and cleans up.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+
+use nix::sys::signal::{SigSet, Signal, kill};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::sys::wait::{WaitStatus, waitpid};
+use nix::unistd::Pid;
+
+use super::child::{self, ChildCtx};
+use super::userns::{self, IdPlan};
+use super::{LaunchConfig, LaunchError, mounts, protected, state};
+
+/// Exit code of the launcher when it could not start the sandbox.
+pub const EXIT_LAUNCH_FAILED: i32 = 125;
+
+/// Runs the launcher for the config at `config_path`; returns the process exit code (the
+/// agent's, or [`EXIT_LAUNCH_FAILED`]). Must be called while the process is
+/// single-threaded (it clones).
+pub fn run_launcher(config_path: &Path) -> i32 {
+    let config = match read_config(config_path) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("sandbox-agent launcher: {e}");
+            return EXIT_LAUNCH_FAILED;
+        }
+    };
+    let lifeline = config.lifeline_fd.map(|fd| {
+        // SAFETY: the orchestrator passed this inherited fd to us alone, by contract;
+        // nothing else in this process owns it.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let _ = nix::fcntl::fcntl(
+            &fd,
+            nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+        );
+        fd
+    });
+    if let Err(e) = state::write_pid_file(&config.state_dir) {
+        eprintln!("sandbox-agent launcher: recording the launcher pid: {e}");
+    }
+    let outcome = run_session(&config, lifeline.as_ref());
+    // The namespace is gone (or never was): nothing mounts the placeholders any more.
+    protected::remove_placeholders(&config.state_dir);
+    let _ = std::fs::remove_dir_all(config.socket_dir());
+    match outcome {
+        Ok(Ended { code, released }) => {
+            if released {
+                // The orchestrator let go (or died): nobody else will clean up.
+                state::cleanup_session(&config.state_dir);
+            }
+            code
+        }
+        Err(e) => {
+            eprintln!("sandbox-agent launcher: {e}");
+            EXIT_LAUNCH_FAILED
+        }
+    }
+}
+
+fn read_config(path: &Path) -> Result<LaunchConfig, LaunchError> {
+    let text = std::fs::read_to_string(path).map_err(|source| LaunchError::ReadConfig {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let config: LaunchConfig =
+        serde_json::from_str(&text).map_err(|e| LaunchError::Config(e.to_string()))?;
+    config.validate()?;
+    Ok(config)
+}
+
+struct Ended {
+    code: i32,
+    /// The lifeline closed: the orchestrator is gone or asked for teardown.
+    released: bool,
+}
+
+fn state_err(path: &Path) -> impl Fn(std::io::Error) -> LaunchError + '_ {
+    move |source| LaunchError::State {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn run_session(cfg: &LaunchConfig, lifeline: Option<&OwnedFd>) -> Result<Ended, LaunchError> {
+    let ids = IdPlan::new(
+        &cfg.session_id,
+        cfg.uid_base,
+        nix::unistd::geteuid().as_raw(),
+        nix::unistd::getegid().as_raw(),
+    );
+    let ws = &cfg.workspace;
+    let meta = std::fs::metadata(ws).map_err(state_err(ws))?;
+    let canonical = std::fs::canonicalize(ws).map_err(state_err(ws))?;
+    if !meta.is_dir() || &canonical != ws {
+        return Err(LaunchError::Config(format!(
+            "workspace {} must be an existing directory given by its canonical path",
+            ws.display()
+        )));
+    }
+    let plan = protected::plan(ws, &cfg.protected)?;
+    let sock = cfg.socket_dir();
+    std::fs::create_dir(&sock).map_err(state_err(&sock))?;
+    std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o700))
+        .map_err(state_err(&sock))?;
+    // The agent binds its socket here as the sandbox user.
+    std::os::unix::fs::chown(&sock, Some(ids.user_host.0), Some(ids.user_host.1))
+        .map_err(state_err(&sock))?;
+    protected::create_placeholders(
+        &cfg.state_dir,
+        ws,
+        &plan.placeholders,
+        (meta.uid(), meta.gid()),
+    )?;
+    // As host root, the workspace is idmapped: its owner's files appear owned by the
+    // sandbox user, and the sandbox user's writes land on disk as the owner.
+    let tree = if ids.privileged() {
+        let ns = userns::new_userns_fd(
+            &format!("{} {} 1\n", meta.uid(), ids.user_host.0),
+            &format!("{} {} 1\n", meta.gid(), ids.user_host.1),
+        )?;
+        Some(
+            mounts::idmapped_clone(ws, &ns).map_err(|source| LaunchError::Idmap {
+                path: ws.clone(),
+                source,
+            })?,
+        )
+    } else {
+        None
+    };
+    let pipe = || {
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| LaunchError::Clone(e.into()))
+    };
+    let (go_r, go_w) = pipe()?;
+    let (err_r, err_w) = pipe()?;
+    let (alive_r, alive_w) = pipe()?;
+    let flags = libc::CLONE_NEWUSER
+        | libc::CLONE_NEWNS
+        | libc::CLONE_NEWPID
+        | libc::CLONE_NEWIPC
+        | libc::CLONE_NEWUTS
+        | libc::CLONE_NEWNET
+        | libc::CLONE_NEWCGROUP;
+    // SAFETY: clone without CLONE_VM and with a null stack behaves like fork: the child
+    // gets a copy of this single-threaded process and continues here with 0.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            (flags | libc::SIGCHLD) as libc::c_ulong,
+            0usize,
+            0usize,
+            0usize,
+            0usize,
+        )
+    };
+    if ret < 0 {
+        return Err(LaunchError::Clone(std::io::Error::last_os_error()));
+    }
+    if ret == 0 {
+        let mut close: Vec<RawFd> = vec![go_w.as_raw_fd(), err_r.as_raw_fd(), alive_w.as_raw_fd()];
+        close.extend(lifeline.map(|l| l.as_raw_fd()));
+        child::run(ChildCtx {
+            config: cfg,
+            ids,
+            plan: &plan,
+            workspace_tree: tree.as_ref(),
+            go: go_r,
+            errors: err_w,
+            alive: alive_r,
+            close,
+        });
+    }
+    let init = Pid::from_raw(
+        i32::try_from(ret)
+            .map_err(|_| LaunchError::Clone(std::io::Error::from_raw_os_error(libc::ERANGE)))?,
+    );
+    drop((go_r, err_w, alive_r, tree));
+    if let Err(e) = userns::write_maps(init, &ids.uid_map(), &ids.gid_map(), ids.privileged()) {
+        let _ = kill(init, Signal::SIGKILL);
+        let _ = waitpid(init, None);
+        return Err(e);
+    }
+    File::from(go_w)
+        .write_all(&[1])
+        .map_err(LaunchError::Supervise)?;
+    let ended = supervise(init, err_r, lifeline);
+    drop(alive_w);
+    ended
+}
+
+/// Waits for the init to exit; kills it when the lifeline closes or a termination signal
+/// arrives. Relays setup errors from the init to stderr.
+fn supervise(init: Pid, errors: OwnedFd, lifeline: Option<&OwnedFd>) -> Result<Ended, LaunchError> {
+    let mut mask = SigSet::empty();
+    for sig in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+        mask.add(sig);
+    }
+    mask.thread_block()
+        .map_err(|e| LaunchError::Supervise(e.into()))?;
+    let sigfd = SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
+        .map_err(|e| LaunchError::Supervise(e.into()))?;
+    // SAFETY: pidfd_open takes a pid and flags; the returned fd is wrapped at once.
+    let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, init.as_raw(), 0) };
+    if raw < 0 {
+        let e = std::io::Error::last_os_error();
+        let _ = kill(init, Signal::SIGKILL);
+        return Err(LaunchError::Supervise(e));
+    }
+    let raw = RawFd::try_from(raw)
+        .map_err(|_| LaunchError::Supervise(std::io::Error::from_raw_os_error(libc::EBADF)))?;
+    // SAFETY: raw is a fresh pidfd owned by nobody else.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(raw) };
+    let mut errors = Some(File::from(errors));
+    let mut message = Vec::new();
+    let mut lifeline = lifeline.map(|l| l.as_raw_fd());
+    let mut released = false;
+    loop {
+        let mut fds = vec![
+            pollfd(pidfd.as_raw_fd()),
+            pollfd(sigfd.as_raw_fd()),
+            pollfd(errors.as_ref().map_or(-1, |f| f.as_raw_fd())),
+            pollfd(lifeline.unwrap_or(-1)),
+        ];
+        // SAFETY: fds is a valid array of pollfds; negative fds are ignored by poll.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            let _ = kill(init, Signal::SIGKILL);
+            return Err(LaunchError::Supervise(e));
+        }
+        if fds[0].revents != 0 {
+            let code = match waitpid(init, None) {
+                Ok(WaitStatus::Exited(_, c)) => c,
+                Ok(WaitStatus::Signaled(_, s, _)) => 128 + s as i32,
+                _ => 1,
+            };
+            if !message.is_empty() {
+                return Err(LaunchError::Setup(
+                    String::from_utf8_lossy(&message).into_owned(),
+                ));
+            }
+            return Ok(Ended { code, released });
+        }
+        if fds[1].revents != 0 {
+            let _ = sigfd.read_signal();
+            tracing::info!("termination signal: ending the sandbox");
+            let _ = kill(init, Signal::SIGKILL);
+        }
+        if fds[2].revents != 0
+            && let Some(f) = errors.as_mut()
+        {
+            let mut buf = [0u8; 4096];
+            match f.read(&mut buf) {
+                Ok(0) | Err(_) => errors = None,
+                Ok(k) => message.extend_from_slice(&buf[..k]),
+            }
+        }
+        if fds[3].revents != 0 {
+            // Any event on the lifeline (EOF, error) means the orchestrator let go.
+            tracing::info!("lifeline closed: ending the sandbox");
+            released = true;
+            lifeline = None;
+            let _ = kill(init, Signal::SIGKILL);
+        }
+    }
+}
+
+fn pollfd(fd: RawFd) -> libc::pollfd {
+    libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    }
+}
