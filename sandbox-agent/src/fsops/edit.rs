@@ -14,6 +14,7 @@ use crate::proto::{EditRequest, EditResponse};
 /// Lines shown before and after the replaced text in the snippet.
 const SNIPPET_CONTEXT: usize = 4;
 
+/// Replaces `old_string` with `new_string` in `req.path`; writes nothing on failure.
 pub fn edit(resolver: &Resolver, req: &EditRequest) -> Result<EditResponse, AgentError> {
     let path = Path::new(&req.path);
     check_strings(req)?;

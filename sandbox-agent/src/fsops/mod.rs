@@ -1,10 +1,10 @@
 //! File operations beneath the allowed roots, never following a link out.
 //!
-//! - [`resolve`]: [`Resolver`], the only way a request path becomes an open file:
+//! - `resolve`: [`Resolver`], the only way a request path becomes an open file:
 //!   `openat2(2)` beneath an allowed root's directory fd.
-//! - [`read`](mod@read): numbered lines, paging, binary detection.
-//! - [`write`](mod@write): whole-file atomic writes (temp file, fsync, rename).
-//! - [`edit`](mod@edit): exact, unique string replacement, written atomically.
+//! - `read`: numbered lines, paging, binary detection.
+//! - `write`: whole-file atomic writes (temp file, fsync, rename).
+//! - `edit`: exact, unique string replacement, written atomically.
 //!
 //! Shared rules: a regular file is expected wherever a file is opened. FIFOs, sockets and
 //! devices are refused after an `O_NONBLOCK` open and `fstat`, so a FIFO with no writer

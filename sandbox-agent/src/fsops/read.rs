@@ -17,6 +17,7 @@ const SNIFF_BYTES: usize = 8 * 1024;
 /// Bytes of one line kept before it is cut (enough for MAX_READ_LINE_CHARS characters).
 const LINE_KEEP_BYTES: usize = MAX_READ_LINE_CHARS * 4 + 1;
 
+/// Reads `req.path` as numbered lines (see the module docs and `ReadResponse`).
 pub fn read(resolver: &Resolver, req: &ReadRequest) -> Result<ReadResponse, AgentError> {
     let path = Path::new(&req.path);
     let entry = resolver.entry(path)?;

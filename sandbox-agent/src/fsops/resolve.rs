@@ -41,6 +41,8 @@ pub(crate) struct Entry {
 }
 
 impl Resolver {
+    /// Opens every root (absolute paths; symlinks in a root's own path are the operator's
+    /// choice and are followed). Fails when a root is relative or cannot be opened.
     pub fn new(roots: &[PathBuf]) -> Result<Self, AgentError> {
         let mut fds = Vec::with_capacity(roots.len());
         for root in roots {
@@ -59,6 +61,7 @@ impl Resolver {
         })
     }
 
+    /// The roots as configured.
     pub fn roots(&self) -> &[PathBuf] {
         &self.roots
     }

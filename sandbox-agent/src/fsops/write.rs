@@ -28,6 +28,7 @@ use crate::proto::{WriteRequest, WriteResponse};
 /// Mode of a file Write creates (before the umask).
 const NEW_FILE_MODE: u32 = 0o644;
 
+/// Replaces or creates `req.path` with `req.content`, atomically.
 pub fn write(resolver: &Resolver, req: &WriteRequest) -> Result<WriteResponse, AgentError> {
     let path = Path::new(&req.path);
     if req.content.len() > MAX_WRITE_BYTES {

@@ -13,6 +13,7 @@ use crate::fsops::Resolver;
 use crate::limits::{DEFAULT_GLOB_LIMIT, MAX_PATH_BYTES};
 use crate::proto::{GlobRequest, GlobResponse};
 
+/// Regular files matching `req.pattern`, newest first, at most `req.limit`.
 pub fn glob(
     resolver: &Resolver,
     cwd: &Path,

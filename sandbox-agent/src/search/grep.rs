@@ -24,6 +24,7 @@ use crate::proto::{GrepRequest, GrepResponse};
 
 use super::output::{FileSink, Output};
 
+/// Searches the files beneath `req.path` (or `cwd`) for `req.pattern`.
 pub fn grep(
     resolver: &Resolver,
     cwd: &Path,

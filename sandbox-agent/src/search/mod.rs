@@ -1,7 +1,7 @@
 //! Glob and grep in-process with ripgrep's libraries.
 //!
-//! - [`glob`](mod@glob): file paths matching a glob, newest first.
-//! - [`grep`](mod@grep): regex search with ripgrep's searcher, three output modes;
+//! - `glob`: file paths matching a glob, newest first.
+//! - `grep`: regex search with ripgrep's searcher, three output modes;
 //!   `output` formats its lines and enforces its caps.
 //!
 //! Shared rules: the search path (default: the session's working directory; a relative
