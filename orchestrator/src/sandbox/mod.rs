@@ -11,10 +11,13 @@ use std::path::PathBuf;
 use sandbox_agent::client::AgentClient;
 use sandbox_agent::error::AgentError;
 
+pub mod docker;
 pub mod local;
 
 /// Which backend runs a session's sandbox.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum BackendKind {
     Local,

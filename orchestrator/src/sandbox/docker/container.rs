@@ -1,0 +1,418 @@
+//! One session's container: host-side state ([`Session`]), the confinement options
+//! ([`session_host_config`]), create/start, exit watching and removal.
+
+use std::collections::HashMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use bollard::Docker;
+use bollard::models::{ContainerCreateBody, HostConfig};
+use bollard::query_parameters::{
+    CreateContainerOptionsBuilder, LogsOptionsBuilder, RemoveContainerOptionsBuilder,
+};
+use futures::StreamExt;
+use sandbox_agent::config::{AgentConfig, Rlimits};
+
+use super::access::{self, UidAllocator};
+use super::{CONTAINER_RUN_DIR, DockerConfig, SOCKET_NAME, docker_err, labels, seccomp_profile};
+use crate::sandbox::{SandboxError, SandboxSpec};
+
+/// How a container is started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// The workspace is bind-mounted at create time and the agent starts at once.
+    Cold,
+    /// A warm-pool container: no workspace yet; a waiter blocks on a FIFO in the run
+    /// directory until [`super::pool`] has mounted the workspace and written the config.
+    Pool,
+}
+
+/// Host-side state of one sandbox: its uid, its run directory and its workspace grant.
+/// Layout of `run_dir` (host-only, 0700): `session.json` (what [`super::adopt`] needs after a
+/// crash) and `sock/` (owned by the sandbox uid, the only host directory the container sees,
+/// at [`CONTAINER_RUN_DIR`]).
+#[derive(Debug)]
+pub struct Session {
+    pub session_id: String,
+    pub tenant: Option<String>,
+    /// Canonical workspace path (same inside and outside); `None` for an idle pool slot.
+    pub workspace: Option<PathBuf>,
+    pub uid: u32,
+    pub run_dir: PathBuf,
+    granted: bool,
+}
+
+/// What `session.json` holds.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub struct SessionRecord {
+    pub session_id: String,
+    pub uid: u32,
+    pub workspace: Option<PathBuf>,
+}
+
+impl Session {
+    /// Allocates a uid, makes the run directory and grants the uid the workspace.
+    pub fn prepare(
+        config: &DockerConfig,
+        uids: &UidAllocator,
+        spec: &SandboxSpec,
+    ) -> Result<Self, SandboxError> {
+        let workspace =
+            std::fs::canonicalize(&spec.workspace).map_err(|source| SandboxError::Setup {
+                step: "resolve workspace",
+                source,
+            })?;
+        let mut session = Self::slot(config, uids, &spec.session_id)?;
+        session.tenant = spec.tenant.clone();
+        session.attach_workspace(&workspace)?;
+        Ok(session)
+    }
+
+    /// A session without a workspace yet (a warm-pool slot).
+    pub fn slot(
+        config: &DockerConfig,
+        uids: &UidAllocator,
+        name: &str,
+    ) -> Result<Self, SandboxError> {
+        let uid = uids.allocate().ok_or_else(|| SandboxError::Unsupported {
+            backend: "docker",
+            why: "no free sandbox uid".into(),
+        })?;
+        let run_dir = config.run_root.join(container_name(name));
+        let session = Self {
+            session_id: name.to_string(),
+            tenant: None,
+            workspace: None,
+            uid,
+            run_dir,
+            granted: false,
+        };
+        if let Err(e) = session.make_run_dir() {
+            session.release(uids);
+            return Err(e);
+        }
+        Ok(session)
+    }
+
+    /// Grants this session's uid the workspace and records it.
+    pub fn attach_workspace(&mut self, workspace: &Path) -> Result<(), SandboxError> {
+        access::grant(workspace, self.uid)?;
+        self.granted = true;
+        self.workspace = Some(workspace.to_path_buf());
+        self.write_record()
+    }
+
+    fn make_run_dir(&self) -> Result<(), SandboxError> {
+        let setup = |step| move |source| SandboxError::Setup { step, source };
+        let sock = self.sock_dir();
+        let _ = std::fs::remove_dir_all(&self.run_dir);
+        std::fs::create_dir_all(&sock).map_err(setup("create run dir"))?;
+        std::fs::set_permissions(&self.run_dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(setup("chmod run dir"))?;
+        // The agent (as the sandbox uid) creates its socket here.
+        let owner = nix::unistd::Uid::from_raw(self.uid);
+        let group = nix::unistd::Gid::from_raw(self.uid);
+        if nix::unistd::chown(&sock, Some(owner), Some(group)).is_err() {
+            // Not root: the 0700 parent still keeps other host users out.
+            std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o777))
+                .map_err(setup("chmod socket dir"))?;
+        } else {
+            std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o700))
+                .map_err(setup("chmod socket dir"))?;
+        }
+        self.write_record()
+    }
+
+    fn write_record(&self) -> Result<(), SandboxError> {
+        let record = SessionRecord {
+            session_id: self.session_id.clone(),
+            uid: self.uid,
+            workspace: self.workspace.clone(),
+        };
+        let text = serde_json::to_vec(&record)
+            .map_err(|e| SandboxError::Docker(format!("encode session record: {e}")))?;
+        std::fs::write(self.run_dir.join("session.json"), text).map_err(|source| {
+            SandboxError::Setup {
+                step: "write session record",
+                source,
+            }
+        })
+    }
+
+    /// The host directory mounted at [`CONTAINER_RUN_DIR`].
+    pub fn sock_dir(&self) -> PathBuf {
+        self.run_dir.join("sock")
+    }
+
+    /// The agent's configuration for this session.
+    pub fn agent_config(&self, workspace: &Path, network: bool) -> AgentConfig {
+        AgentConfig {
+            socket_path: Path::new(CONTAINER_RUN_DIR).join(SOCKET_NAME),
+            workspace: workspace.to_path_buf(),
+            tmp_dir: PathBuf::from("/tmp"),
+            extra_writable: Vec::new(),
+            protected_paths: Vec::new(),
+            network,
+            best_effort: false,
+            rlimits: Rlimits::default(),
+            // The orchestrator is outside the container's pid namespace: any peer whose
+            // pid the agent can see is a process inside the sandbox, never the controller.
+            require_outside_peer: true,
+        }
+    }
+
+    /// Frees the uid only (when nothing was granted or created yet).
+    pub fn release(&self, uids: &UidAllocator) {
+        let _ = std::fs::remove_dir_all(&self.run_dir);
+        uids.release(self.uid);
+    }
+
+    /// Revokes the workspace grant, removes the run directory, frees the uid.
+    pub fn cleanup(self, uids: &UidAllocator) {
+        if let (true, Some(ws)) = (self.granted, &self.workspace) {
+            if let Err(e) = access::revoke(ws, self.uid) {
+                tracing::warn!("revoking workspace access for uid {}: {e}", self.uid);
+            }
+        }
+        self.release(uids);
+    }
+}
+
+/// Docker container name for a session or pool slot: `cordon-` and the id, with anything
+/// Docker refuses replaced.
+pub fn container_name(id: &str) -> String {
+    let clean: String = id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("cordon-{clean}")
+}
+
+/// The confinement of every session container. Each line is a security decision.
+pub fn session_host_config(
+    config: &DockerConfig,
+    session: &Session,
+    workspace: Option<&Path>,
+) -> Result<HostConfig, SandboxError> {
+    let mut binds = vec![format!(
+        "{}:{CONTAINER_RUN_DIR}:rw",
+        session.sock_dir().display()
+    )];
+    if let Some(ws) = workspace {
+        // Same absolute path inside and out, so paths in transcripts are the user's own.
+        binds.push(format!("{}:{}:rw", ws.display(), ws.display()));
+    }
+    let tmpfs = HashMap::from([(
+        "/tmp".to_string(),
+        format!("rw,nosuid,nodev,size={},mode=1777", config.tmpfs_bytes),
+    )]);
+    let seccomp = seccomp_profile::docker_profile_json()?;
+    Ok(HostConfig {
+        binds: Some(binds),
+        // No network namespace peers, no route out (egress comes through a bridged socket).
+        network_mode: Some("none".into()),
+        // Nothing outside the workspace, /tmp and the run dir is writable.
+        readonly_rootfs: Some(true),
+        tmpfs: Some(tmpfs),
+        // No capability at all: the sandbox uid is unprivileged even for its own files' sake.
+        cap_drop: Some(vec!["ALL".into()]),
+        security_opt: Some(vec![
+            // setuid binaries in the image cannot raise privileges.
+            "no-new-privileges:true".into(),
+            format!("seccomp={seccomp}"),
+        ]),
+        pids_limit: Some(config.pids_limit),
+        memory: Some(config.memory_bytes),
+        // Swap equal to memory: no swap beyond the memory cap.
+        memory_swap: Some(config.memory_bytes),
+        #[allow(clippy::cast_possible_truncation)]
+        nano_cpus: Some((config.cpus * 1e9) as i64),
+        // docker-init (tini) as pid 1 reaps orphans; the agent's children stay its own.
+        init: Some(true),
+        // No shared IPC with the host or other containers.
+        ipc_mode: Some("private".into()),
+        // A dead sandbox stays dead: the orchestrator decides when to start a new one.
+        auto_remove: Some(false),
+        ..HostConfig::default()
+    })
+}
+
+/// Creates and starts a container for `session`. Returns the container id.
+pub async fn create_and_start(
+    docker: &Docker,
+    config: &DockerConfig,
+    image: &str,
+    session: &Session,
+    mode: Mode,
+) -> Result<String, SandboxError> {
+    let workspace = match mode {
+        Mode::Cold => Some(
+            session
+                .workspace
+                .clone()
+                .ok_or_else(|| SandboxError::Docker("cold start without a workspace".into()))?,
+        ),
+        Mode::Pool => None,
+    };
+    let cmd = match &workspace {
+        Some(ws) => {
+            let agent = session.agent_config(ws, false);
+            let json = serde_json::to_string(&agent)
+                .map_err(|e| SandboxError::Docker(format!("encode agent config: {e}")))?;
+            vec!["/sandbox-agent".to_string(), "--config".to_string(), json]
+        }
+        None => super::pool::waiter_command(),
+    };
+    let mut label_map = HashMap::from([
+        (labels::SESSION.to_string(), session.session_id.clone()),
+        (
+            labels::TENANT.to_string(),
+            session.tenant.clone().unwrap_or_default(),
+        ),
+        (labels::CREATED_AT.to_string(), now_rfc3339ish()),
+        (
+            labels::AGENT_VERSION.to_string(),
+            sandbox_agent::AGENT_VERSION.to_string(),
+        ),
+        (labels::UID.to_string(), session.uid.to_string()),
+        (
+            labels::RUN_DIR.to_string(),
+            session.run_dir.display().to_string(),
+        ),
+    ]);
+    if let Some(ws) = &workspace {
+        label_map.insert(labels::WORKSPACE.to_string(), ws.display().to_string());
+    }
+    if mode == Mode::Pool {
+        label_map.insert(labels::POOL.to_string(), image.to_string());
+    }
+    let body = ContainerCreateBody {
+        image: Some(image.to_string()),
+        user: Some(format!("{0}:{0}", session.uid)),
+        cmd: Some(cmd),
+        entrypoint: Some(Vec::new()),
+        working_dir: workspace.as_ref().map(|w| w.display().to_string()),
+        env: Some(vec!["PATH=/usr/local/bin:/usr/bin:/bin".into()]),
+        labels: Some(label_map),
+        network_disabled: Some(true),
+        host_config: Some(session_host_config(config, session, workspace.as_deref())?),
+        ..ContainerCreateBody::default()
+    };
+    let name = container_name(&session.session_id);
+    let options = CreateContainerOptionsBuilder::new().name(&name).build();
+    let created = docker
+        .create_container(Some(options), body)
+        .await
+        .map_err(docker_err("create container"))?;
+    if let Err(e) = docker.start_container(&created.id, None).await {
+        let _ = remove(docker, &created.id).await;
+        return Err(docker_err("start container")(e));
+    }
+    Ok(created.id)
+}
+
+/// Force-removes a container and its anonymous volumes; absent is fine.
+pub async fn remove(docker: &Docker, id: &str) -> Result<(), SandboxError> {
+    let options = RemoveContainerOptionsBuilder::new()
+        .force(true)
+        .v(true)
+        .build();
+    match docker.remove_container(id, Some(options)).await {
+        Ok(()) => Ok(()),
+        Err(bollard::errors::Error::DockerResponseServerError {
+            status_code: 404, ..
+        }) => Ok(()),
+        Err(e) => Err(docker_err("remove container")(e)),
+    }
+}
+
+/// Sets `alive` to false once the container stops for any reason. `wait_container` yields
+/// an error rather than a status when the exit code is non-zero: both mean "stopped",
+/// unless the error is the connection itself, then inspect decides.
+pub async fn watch_exit(docker: Docker, id: String, alive: Arc<AtomicBool>) {
+    loop {
+        let mut wait = docker.wait_container(&id, None);
+        match wait.next().await {
+            Some(Ok(_)) | None => break,
+            Some(Err(bollard::errors::Error::DockerContainerWaitError { .. })) => break,
+            Some(Err(_)) => {
+                // The daemon went away (restart?): ask again until it answers.
+                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+                match docker.inspect_container(&id, None).await {
+                    Ok(info) => {
+                        if !info.state.and_then(|s| s.running).unwrap_or(false) {
+                            break;
+                        }
+                    }
+                    Err(bollard::errors::Error::DockerResponseServerError {
+                        status_code: 404,
+                        ..
+                    }) => break,
+                    Err(_) => {}
+                }
+            }
+        }
+    }
+    alive.store(false, Ordering::SeqCst);
+}
+
+/// The container's state: (running, exit code, pid of its init on the host).
+pub async fn state(docker: &Docker, id: &str) -> Result<(bool, i64, i64), SandboxError> {
+    let info = docker
+        .inspect_container(id, None)
+        .await
+        .map_err(docker_err("inspect container"))?;
+    let state = info.state.unwrap_or_default();
+    Ok((
+        state.running.unwrap_or(false),
+        state.exit_code.unwrap_or(0),
+        state.pid.unwrap_or(0),
+    ))
+}
+
+/// The last lines the container printed, for error messages.
+pub async fn tail_logs(docker: &Docker, id: &str) -> String {
+    let options = LogsOptionsBuilder::new()
+        .stdout(true)
+        .stderr(true)
+        .tail("20")
+        .build();
+    let mut logs = docker.logs(id, Some(options));
+    let mut out = String::new();
+    while let Some(Ok(line)) = logs.next().await {
+        out.push_str(&line.to_string());
+    }
+    if out.is_empty() {
+        "(none)".into()
+    } else {
+        out.trim().to_string()
+    }
+}
+
+/// Seconds since the epoch, as a label value (sortable, no date crate needed).
+fn now_rfc3339ish() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    secs.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn container_names_are_what_docker_accepts() {
+        assert_eq!(container_name("s1"), "cordon-s1");
+        assert_eq!(container_name("a/b c"), "cordon-a_b_c");
+    }
+}

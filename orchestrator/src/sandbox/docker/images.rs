@@ -1,0 +1,443 @@
+//! Building the sandbox images from local files only (no registry is reachable).
+//!
+//! - `cordon-minimal`: `FROM scratch` with the static agent and busybox, built through the
+//!   engine's classic builder from an in-memory tar context. Seconds.
+//! - `cordon-dev`: a debootstrapped Debian root filesystem imported as `cordon-dev-base`
+//!   (cached in `$CORDON_HOME/cache/dev-rootfs`), then the agent on top. Minutes, once.
+//!
+//! Every image carries labels naming the agent version and the SHA-256 of the agent binary
+//! and of its recipe; [`build_images`] skips an image whose labels already match and
+//! rebuilds when the agent (or the recipe) changed.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use bollard::Docker;
+use bollard::query_parameters::{
+    BuildImageOptionsBuilder, CreateImageOptionsBuilder, ListImagesOptionsBuilder,
+};
+use futures::StreamExt;
+use sha2::{Digest, Sha256};
+
+use super::{ImageReport, connect, cordon_home, docker_err};
+use crate::sandbox::SandboxError;
+
+pub const MINIMAL: &str = "cordon-minimal";
+pub const DEV: &str = "cordon-dev";
+const DEV_BASE: &str = "cordon-dev-base";
+
+pub const LABEL_AGENT_VERSION: &str = "cordon.agent-version";
+pub const LABEL_AGENT_SHA256: &str = "cordon.agent-sha256";
+pub const LABEL_RECIPE_SHA256: &str = "cordon.recipe-sha256";
+
+const MINIMAL_DOCKERFILE: &str = include_str!("../../../../images/minimal/Dockerfile");
+const DEV_DOCKERFILE: &str = include_str!("../../../../images/dev/Dockerfile");
+
+/// Which images to build.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ImageSet {
+    Minimal,
+    Dev,
+    All,
+}
+
+/// What [`build_images`] did for one image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Built {
+    pub image: String,
+    /// False when an image with the same labels already existed.
+    pub rebuilt: bool,
+}
+
+/// Builds the images in `which`, skipping those already current. `progress` receives one
+/// line per step and the builder's output.
+pub async fn build_images(
+    which: ImageSet,
+    mut progress: impl FnMut(String),
+) -> Result<Vec<Built>, SandboxError> {
+    let docker = connect().await?;
+    let agent = agent_binary()?;
+    let bytes = std::fs::read(&agent).map_err(|source| SandboxError::Setup {
+        step: "read agent binary",
+        source,
+    })?;
+    progress(format!(
+        "agent binary {} ({} bytes)",
+        agent.display(),
+        bytes.len()
+    ));
+    let mut done = Vec::new();
+    if matches!(which, ImageSet::Minimal | ImageSet::All) {
+        done.push(build_minimal(&docker, &bytes, &mut progress).await?);
+    }
+    if matches!(which, ImageSet::Dev | ImageSet::All) {
+        done.push(build_dev(&docker, &bytes, &mut progress).await?);
+    }
+    Ok(done)
+}
+
+/// Where the static agent binary is: `$CORDON_AGENT_BIN`, the workspace's
+/// `target/x86_64-unknown-linux-gnu/release/`, or beside the running executable.
+pub fn agent_binary() -> Result<PathBuf, SandboxError> {
+    let mut candidates = Vec::new();
+    if let Some(p) = std::env::var_os("CORDON_AGENT_BIN") {
+        candidates.push(PathBuf::from(p));
+    }
+    let rel = "x86_64-unknown-linux-gnu/release/sandbox-agent";
+    if let Some(t) = std::env::var_os("CARGO_TARGET_DIR") {
+        candidates.push(PathBuf::from(t).join(rel));
+    }
+    candidates.push(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../target")
+            .join(rel),
+    );
+    if let Ok(exe) = std::env::current_exe() {
+        if let Some(dir) = exe.parent() {
+            candidates.push(dir.join("sandbox-agent-static"));
+        }
+    }
+    candidates
+        .into_iter()
+        .find(|p| p.is_file())
+        .ok_or_else(|| SandboxError::Setup {
+            step: "find static agent binary (run images/build-agent.sh)",
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        })
+}
+
+fn sha256_hex(parts: &[&[u8]]) -> String {
+    let mut h = Sha256::new();
+    for p in parts {
+        h.update(p);
+    }
+    hex::encode(h.finalize())
+}
+
+fn wanted_labels(agent: &[u8], recipe: &[&[u8]]) -> HashMap<String, String> {
+    HashMap::from([
+        (
+            LABEL_AGENT_VERSION.to_string(),
+            sandbox_agent::AGENT_VERSION.to_string(),
+        ),
+        (LABEL_AGENT_SHA256.to_string(), sha256_hex(&[agent])),
+        (LABEL_RECIPE_SHA256.to_string(), sha256_hex(recipe)),
+    ])
+}
+
+/// Labels of `image`, or `None` when the engine has no such image.
+async fn image_labels(docker: &Docker, image: &str) -> Option<HashMap<String, String>> {
+    let info = docker.inspect_image(image).await.ok()?;
+    Some(info.config.and_then(|c| c.labels).unwrap_or_default())
+}
+
+async fn is_current(docker: &Docker, image: &str, want: &HashMap<String, String>) -> bool {
+    image_labels(docker, image)
+        .await
+        .is_some_and(|have| want.iter().all(|(k, v)| have.get(k) == Some(v)))
+}
+
+async fn build_minimal(
+    docker: &Docker,
+    agent: &[u8],
+    progress: &mut impl FnMut(String),
+) -> Result<Built, SandboxError> {
+    let busybox_path = std::env::var_os("CORDON_BUSYBOX")
+        .map_or_else(|| PathBuf::from("/bin/busybox"), PathBuf::from);
+    let busybox = std::fs::read(&busybox_path).map_err(|source| SandboxError::Setup {
+        step: "read busybox (apt-get install busybox-static)",
+        source,
+    })?;
+    let want = wanted_labels(agent, &[MINIMAL_DOCKERFILE.as_bytes(), &busybox]);
+    if is_current(docker, MINIMAL, &want).await {
+        progress(format!("{MINIMAL}: up to date"));
+        return Ok(Built {
+            image: MINIMAL.into(),
+            rebuilt: false,
+        });
+    }
+    progress(format!("{MINIMAL}: building"));
+    let applets = busybox_applets(&busybox_path)?;
+    let context =
+        minimal_context(agent, &busybox, &applets).map_err(|source| SandboxError::Setup {
+            step: "assemble build context",
+            source,
+        })?;
+    build(docker, MINIMAL, context, &want, progress).await?;
+    Ok(Built {
+        image: MINIMAL.into(),
+        rebuilt: true,
+    })
+}
+
+/// The applets this busybox provides, from `busybox --list`.
+fn busybox_applets(busybox: &Path) -> Result<Vec<String>, SandboxError> {
+    let out = std::process::Command::new(busybox)
+        .arg("--list")
+        .output()
+        .map_err(|source| SandboxError::Setup {
+            step: "list busybox applets",
+            source,
+        })?;
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::trim)
+        .filter(|a| !a.is_empty() && !a.contains('/') && *a != "busybox")
+        .map(String::from)
+        .collect())
+}
+
+fn minimal_context(agent: &[u8], busybox: &[u8], applets: &[String]) -> std::io::Result<Vec<u8>> {
+    let mut tar = tar::Builder::new(Vec::new());
+    add_file(&mut tar, "Dockerfile", MINIMAL_DOCKERFILE.as_bytes(), 0o644)?;
+    add_file(&mut tar, "rootfs/sandbox-agent", agent, 0o755)?;
+    add_file(&mut tar, "rootfs/bin/busybox", busybox, 0o755)?;
+    for applet in applets {
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(tar::EntryType::Symlink);
+        h.set_mode(0o777);
+        h.set_size(0);
+        tar.append_link(&mut h, format!("rootfs/bin/{applet}"), "busybox")?;
+    }
+    // No account database is needed (numeric uids), but a tiny one keeps `id` and `ls -l`
+    // readable for root and nobody.
+    let passwd = "root:x:0:0:root:/:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n";
+    add_file(&mut tar, "rootfs/etc/passwd", passwd.as_bytes(), 0o644)?;
+    add_file(
+        &mut tar,
+        "rootfs/etc/group",
+        b"root:x:0:\nnogroup:x:65534:\n",
+        0o644,
+    )?;
+    add_dir(&mut tar, "rootfs/tmp", 0o1777)?;
+    add_dir(&mut tar, "rootfs/run/cordon", 0o755)?;
+    tar.into_inner()
+}
+
+fn add_file(
+    tar: &mut tar::Builder<Vec<u8>>,
+    path: &str,
+    data: &[u8],
+    mode: u32,
+) -> std::io::Result<()> {
+    let mut h = tar::Header::new_gnu();
+    h.set_size(data.len() as u64);
+    h.set_mode(mode);
+    h.set_entry_type(tar::EntryType::Regular);
+    tar.append_data(&mut h, path, data)
+}
+
+fn add_dir(tar: &mut tar::Builder<Vec<u8>>, path: &str, mode: u32) -> std::io::Result<()> {
+    let mut h = tar::Header::new_gnu();
+    h.set_size(0);
+    h.set_mode(mode);
+    h.set_entry_type(tar::EntryType::Directory);
+    tar.append_data(&mut h, path, std::io::empty())
+}
+
+/// Runs the classic builder on `context`, forwarding its output to `progress`.
+async fn build(
+    docker: &Docker,
+    tag: &str,
+    context: Vec<u8>,
+    labels: &HashMap<String, String>,
+    progress: &mut impl FnMut(String),
+) -> Result<(), SandboxError> {
+    let options = BuildImageOptionsBuilder::new()
+        .dockerfile("Dockerfile")
+        .t(tag)
+        .labels(labels)
+        .rm(true)
+        .forcerm(true)
+        .build();
+    let mut stream = docker.build_image(
+        options,
+        None,
+        Some(bollard::body_full(bytes::Bytes::from(context))),
+    );
+    while let Some(item) = stream.next().await {
+        let info = item.map_err(docker_err("build image"))?;
+        if let Some(detail) = info.error_detail {
+            return Err(SandboxError::Docker(format!(
+                "build {tag}: {}",
+                detail.message.unwrap_or_default()
+            )));
+        }
+        if let Some(line) = info.stream {
+            let line = line.trim_end();
+            if !line.is_empty() {
+                progress(format!("{tag}: {line}"));
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn build_dev(
+    docker: &Docker,
+    agent: &[u8],
+    progress: &mut impl FnMut(String),
+) -> Result<Built, SandboxError> {
+    let want = wanted_labels(agent, &[DEV_DOCKERFILE.as_bytes()]);
+    if is_current(docker, DEV, &want).await {
+        progress(format!("{DEV}: up to date"));
+        return Ok(Built {
+            image: DEV.into(),
+            rebuilt: false,
+        });
+    }
+    if image_labels(docker, DEV_BASE).await.is_none() {
+        let rootfs = dev_rootfs(progress)?;
+        import_rootfs(docker, &rootfs, progress).await?;
+    }
+    progress(format!("{DEV}: adding the agent"));
+    let mut tar = tar::Builder::new(Vec::new());
+    let context = (|| {
+        add_file(&mut tar, "Dockerfile", DEV_DOCKERFILE.as_bytes(), 0o644)?;
+        add_file(&mut tar, "sandbox-agent", agent, 0o755)?;
+        tar.into_inner()
+    })()
+    .map_err(|source| SandboxError::Setup {
+        step: "assemble build context",
+        source,
+    })?;
+    build(docker, DEV, context, &want, progress).await?;
+    Ok(Built {
+        image: DEV.into(),
+        rebuilt: true,
+    })
+}
+
+/// The cached debootstrap tree, made by `images/dev/build-rootfs.sh` when missing.
+fn dev_rootfs(progress: &mut impl FnMut(String)) -> Result<PathBuf, SandboxError> {
+    let dir = cordon_home().join("cache/dev-rootfs");
+    if dir.join("usr/bin/bash").exists() {
+        progress(format!("{DEV_BASE}: reusing {}", dir.display()));
+        return Ok(dir);
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../images/dev/build-rootfs.sh");
+    progress(format!(
+        "{DEV_BASE}: debootstrap (minutes) via {}",
+        script.display()
+    ));
+    if let Some(parent) = dir.parent() {
+        std::fs::create_dir_all(parent).map_err(|source| SandboxError::Setup {
+            step: "create cache dir",
+            source,
+        })?;
+    }
+    let status = std::process::Command::new("bash")
+        .arg(&script)
+        .arg(&dir)
+        .status()
+        .map_err(|source| SandboxError::Setup {
+            step: "run build-rootfs.sh",
+            source,
+        })?;
+    if !status.success() {
+        return Err(SandboxError::Docker(format!(
+            "build-rootfs.sh failed: {status}"
+        )));
+    }
+    Ok(dir)
+}
+
+/// `tar -C rootfs -c . | docker import - cordon-dev-base`, through the API.
+async fn import_rootfs(
+    docker: &Docker,
+    rootfs: &Path,
+    progress: &mut impl FnMut(String),
+) -> Result<(), SandboxError> {
+    progress(format!("{DEV_BASE}: importing {}", rootfs.display()));
+    let mut tar = tar::Builder::new(Vec::new());
+    tar.follow_symlinks(false);
+    let archive = tar
+        .append_dir_all(".", rootfs)
+        .and_then(|()| tar.into_inner())
+        .map_err(|source| SandboxError::Setup {
+            step: "archive dev rootfs",
+            source,
+        })?;
+    let options = CreateImageOptionsBuilder::new()
+        .from_src("-")
+        .repo(DEV_BASE)
+        .tag("latest")
+        .build();
+    let mut stream = docker.create_image(
+        Some(options),
+        Some(bollard::body_full(bytes::Bytes::from(archive))),
+        None,
+    );
+    while let Some(item) = stream.next().await {
+        let info = item.map_err(docker_err("import dev rootfs"))?;
+        if let Some(status) = info.status {
+            progress(format!("{DEV_BASE}: {status}"));
+        }
+    }
+    Ok(())
+}
+
+/// The Cordon images the engine holds, for `cordon doctor`.
+pub async fn report(docker: &Docker) -> Vec<ImageReport> {
+    let current_sha = agent_binary()
+        .ok()
+        .and_then(|p| std::fs::read(p).ok())
+        .map(|b| sha256_hex(&[&b]));
+    let filters = HashMap::from([("reference".to_string(), vec!["cordon-*".to_string()])]);
+    let options = ListImagesOptionsBuilder::new().filters(&filters).build();
+    let Ok(images) = docker.list_images(Some(options)).await else {
+        return Vec::new();
+    };
+    images
+        .into_iter()
+        .flat_map(|img| {
+            let sha = img.labels.get(LABEL_AGENT_SHA256).cloned();
+            let version = img.labels.get(LABEL_AGENT_VERSION).cloned();
+            let current = sha.is_some() && sha == current_sha;
+            img.repo_tags.into_iter().map(move |name| ImageReport {
+                name,
+                agent_version: version.clone(),
+                agent_sha256: sha.clone(),
+                current,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_change_with_the_agent() {
+        let a = wanted_labels(b"agent one", &[b"recipe"]);
+        let b = wanted_labels(b"agent two", &[b"recipe"]);
+        assert_ne!(a[LABEL_AGENT_SHA256], b[LABEL_AGENT_SHA256]);
+        assert_eq!(a[LABEL_RECIPE_SHA256], b[LABEL_RECIPE_SHA256]);
+        assert_eq!(a[LABEL_AGENT_VERSION], sandbox_agent::AGENT_VERSION);
+    }
+
+    #[test]
+    fn the_minimal_context_holds_agent_busybox_and_applets() {
+        let ctx = minimal_context(b"A", b"B", &["sh".into(), "ls".into()]).unwrap();
+        let mut archive = tar::Archive::new(&ctx[..]);
+        let names: Vec<String> = archive
+            .entries()
+            .unwrap()
+            .map(|e| e.unwrap().path().unwrap().display().to_string())
+            .collect();
+        for want in [
+            "Dockerfile",
+            "rootfs/sandbox-agent",
+            "rootfs/bin/busybox",
+            "rootfs/bin/sh",
+            "rootfs/bin/ls",
+            "rootfs/tmp",
+        ] {
+            assert!(
+                names.iter().any(|n| n.trim_end_matches('/') == want),
+                "{want}"
+            );
+        }
+    }
+}

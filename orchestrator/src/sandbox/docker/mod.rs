@@ -1,0 +1,423 @@
+//! The Docker backend: one container per session, through bollard.
+//!
+//! # Layout
+//!
+//! - [`DockerBackend`]: implements [`Backend`]; starts a session's container cold, or claims
+//!   one from the warm [`pool`], and returns a handshaken agent.
+//! - [`container`]: the container's confinement (create options), start, inspect, remove.
+//! - [`images`]: building `cordon-minimal` and `cordon-dev` from `images/`, offline.
+//! - [`pool`]: pre-started idle containers, claimed in one step, refilled in the background.
+//! - [`adopt`]: after an orchestrator crash, finds labelled containers and removes them.
+//! - [`seccomp_profile`]: the Docker-JSON seccomp profile, generated from `policies/seccomp`.
+//! - [`access`]: per-session uids and how the workspace is made writable for them.
+//!
+//! Security properties of every session container (see [`container::session_host_config`]):
+//! network none, read-only root, workspace bind-mounted at the same absolute path, a
+//! size-capped /tmp tmpfs, all capabilities dropped, no-new-privileges, the generated
+//! seccomp profile, pids/memory/cpu limits, an init that reaps, a distinct non-root uid,
+//! and only the session's own run directory (holding the agent socket) shared with the host.
+//! The Docker socket is never mounted.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use bollard::Docker;
+use sandbox_agent::client::AgentClient;
+
+use super::{Backend, BackendKind, Sandbox, SandboxError, SandboxHandle, SandboxSpec};
+
+pub mod access;
+pub mod adopt;
+pub mod container;
+pub mod images;
+pub mod pool;
+pub mod seccomp_profile;
+
+pub use images::{ImageSet, build_images};
+
+/// Label keys set on every session container; [`adopt`] finds containers by them.
+pub mod labels {
+    pub const SESSION: &str = "cordon.session";
+    pub const TENANT: &str = "cordon.tenant";
+    pub const CREATED_AT: &str = "cordon.created-at";
+    pub const AGENT_VERSION: &str = "cordon.agent-version";
+    /// The sandbox uid: lets [`super::adopt`] revoke its workspace access after a crash.
+    pub const UID: &str = "cordon.uid";
+    /// The workspace path (same inside and outside).
+    pub const WORKSPACE: &str = "cordon.workspace";
+    /// The host run directory holding the agent socket.
+    pub const RUN_DIR: &str = "cordon.run-dir";
+    /// Set on idle pool containers (value: the pool slot); removed from nothing, since a
+    /// claimed pool container keeps its labels: the session label says who owns it.
+    pub const POOL: &str = "cordon.pool";
+}
+
+/// Where the agent socket directory is mounted inside every container.
+pub const CONTAINER_RUN_DIR: &str = "/run/cordon";
+/// The agent socket's file name inside the run directory.
+pub const SOCKET_NAME: &str = "agent.sock";
+/// The default image for sessions that do not name one.
+pub const DEFAULT_IMAGE: &str = "cordon-minimal";
+
+/// Limits and knobs of the Docker backend.
+#[derive(Debug, Clone)]
+pub struct DockerConfig {
+    /// Image for sessions whose spec names none.
+    pub default_image: String,
+    /// Most processes (threads) in one container (pids cgroup).
+    pub pids_limit: i64,
+    /// Memory cap in bytes; swap is capped to the same value (no swap beyond it).
+    pub memory_bytes: i64,
+    /// CPUs, e.g. 1.0.
+    pub cpus: f64,
+    /// Size of the /tmp tmpfs in bytes.
+    pub tmpfs_bytes: u64,
+    /// Idle containers kept per image by the warm pool (0 disables it).
+    pub pool_size: usize,
+    /// Host directory under which per-session run directories are made.
+    pub run_root: PathBuf,
+    /// First sandbox uid; each live session gets a distinct one above it.
+    pub uid_base: u32,
+    /// How long to wait for the agent socket after the container starts.
+    pub ready_timeout: Duration,
+}
+
+impl Default for DockerConfig {
+    fn default() -> Self {
+        Self {
+            default_image: DEFAULT_IMAGE.to_string(),
+            pids_limit: 512,
+            memory_bytes: 1024 * 1024 * 1024,
+            cpus: 1.0,
+            tmpfs_bytes: 256 * 1024 * 1024,
+            pool_size: 2,
+            run_root: cordon_home().join("run"),
+            uid_base: access::UID_BASE,
+            ready_timeout: Duration::from_secs(15),
+        }
+    }
+}
+
+/// `$CORDON_HOME`, default `~/.cordon`.
+pub fn cordon_home() -> PathBuf {
+    if let Some(home) = std::env::var_os("CORDON_HOME") {
+        return PathBuf::from(home);
+    }
+    let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("/root"), PathBuf::from);
+    home.join(".cordon")
+}
+
+/// Maps a bollard error to the backend's error type, naming the step.
+pub(crate) fn docker_err(step: &'static str) -> impl Fn(bollard::errors::Error) -> SandboxError {
+    move |e| SandboxError::Docker(format!("{step}: {e}"))
+}
+
+/// Connects to the local engine and negotiates the API version (the engine here speaks
+/// 1.41, older than bollard's default).
+pub async fn connect() -> Result<Docker, SandboxError> {
+    let docker = Docker::connect_with_local_defaults().map_err(docker_err("connect"))?;
+    docker
+        .negotiate_version()
+        .await
+        .map_err(docker_err("negotiate api version"))
+}
+
+/// What the engine offers, for `cordon doctor`.
+#[derive(Debug, Clone, Default)]
+pub struct DockerReport {
+    /// Whether the engine answered at all.
+    pub reachable: bool,
+    /// Why not, when it did not.
+    pub error: Option<String>,
+    pub engine_version: Option<String>,
+    pub api_version: Option<String>,
+    /// Whether the engine was built with seccomp support.
+    pub seccomp: bool,
+    /// Whether the engine has an init binary (`HostConfig.init`).
+    pub init_binary: bool,
+    /// Cordon images present, with their labels.
+    pub images: Vec<ImageReport>,
+}
+
+/// One Cordon image the engine holds.
+#[derive(Debug, Clone)]
+pub struct ImageReport {
+    pub name: String,
+    pub agent_version: Option<String>,
+    pub agent_sha256: Option<String>,
+    /// Whether its agent matches the binary `build_images` would use now.
+    pub current: bool,
+}
+
+/// Probes the engine: versions, security options, Cordon images.
+pub async fn probe() -> DockerReport {
+    let docker = match connect().await {
+        Ok(d) => d,
+        Err(e) => {
+            return DockerReport {
+                error: Some(e.to_string()),
+                ..DockerReport::default()
+            };
+        }
+    };
+    let mut report = DockerReport {
+        reachable: true,
+        ..DockerReport::default()
+    };
+    match docker.version().await {
+        Ok(v) => {
+            report.engine_version = v.version;
+            report.api_version = v.api_version;
+        }
+        Err(e) => report.error = Some(format!("version: {e}")),
+    }
+    if let Ok(info) = docker.info().await {
+        report.seccomp = info
+            .security_options
+            .unwrap_or_default()
+            .iter()
+            .any(|o| o.contains("seccomp"));
+        report.init_binary = info.init_binary.is_some_and(|b| !b.is_empty());
+    }
+    report.images = images::report(&docker).await;
+    report
+}
+
+/// The Docker backend.
+pub struct DockerBackend {
+    docker: Docker,
+    config: DockerConfig,
+    uids: Arc<access::UidAllocator>,
+    pool: Option<pool::WarmPool>,
+}
+
+impl DockerBackend {
+    /// Connects, removes containers a crashed orchestrator left behind, and starts the warm
+    /// pool for the default image when `config.pool_size > 0`.
+    pub async fn new(config: DockerConfig) -> Result<Self, SandboxError> {
+        let docker = connect().await?;
+        adopt::reconcile(&docker, &config.run_root, &Default::default()).await?;
+        let uids = Arc::new(access::UidAllocator::new(config.uid_base));
+        let pool = if config.pool_size > 0 {
+            Some(pool::WarmPool::start(
+                docker.clone(),
+                config.clone(),
+                config.default_image.clone(),
+                uids.clone(),
+            ))
+        } else {
+            None
+        };
+        Ok(Self {
+            docker,
+            config,
+            uids,
+            pool,
+        })
+    }
+
+    pub fn config(&self) -> &DockerConfig {
+        &self.config
+    }
+
+    pub fn docker(&self) -> &Docker {
+        &self.docker
+    }
+
+    /// The warm pool, if enabled.
+    pub fn pool(&self) -> Option<&pool::WarmPool> {
+        self.pool.as_ref()
+    }
+
+    /// Starts a container for `spec` without touching the pool.
+    pub async fn start_cold(&self, spec: &SandboxSpec) -> Result<Sandbox, SandboxError> {
+        let image = spec
+            .image
+            .clone()
+            .unwrap_or_else(|| self.config.default_image.clone());
+        let session = container::Session::prepare(&self.config, &self.uids, spec)?;
+        let created = container::create_and_start(
+            &self.docker,
+            &self.config,
+            &image,
+            &session,
+            container::Mode::Cold,
+        )
+        .await;
+        let id = match created {
+            Ok(id) => id,
+            Err(e) => {
+                session.release(&self.uids);
+                return Err(e);
+            }
+        };
+        finish(&self.docker, &self.config, &self.uids, session, id).await
+    }
+}
+
+/// Waits for the agent and wraps everything in a [`Sandbox`]; on failure tears down.
+pub(crate) async fn finish(
+    docker: &Docker,
+    config: &DockerConfig,
+    uids: &Arc<access::UidAllocator>,
+    session: container::Session,
+    id: String,
+) -> Result<Sandbox, SandboxError> {
+    let handle = DockerSandboxHandle::new(docker.clone(), id, session, uids.clone());
+    match AgentClient::connect_unix_waiting(handle.socket_path(), config.ready_timeout).await {
+        Ok(client) => Ok(Sandbox {
+            client,
+            handle: Box::new(handle),
+        }),
+        Err(e) => {
+            let logs = container::tail_logs(docker, &handle.container_id).await;
+            let _ = Box::new(handle).destroy().await;
+            Err(SandboxError::Docker(format!(
+                "agent did not come up: {e}; container output: {logs}"
+            )))
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl Backend for DockerBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Docker
+    }
+
+    /// Claims a warm container when the spec uses the pool's image and one is ready;
+    /// otherwise starts one cold. A restart after a crash is just another `start` with the
+    /// same spec: the new container mounts the same workspace.
+    async fn start(&self, spec: &SandboxSpec) -> Result<Sandbox, SandboxError> {
+        if let Some(pool) = &self.pool {
+            let wants = spec.image.as_deref().unwrap_or(&self.config.default_image);
+            if wants == pool.image() && !spec.network {
+                match pool.claim(spec).await {
+                    Ok(Some(sandbox)) => return Ok(sandbox),
+                    Ok(None) => {}
+                    Err(e) => tracing::warn!("warm pool claim failed, starting cold: {e}"),
+                }
+            }
+        }
+        self.start_cold(spec).await
+    }
+}
+
+/// Ends one session's container. `Drop` removes the container too if `destroy` was never
+/// called, so no container outlives its handle (and [`adopt`] catches crashes).
+pub struct DockerSandboxHandle {
+    docker: Docker,
+    container_id: String,
+    session: Option<container::Session>,
+    uids: Arc<access::UidAllocator>,
+    alive: Arc<AtomicBool>,
+    watcher: tokio::task::JoinHandle<()>,
+}
+
+impl DockerSandboxHandle {
+    pub(crate) fn new(
+        docker: Docker,
+        container_id: String,
+        session: container::Session,
+        uids: Arc<access::UidAllocator>,
+    ) -> Self {
+        let alive = Arc::new(AtomicBool::new(true));
+        let watcher = tokio::spawn(container::watch_exit(
+            docker.clone(),
+            container_id.clone(),
+            alive.clone(),
+        ));
+        Self {
+            docker,
+            container_id,
+            session: Some(session),
+            uids,
+            alive,
+            watcher,
+        }
+    }
+
+    pub fn container_id(&self) -> &str {
+        &self.container_id
+    }
+
+    /// The host path of the agent socket.
+    pub fn socket_path(&self) -> PathBuf {
+        self.session
+            .as_ref()
+            .map(|s| s.run_dir.join(SOCKET_NAME))
+            .unwrap_or_default()
+    }
+
+    /// The sandbox uid of this session.
+    pub fn uid(&self) -> Option<u32> {
+        self.session.as_ref().map(|s| s.uid)
+    }
+
+    /// Labels the container carries (for tests and diagnostics).
+    pub async fn labels(&self) -> Result<HashMap<String, String>, SandboxError> {
+        let info = self
+            .docker
+            .inspect_container(&self.container_id, None)
+            .await
+            .map_err(docker_err("inspect container"))?;
+        Ok(info.config.and_then(|c| c.labels).unwrap_or_default())
+    }
+}
+
+#[tonic::async_trait]
+impl SandboxHandle for DockerSandboxHandle {
+    async fn destroy(mut self: Box<Self>) -> Result<(), SandboxError> {
+        self.watcher.abort();
+        self.alive.store(false, Ordering::SeqCst);
+        let removed = container::remove(&self.docker, &self.container_id).await;
+        if let Some(session) = self.session.take() {
+            session.cleanup(&self.uids);
+        }
+        removed
+    }
+
+    fn is_alive(&self) -> bool {
+        self.alive.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for DockerSandboxHandle {
+    fn drop(&mut self) {
+        let Some(session) = self.session.take() else {
+            return;
+        };
+        self.watcher.abort();
+        // Last resort: remove the container in the background if a runtime is still there
+        // (adopt::reconcile catches it otherwise), and clean up host state now.
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let docker = self.docker.clone();
+            let id = self.container_id.clone();
+            rt.spawn(async move {
+                let _ = container::remove(&docker, &id).await;
+            });
+        }
+        session.cleanup(&self.uids);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_config_matches_the_documented_limits() {
+        let c = DockerConfig::default();
+        assert_eq!(c.pids_limit, 512);
+        assert_eq!(c.memory_bytes, 1 << 30);
+        assert_eq!(c.tmpfs_bytes, 256 << 20);
+        assert_eq!(c.pool_size, 2);
+        assert!(
+            c.uid_base >= 100_000,
+            "sandbox uids stay clear of host users"
+        );
+    }
+}

@@ -1,0 +1,402 @@
+//! The warm pool: pre-started, confined, idle containers per image, claimed by a new session
+//! in one step and refilled in the background. A claimed container belongs to one session
+//! and is destroyed with it; nothing is reused across sessions.
+//!
+//! The problem: the workspace is bind-mounted at create time, but an idle container does
+//! not know its session's workspace yet, and it must appear at the SAME absolute path.
+//! Mount propagation (an rslave bind of a slot directory, later bind-mounted onto from the
+//! host) can only deliver it beneath the slot's fixed path, never at an arbitrary path.
+//! Chosen instead: the host injects the mount into the container's mount namespace.
+//! 1. An idle container runs only a waiter (`read < /run/cordon/start`, busybox or bash sh)
+//!    under the full confinement (same uid, caps, seccomp, limits as a cold session).
+//! 2. On claim, the host (root) grants the slot's uid the workspace, creates the mount point
+//!    in the container's writable layer (`GraphDriver.Data.MergedDir`; the container itself
+//!    sees its root read-only), clones the workspace as a detached mount (`open_tree`), and
+//!    in a forked child joins the container's mount namespace (`setns`) and attaches it
+//!    there (`move_mount`) at the workspace's own path. No process of the container gains
+//!    anything: the mount is made from outside.
+//! 3. The host writes the agent config into the run directory and writes to the FIFO; the
+//!    waiter execs `/sandbox-agent --config-file`, which confines itself and listens.
+//!
+//! Needs root on the host (CAP_SYS_ADMIN for setns into the container); without it a claim
+//! fails and the backend starts the session cold.
+
+use std::collections::VecDeque;
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bollard::Docker;
+
+use super::access::UidAllocator;
+use super::container::{self, Mode, Session};
+use super::{CONTAINER_RUN_DIR, DockerConfig, docker_err};
+use crate::sandbox::{Sandbox, SandboxError, SandboxSpec};
+
+const START_FIFO: &str = "start";
+const CONFIG_FILE: &str = "config.json";
+
+/// The command an idle pool container runs: wait for the start signal, then become the agent.
+pub fn waiter_command() -> Vec<String> {
+    vec![
+        "/bin/sh".into(),
+        "-c".into(),
+        format!(
+            "read -r _ < {CONTAINER_RUN_DIR}/{START_FIFO} && \
+             exec /sandbox-agent --config-file {CONTAINER_RUN_DIR}/{CONFIG_FILE}"
+        ),
+    ]
+}
+
+/// One idle container.
+struct Slot {
+    session: Session,
+    container_id: String,
+}
+
+struct Inner {
+    docker: Docker,
+    config: DockerConfig,
+    image: String,
+    uids: Arc<UidAllocator>,
+    idle: Mutex<VecDeque<Slot>>,
+    wake: tokio::sync::Notify,
+}
+
+/// Idle containers of one image.
+pub struct WarmPool {
+    inner: Arc<Inner>,
+    refill: tokio::task::JoinHandle<()>,
+}
+
+impl WarmPool {
+    /// Starts filling the pool in the background.
+    pub fn start(
+        docker: Docker,
+        config: DockerConfig,
+        image: String,
+        uids: Arc<UidAllocator>,
+    ) -> Self {
+        let inner = Arc::new(Inner {
+            docker,
+            config,
+            image,
+            uids,
+            idle: Mutex::new(VecDeque::new()),
+            wake: tokio::sync::Notify::new(),
+        });
+        let refill = tokio::spawn(refill_loop(inner.clone()));
+        Self { inner, refill }
+    }
+
+    pub fn image(&self) -> &str {
+        &self.inner.image
+    }
+
+    /// How many idle containers are ready now.
+    pub fn ready(&self) -> usize {
+        self.idle().len()
+    }
+
+    /// Waits until `n` containers are idle (or `timeout` passes); returns how many are.
+    pub async fn wait_ready(&self, n: usize, timeout: Duration) -> usize {
+        let start = std::time::Instant::now();
+        while self.ready() < n && start.elapsed() < timeout {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        self.ready()
+    }
+
+    fn idle(&self) -> std::sync::MutexGuard<'_, VecDeque<Slot>> {
+        self.inner.idle.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Takes an idle container for `spec`, or `None` when none is ready.
+    pub async fn claim(&self, spec: &SandboxSpec) -> Result<Option<Sandbox>, SandboxError> {
+        let Some(mut slot) = self.idle().pop_front() else {
+            return Ok(None);
+        };
+        self.inner.wake.notify_one();
+        let inner = &self.inner;
+        let prepared = prepare_claim(inner, &mut slot, spec).await;
+        if let Err(e) = prepared {
+            let _ = container::remove(&inner.docker, &slot.container_id).await;
+            slot.session.cleanup(&inner.uids);
+            return Err(e);
+        }
+        super::finish(
+            &inner.docker,
+            &inner.config,
+            &inner.uids,
+            slot.session,
+            slot.container_id,
+        )
+        .await
+        .map(Some)
+    }
+
+    /// Removes every idle container and stops refilling.
+    pub async fn shutdown(&self) {
+        self.refill.abort();
+        let slots: Vec<Slot> = self.idle().drain(..).collect();
+        for slot in slots {
+            let _ = container::remove(&self.inner.docker, &slot.container_id).await;
+            slot.session.cleanup(&self.inner.uids);
+        }
+    }
+}
+
+impl Drop for WarmPool {
+    fn drop(&mut self) {
+        self.refill.abort();
+        let slots: Vec<Slot> = self.idle().drain(..).collect();
+        if slots.is_empty() {
+            return;
+        }
+        let docker = self.inner.docker.clone();
+        let ids: Vec<String> = slots.iter().map(|s| s.container_id.clone()).collect();
+        for slot in slots {
+            slot.session.cleanup(&self.inner.uids);
+        }
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                for id in ids {
+                    let _ = container::remove(&docker, &id).await;
+                }
+            });
+        }
+    }
+}
+
+async fn refill_loop(inner: Arc<Inner>) {
+    let mut n: u64 = 0;
+    loop {
+        let missing = inner
+            .config
+            .pool_size
+            .saturating_sub(inner.idle.lock().map_or(0, |i| i.len()));
+        if missing == 0 {
+            inner.wake.notified().await;
+            continue;
+        }
+        n += 1;
+        let name = format!(
+            "pool-{}-{}-{n}",
+            std::process::id(),
+            uuid::Uuid::new_v4().simple()
+        );
+        match new_slot(&inner, &name).await {
+            Ok(slot) => inner
+                .idle
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push_back(slot),
+            Err(e) => {
+                tracing::warn!("warm pool for {}: {e}", inner.image);
+                // Back off: a missing image or a full engine does not fix itself at once.
+                tokio::time::sleep(Duration::from_secs(5)).await;
+            }
+        }
+    }
+}
+
+async fn new_slot(inner: &Inner, name: &str) -> Result<Slot, SandboxError> {
+    let session = Session::slot(&inner.config, &inner.uids, name)?;
+    let fifo = session.sock_dir().join(START_FIFO);
+    let made = nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600))
+        .and_then(|()| {
+            let id = Some(nix::unistd::Uid::from_raw(session.uid));
+            let gid = Some(nix::unistd::Gid::from_raw(session.uid));
+            nix::unistd::chown(&fifo, id, gid)
+        });
+    if let Err(e) = made {
+        session.release(&inner.uids);
+        return Err(SandboxError::Setup {
+            step: "make start fifo",
+            source: e.into(),
+        });
+    }
+    match container::create_and_start(
+        &inner.docker,
+        &inner.config,
+        &inner.image,
+        &session,
+        Mode::Pool,
+    )
+    .await
+    {
+        Ok(container_id) => Ok(Slot {
+            session,
+            container_id,
+        }),
+        Err(e) => {
+            session.release(&inner.uids);
+            Err(e)
+        }
+    }
+}
+
+/// Mounts the workspace into the slot's container, writes the agent config, starts it.
+async fn prepare_claim(
+    inner: &Inner,
+    slot: &mut Slot,
+    spec: &SandboxSpec,
+) -> Result<(), SandboxError> {
+    let info = inner
+        .docker
+        .inspect_container(&slot.container_id, None)
+        .await
+        .map_err(docker_err("inspect pool container"))?;
+    let state = info.state.unwrap_or_default();
+    let pid = state.pid.unwrap_or(0);
+    if !state.running.unwrap_or(false) || pid <= 0 {
+        return Err(SandboxError::Docker("pool container is not running".into()));
+    }
+    let merged = info
+        .graph_driver
+        .and_then(|g| g.data.get("MergedDir").cloned())
+        .map(PathBuf::from);
+    let workspace =
+        std::fs::canonicalize(&spec.workspace).map_err(|source| SandboxError::Setup {
+            step: "resolve workspace",
+            source,
+        })?;
+    slot.session.session_id = spec.session_id.clone();
+    slot.session.tenant = spec.tenant.clone();
+    slot.session.attach_workspace(&workspace)?;
+    if let Some(merged) = merged {
+        // The mount point, in the container's own writable layer (read-only from inside).
+        let rel = workspace.strip_prefix("/").unwrap_or(&workspace);
+        let _ = std::fs::create_dir_all(merged.join(rel));
+    }
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let pid = pid as u32;
+    let ws = workspace.clone();
+    tokio::task::spawn_blocking(move || inject_mount(pid, &ws))
+        .await
+        .map_err(|e| SandboxError::Docker(format!("inject workspace mount: {e}")))??;
+    let config = slot.session.agent_config(&workspace, false);
+    let json = serde_json::to_vec(&config)
+        .map_err(|e| SandboxError::Docker(format!("encode agent config: {e}")))?;
+    let setup = |step| move |source| SandboxError::Setup { step, source };
+    let path = slot.session.sock_dir().join(CONFIG_FILE);
+    std::fs::write(&path, json).map_err(setup("write agent config"))?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644))
+        .map_err(setup("chmod agent config"))?;
+    signal_start(&slot.session.sock_dir().join(START_FIFO)).await
+}
+
+/// Wakes the waiter: one line into the FIFO it is blocked reading.
+async fn signal_start(fifo: &Path) -> Result<(), SandboxError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    for _ in 0..100 {
+        // Non-blocking: ENXIO means no reader yet (the waiter is still starting).
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(fifo)
+        {
+            Ok(mut f) => {
+                return f.write_all(b"go\n").map_err(|source| SandboxError::Setup {
+                    step: "signal pool container",
+                    source,
+                });
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(source) => {
+                return Err(SandboxError::Setup {
+                    step: "open start fifo",
+                    source,
+                });
+            }
+        }
+    }
+    Err(SandboxError::Docker(
+        "pool container never waited for its start signal".into(),
+    ))
+}
+
+// Constants of the new mount API (linux/mount.h), not all exported by the libc crate.
+const OPEN_TREE_CLONE: libc::c_uint = 1;
+const AT_RECURSIVE: libc::c_uint = 0x8000;
+const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
+
+/// Attaches a recursive clone of `workspace` at the same path inside the mount namespace of
+/// process `pid` (the container's init). Blocking: forks a child that joins the namespace.
+fn inject_mount(pid: u32, workspace: &Path) -> Result<(), SandboxError> {
+    let err = |step| move |source| SandboxError::Setup { step, source };
+    let ns = std::fs::File::open(format!("/proc/{pid}/ns/mnt")).map_err(err("open mount ns"))?;
+    let path = CString::new(workspace.as_os_str().as_bytes())
+        .map_err(|e| SandboxError::Docker(format!("workspace path: {e}")))?;
+    // Every prefix of the path, to create mount points that live on a writable mount
+    // inside the container (e.g. under its /tmp tmpfs); prepared before fork (no allocation
+    // in the child).
+    let prefixes: Vec<CString> = workspace
+        .ancestors()
+        .filter(|p| p.as_os_str().len() > 1)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .filter_map(|p| CString::new(p.as_os_str().as_bytes()).ok())
+        .collect();
+    // SAFETY: open_tree takes a valid NUL-terminated path and flags; it returns a new fd or
+    // -1, which is checked before use.
+    let raw = unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | AT_RECURSIVE,
+        )
+    };
+    if raw < 0 {
+        return Err(err("open_tree workspace")(std::io::Error::last_os_error()));
+    }
+    #[allow(clippy::cast_possible_truncation)]
+    // SAFETY: `raw` is a fresh fd we own exclusively (checked non-negative above).
+    let tree = unsafe { OwnedFd::from_raw_fd(raw as i32) };
+    // SAFETY: the child only makes raw syscalls (setns, mkdir, move_mount) on memory
+    // prepared before the fork and then calls _exit: async-signal-safe, no allocation, no
+    // locks, as required after fork in a multi-threaded process.
+    match unsafe { nix::unistd::fork() }.map_err(|e| err("fork")(e.into()))? {
+        nix::unistd::ForkResult::Child => {
+            // SAFETY: see the fork above; all pointers come from live CStrings / fds.
+            unsafe {
+                if libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNS) != 0 {
+                    libc::_exit(201);
+                }
+                for p in &prefixes {
+                    libc::mkdir(p.as_ptr(), 0o755);
+                }
+                let r = libc::syscall(
+                    libc::SYS_move_mount,
+                    tree.as_raw_fd(),
+                    c"".as_ptr(),
+                    libc::AT_FDCWD,
+                    path.as_ptr(),
+                    MOVE_MOUNT_F_EMPTY_PATH,
+                );
+                libc::_exit(if r == 0 { 0 } else { 202 });
+            }
+        }
+        nix::unistd::ForkResult::Parent { child } => {
+            drop(tree);
+            match nix::sys::wait::waitpid(child, None) {
+                Ok(nix::sys::wait::WaitStatus::Exited(_, 0)) => Ok(()),
+                Ok(nix::sys::wait::WaitStatus::Exited(_, 201)) => Err(SandboxError::Docker(
+                    "inject workspace mount: setns into the container failed (not root?)".into(),
+                )),
+                other => Err(SandboxError::Docker(format!(
+                    "inject workspace mount: move_mount failed ({other:?})"
+                ))),
+            }
+        }
+    }
+}

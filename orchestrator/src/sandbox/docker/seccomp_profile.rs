@@ -1,0 +1,252 @@
+//! The container-wide seccomp profile in Docker's JSON format, generated from the same
+//! policy file the agent compiles for itself (`policies/seccomp/default.json`), so the two
+//! layers never disagree about what is denied.
+//!
+//! Mapping, and where it is not one-to-one:
+//! - `default_action: allow` → `defaultAction: SCMP_ACT_ALLOW`; `errno_eperm` / `errno_enosys`
+//!   → `SCMP_ACT_ERRNO` with `errnoRet` 1 / 38; `kill_process` → `SCMP_ACT_KILL_PROCESS`.
+//! - `abi.foreign_arch`: the profile lists only `SCMP_ARCH_X86_64`; libseccomp gives calls of
+//!   any other architecture (i386 via int 0x80) its bad-arch action, which kills. x32 calls
+//!   (bit 0x40000000) are also outside the x86_64 table libseccomp generates for, so they hit
+//!   the same path; the agent's own filter checks that bit explicitly as well.
+//! - `when_any` (a list of conjunctions): Docker ANDs the `args` of one entry and ORs
+//!   separate entries of the same name, so each conjunction becomes one entry.
+//! - `width: dword`: Docker's comparisons are 64-bit. `eq` on a dword becomes
+//!   `SCMP_CMP_MASKED_EQ` with mask 0xffffffff (so high garbage bits cannot dodge a match);
+//!   `masked_eq` keeps its mask (the value's high bits are zero, same result); `ne` stays a
+//!   64-bit `SCMP_CMP_NE`, which only denies more (a value with high bits set is never
+//!   equal, so it is refused: fail closed).
+//! - `network: denied|granted` rules are included according to the session's grant.
+//! - Landlock, seccomp and prctl are not in the deny list, so the agent can confine itself
+//!   inside the container (its own filter stacks on this one).
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::sandbox::SandboxError;
+
+/// The policy, compiled in: a profile must never depend on the working directory.
+const POLICY: &str = include_str!("../../../../policies/seccomp/default.json");
+
+#[derive(Debug, Deserialize)]
+struct Policy {
+    default_action: String,
+    rules: Vec<Rule>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Rule {
+    syscalls: Vec<String>,
+    action: String,
+    #[serde(default)]
+    when_any: Vec<Vec<Cond>>,
+    #[serde(default)]
+    network: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Cond {
+    arg: u32,
+    #[serde(default)]
+    width: Option<String>,
+    op: String,
+    value: Value,
+    #[serde(default)]
+    mask: Option<Value>,
+}
+
+/// The Docker profile (as a JSON string) for sessions without network access.
+pub fn docker_profile_json() -> Result<String, SandboxError> {
+    Ok(docker_profile(false)?.to_string())
+}
+
+/// Generates the Docker profile for a session whose network access is `network`.
+pub fn docker_profile(network: bool) -> Result<Value, SandboxError> {
+    let bad = |why: String| SandboxError::Docker(format!("seccomp policy: {why}"));
+    let policy: Policy = serde_json::from_str(POLICY).map_err(|e| bad(e.to_string()))?;
+    let default = action(&policy.default_action).ok_or_else(|| bad("unknown default".into()))?;
+    let mut syscalls = Vec::new();
+    for rule in &policy.rules {
+        match rule.network.as_deref() {
+            Some("denied") if network => continue,
+            Some("granted") if !network => continue,
+            None | Some("denied") | Some("granted") => {}
+            Some(other) => return Err(bad(format!("unknown network scope {other}"))),
+        }
+        let (act, errno) =
+            action(&rule.action).ok_or_else(|| bad(format!("unknown action {}", rule.action)))?;
+        let conjunctions: Vec<Vec<Value>> = if rule.when_any.is_empty() {
+            vec![Vec::new()]
+        } else {
+            rule.when_any
+                .iter()
+                .map(|conj| conj.iter().map(docker_arg).collect())
+                .collect::<Result<_, _>>()
+                .map_err(bad)?
+        };
+        for args in conjunctions {
+            let mut entry = json!({ "names": rule.syscalls, "action": act, "args": args });
+            if let Some(errno) = errno {
+                entry["errnoRet"] = json!(errno);
+            }
+            syscalls.push(entry);
+        }
+    }
+    Ok(json!({
+        "defaultAction": default.0,
+        "architectures": ["SCMP_ARCH_X86_64"],
+        "syscalls": syscalls,
+    }))
+}
+
+/// Docker action and errno for a policy action.
+fn action(name: &str) -> Option<(&'static str, Option<i64>)> {
+    Some(match name {
+        "allow" => ("SCMP_ACT_ALLOW", None),
+        "errno_eperm" => ("SCMP_ACT_ERRNO", Some(i64::from(libc::EPERM))),
+        "errno_enosys" => ("SCMP_ACT_ERRNO", Some(i64::from(libc::ENOSYS))),
+        "kill_process" => ("SCMP_ACT_KILL_PROCESS", None),
+        _ => return None,
+    })
+}
+
+fn docker_arg(cond: &Cond) -> Result<Value, String> {
+    let value = resolve(&cond.value)?;
+    let dword = cond.width.as_deref() == Some("dword");
+    let (op, value, two) = match cond.op.as_str() {
+        "eq" if dword => ("SCMP_CMP_MASKED_EQ", 0xffff_ffff, value),
+        "eq" => ("SCMP_CMP_EQ", value, 0),
+        "ne" => ("SCMP_CMP_NE", value, 0),
+        "masked_eq" => {
+            let mask = cond.mask.as_ref().ok_or("masked_eq without a mask")?;
+            ("SCMP_CMP_MASKED_EQ", resolve(mask)?, value)
+        }
+        "lt" => ("SCMP_CMP_LT", value, 0),
+        "le" => ("SCMP_CMP_LE", value, 0),
+        "gt" => ("SCMP_CMP_GT", value, 0),
+        "ge" => ("SCMP_CMP_GE", value, 0),
+        other => return Err(format!("unknown comparison {other}")),
+    };
+    Ok(json!({ "index": cond.arg, "value": value, "valueTwo": two, "op": op }))
+}
+
+/// A number, or the name of a kernel constant the policy uses.
+fn resolve(v: &Value) -> Result<u64, String> {
+    if let Some(n) = v.as_u64() {
+        return Ok(n);
+    }
+    let name = v.as_str().ok_or_else(|| format!("bad value {v}"))?;
+    if let Some(hex) = name.strip_prefix("0x") {
+        return u64::from_str_radix(hex, 16).map_err(|e| format!("{name}: {e}"));
+    }
+    constants()
+        .get(name)
+        .copied()
+        .ok_or_else(|| format!("unknown constant {name}"))
+}
+
+/// Kernel ABI constants by name (x86_64).
+fn constants() -> BTreeMap<&'static str, u64> {
+    #[allow(clippy::cast_sign_loss)]
+    let c = |v: libc::c_int| v as u64;
+    BTreeMap::from([
+        ("CLONE_NEWNS", c(libc::CLONE_NEWNS)),
+        ("CLONE_NEWCGROUP", c(libc::CLONE_NEWCGROUP)),
+        ("CLONE_NEWUTS", c(libc::CLONE_NEWUTS)),
+        ("CLONE_NEWIPC", c(libc::CLONE_NEWIPC)),
+        ("CLONE_NEWUSER", c(libc::CLONE_NEWUSER)),
+        ("CLONE_NEWPID", c(libc::CLONE_NEWPID)),
+        ("CLONE_NEWNET", c(libc::CLONE_NEWNET)),
+        ("AF_UNIX", c(libc::AF_UNIX)),
+        ("AF_INET", c(libc::AF_INET)),
+        ("AF_INET6", c(libc::AF_INET6)),
+        ("TIOCSTI", libc::TIOCSTI),
+        ("TIOCLINUX", libc::TIOCLINUX),
+        ("PER_LINUX", 0),
+        ("PER_LINUX32", 0x0008),
+        ("ADDR_NO_RANDOMIZE", 0x0004_0000),
+        ("PER_LINUX32_ADDR_NO_RANDOMIZE", 0x0004_0008),
+        ("PERSONALITY_QUERY", 0xffff_ffff),
+    ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entries_for<'a>(profile: &'a Value, name: &str) -> Vec<&'a Value> {
+        profile["syscalls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["names"].as_array().unwrap().iter().any(|n| n == name))
+            .collect()
+    }
+
+    #[test]
+    fn the_policy_generates_a_profile() {
+        let p = docker_profile(false).unwrap();
+        assert_eq!(p["defaultAction"], "SCMP_ACT_ALLOW");
+        assert_eq!(p["architectures"], json!(["SCMP_ARCH_X86_64"]));
+        for denied in [
+            "ptrace",
+            "mount",
+            "unshare",
+            "bpf",
+            "keyctl",
+            "io_uring_setup",
+        ] {
+            let e = entries_for(&p, denied);
+            assert!(!e.is_empty(), "{denied} must be denied");
+            assert_eq!(e[0]["action"], "SCMP_ACT_ERRNO");
+            assert_eq!(e[0]["errnoRet"], 1);
+        }
+        assert_eq!(entries_for(&p, "clone3")[0]["errnoRet"], 38);
+    }
+
+    #[test]
+    fn landlock_and_seccomp_stay_allowed_for_the_agent() {
+        let p = docker_profile(false).unwrap();
+        for needed in [
+            "landlock_create_ruleset",
+            "landlock_add_rule",
+            "landlock_restrict_self",
+            "seccomp",
+            "prctl",
+        ] {
+            assert!(
+                entries_for(&p, needed).is_empty(),
+                "{needed} must stay allowed"
+            );
+        }
+    }
+
+    #[test]
+    fn each_conjunction_is_one_entry_and_dword_eq_is_masked() {
+        let p = docker_profile(false).unwrap();
+        assert_eq!(entries_for(&p, "clone").len(), 7);
+        let ioctl = entries_for(&p, "ioctl");
+        assert_eq!(ioctl.len(), 2);
+        assert_eq!(ioctl[0]["args"][0]["op"], "SCMP_CMP_MASKED_EQ");
+        assert_eq!(ioctl[0]["args"][0]["value"], 0xffff_ffffu64);
+        assert_eq!(ioctl[0]["args"][0]["valueTwo"], libc::TIOCSTI);
+        let personality = entries_for(&p, "personality");
+        assert_eq!(personality[0]["args"].as_array().unwrap().len(), 5);
+    }
+
+    #[test]
+    fn network_scoped_rules_follow_the_grant() {
+        let without = docker_profile(false).unwrap();
+        let with = docker_profile(true).unwrap();
+        let socket_args = |p: &Value| {
+            entries_for(p, "socket")
+                .iter()
+                .map(|e| e["args"].as_array().unwrap().len())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(socket_args(&without), vec![1]);
+        assert_eq!(socket_args(&with), vec![3]);
+    }
+}
