@@ -1,6 +1,7 @@
 //! The RPC contract against the real agent binary: the handshake gate, one controller,
 //! deadlines, and bad input (malformed, oversized, wrong-version messages) answered with
 //! clear errors while the agent keeps serving.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -48,10 +49,18 @@ impl Agent {
             .stdin(Stdio::null())
             .spawn()
             .unwrap();
-        let agent = Agent { child, socket, workspace, _dir: dir };
+        let agent = Agent {
+            child,
+            socket,
+            workspace,
+            _dir: dir,
+        };
         let start = Instant::now();
         while !agent.socket.exists() {
-            assert!(start.elapsed() < Duration::from_secs(10), "agent socket never appeared");
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "agent socket never appeared"
+            );
             std::thread::sleep(Duration::from_millis(5));
         }
         agent
@@ -61,13 +70,14 @@ impl Agent {
         SandboxAgentClient::new(unix_channel(self.socket.clone()).await.unwrap())
     }
 
-    fn exited_within(&mut self, wait: Duration) -> bool {
+    /// Polls without blocking the runtime, so connection teardown tasks can run.
+    async fn exited_within(&mut self, wait: Duration) -> bool {
         let start = Instant::now();
         while start.elapsed() < wait {
             if self.child.try_wait().unwrap().is_some() {
                 return true;
             }
-            std::thread::sleep(Duration::from_millis(10));
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
         false
     }
@@ -84,20 +94,38 @@ fn code_of(status: &tonic::Status) -> ErrorCode {
     AgentError::from_status(status).code
 }
 
-async fn handshake(raw: &mut SandboxAgentClient<tonic::transport::Channel>, version: u32) -> Result<HandshakeResponse, tonic::Status> {
-    let req = HandshakeRequest { protocol_version: version, controller: "test".into() };
-    raw.handshake(with_deadline(req, DEFAULT_CALL_DEADLINE)).await.map(|r| r.into_inner())
+async fn handshake(
+    raw: &mut SandboxAgentClient<tonic::transport::Channel>,
+    version: u32,
+) -> Result<HandshakeResponse, tonic::Status> {
+    let req = HandshakeRequest {
+        protocol_version: version,
+        controller: "test".into(),
+    };
+    raw.handshake(with_deadline(req, DEFAULT_CALL_DEADLINE))
+        .await
+        .map(|r| r.into_inner())
 }
 
 fn read_req(path: &Path) -> ReadRequest {
-    ReadRequest { path: path.display().to_string(), offset: 0, limit: 0 }
+    ReadRequest {
+        path: path.display().to_string(),
+        offset: 0,
+        limit: 0,
+    }
 }
 
 #[tokio::test]
 async fn calls_before_handshake_are_refused_then_served_after() {
     let agent = Agent::start();
     let mut raw = agent.raw().await;
-    let err = raw.read(with_deadline(read_req(&agent.workspace.join("x")), DEFAULT_CALL_DEADLINE)).await.unwrap_err();
+    let err = raw
+        .read(with_deadline(
+            read_req(&agent.workspace.join("x")),
+            DEFAULT_CALL_DEADLINE,
+        ))
+        .await
+        .unwrap_err();
     assert_eq!(code_of(&err), ErrorCode::HandshakeRequired);
     assert!(err.message().contains("Handshake"), "{}", err.message());
     let info = handshake(&mut raw, PROTOCOL_VERSION).await.unwrap();
@@ -109,11 +137,24 @@ async fn calls_before_handshake_are_refused_then_served_after() {
 async fn unknown_protocol_version_is_refused_with_a_clear_error_and_agent_keeps_serving() {
     let agent = Agent::start();
     let mut raw = agent.raw().await;
-    let err = handshake(&mut raw, PROTOCOL_VERSION + 41).await.unwrap_err();
+    let err = handshake(&mut raw, PROTOCOL_VERSION + 41)
+        .await
+        .unwrap_err();
     assert_eq!(code_of(&err), ErrorCode::UnsupportedProtocol);
-    assert!(err.message().contains(&format!("speaks version {PROTOCOL_VERSION}")), "{}", err.message());
+    assert!(
+        err.message()
+            .contains(&format!("speaks version {PROTOCOL_VERSION}")),
+        "{}",
+        err.message()
+    );
     // Still not handshaken: other calls stay refused.
-    let err = raw.read(with_deadline(read_req(&agent.workspace.join("x")), DEFAULT_CALL_DEADLINE)).await.unwrap_err();
+    let err = raw
+        .read(with_deadline(
+            read_req(&agent.workspace.join("x")),
+            DEFAULT_CALL_DEADLINE,
+        ))
+        .await
+        .unwrap_err();
     assert_eq!(code_of(&err), ErrorCode::HandshakeRequired);
     // The right version is accepted on the same connection.
     handshake(&mut raw, PROTOCOL_VERSION).await.unwrap();
@@ -124,7 +165,10 @@ async fn calls_without_a_deadline_are_refused() {
     let agent = Agent::start();
     let mut raw = agent.raw().await;
     handshake(&mut raw, PROTOCOL_VERSION).await.unwrap();
-    let err = raw.read(tonic::Request::new(read_req(&agent.workspace.join("x")))).await.unwrap_err();
+    let err = raw
+        .read(tonic::Request::new(read_req(&agent.workspace.join("x"))))
+        .await
+        .unwrap_err();
     assert_eq!(code_of(&err), ErrorCode::DeadlineRequired);
 }
 
@@ -138,11 +182,23 @@ async fn oversized_message_is_refused_before_decoding_and_agent_keeps_serving() 
         content: vec![b'x'; MAX_MESSAGE_BYTES + 1024],
         create_parents: false,
     };
-    let err = raw.write(with_deadline(huge, DEFAULT_CALL_DEADLINE)).await.unwrap_err();
+    let err = raw
+        .write(with_deadline(huge, DEFAULT_CALL_DEADLINE))
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), tonic::Code::OutOfRange, "{err:?}");
-    assert!(!agent.workspace.join("big").exists(), "nothing may be written");
+    assert!(
+        !agent.workspace.join("big").exists(),
+        "nothing may be written"
+    );
     // The connection and the agent survive.
-    let err = raw.read(with_deadline(read_req(&agent.workspace.join("missing")), DEFAULT_CALL_DEADLINE)).await.unwrap_err();
+    let err = raw
+        .read(with_deadline(
+            read_req(&agent.workspace.join("missing")),
+            DEFAULT_CALL_DEADLINE,
+        ))
+        .await
+        .unwrap_err();
     assert_ne!(code_of(&err), ErrorCode::HandshakeRequired);
 }
 
@@ -192,25 +248,35 @@ async fn malformed_protobuf_gets_a_clear_error_and_agent_keeps_serving() {
     handshake(&mut typed, PROTOCOL_VERSION).await.unwrap();
     let mut grpc = tonic::client::Grpc::new(channel);
     let garbage: Vec<Vec<u8>> = vec![
-        vec![0xff; 64],                        // invalid tags
+        vec![0xff; 64],                           // invalid tags
         vec![0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f], // a length far past the end
-        vec![0x0a, 0x02, 0xc3, 0x28],          // a string field that is not UTF-8
+        vec![0x0a, 0x02, 0xc3, 0x28],             // a string field that is not UTF-8
     ];
     for body in garbage {
         grpc.ready().await.unwrap();
         let path = http::uri::PathAndQuery::from_static("/cordon.agent.v1.SandboxAgent/Read");
         let err = grpc
-            .unary::<Vec<u8>, Vec<u8>, _>(with_deadline(body, DEFAULT_CALL_DEADLINE), path, RawCodec)
+            .unary::<Vec<u8>, Vec<u8>, _>(
+                with_deadline(body, DEFAULT_CALL_DEADLINE),
+                path,
+                RawCodec,
+            )
             .await
             .unwrap_err();
         assert!(
-            matches!(err.code(), tonic::Code::Internal | tonic::Code::InvalidArgument),
+            matches!(
+                err.code(),
+                tonic::Code::Internal | tonic::Code::InvalidArgument
+            ),
             "{err:?}"
         );
     }
     // Still serving on the same connection.
     let err = typed
-        .read(with_deadline(read_req(&agent.workspace.join("missing")), DEFAULT_CALL_DEADLINE))
+        .read(with_deadline(
+            read_req(&agent.workspace.join("missing")),
+            DEFAULT_CALL_DEADLINE,
+        ))
         .await
         .unwrap_err();
     assert_eq!(code_of(&err), ErrorCode::NotFound, "{err:?}");
@@ -220,13 +286,20 @@ async fn malformed_protobuf_gets_a_clear_error_and_agent_keeps_serving() {
 async fn a_second_controller_is_refused_while_the_first_keeps_working() {
     let agent = Agent::start();
     let mut first = AgentClient::connect_unix(&agent.socket).await.unwrap();
-    let second = tokio::time::timeout(Duration::from_secs(5), AgentClient::connect_unix(&agent.socket)).await;
+    let second = tokio::time::timeout(
+        Duration::from_secs(5),
+        AgentClient::connect_unix(&agent.socket),
+    )
+    .await;
     match second {
         Ok(Ok(_)) => panic!("a second controller was accepted"),
         Ok(Err(e)) => assert_eq!(e.code, ErrorCode::Io, "{e:?}"),
         Err(_) => panic!("second connection hung instead of being refused"),
     }
-    let err = first.read(&agent.workspace.join("missing").display().to_string(), 0, 0).await.unwrap_err();
+    let err = first
+        .read(&agent.workspace.join("missing").display().to_string(), 0, 0)
+        .await
+        .unwrap_err();
     assert_eq!(err.code, ErrorCode::NotFound);
 }
 
@@ -235,7 +308,10 @@ async fn agent_exits_when_its_controller_goes_away() {
     let mut agent = Agent::start();
     let client = AgentClient::connect_unix(&agent.socket).await.unwrap();
     drop(client);
-    assert!(agent.exited_within(Duration::from_secs(10)), "agent outlived its controller");
+    assert!(
+        agent.exited_within(Duration::from_secs(10)).await,
+        "agent outlived its controller"
+    );
 }
 
 #[tokio::test]
@@ -243,5 +319,8 @@ async fn shutdown_is_answered_then_the_agent_exits() {
     let mut agent = Agent::start();
     let mut client = AgentClient::connect_unix(&agent.socket).await.unwrap();
     client.shutdown().await.unwrap();
-    assert!(agent.exited_within(Duration::from_secs(10)), "agent did not exit after shutdown");
+    assert!(
+        agent.exited_within(Duration::from_secs(10)).await,
+        "agent did not exit after shutdown"
+    );
 }
