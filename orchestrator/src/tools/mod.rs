@@ -1,0 +1,231 @@
+//! The tools the model sees: names, descriptions and input schemas (Claude Code's names and
+//! fields, our own words), input validation, and each tool's mapping onto the sandbox
+//! agent's RPCs.
+//!
+//! # Layout
+//!
+//! - [`Tool`]: one tool: its definition for the Messages API and its `call`.
+//! - [`ToolOutput`]: what goes into the `tool_result` block (text plus `is_error`).
+//! - [`ToolRegistry`]: the set offered to the model; validates input before every call.
+//! - [`context::ToolContext`]: the session's agent client, read-state and interrupt signal.
+//! - [`schema`]: the hand-written validator every input passes first.
+//! - one file per tool: [`read`], [`write`], [`edit`], [`bash`], [`glob`], [`grep`].
+//!
+//! # Example
+//!
+//! ```no_run
+//! # async fn demo(ctx: cordon::tools::context::ToolContext) {
+//! use cordon::tools::ToolRegistry;
+//! let tools = ToolRegistry::default_tools();
+//! let defs = tools.definitions(); // goes into the request's `tools` array
+//! let out = tools
+//!     .call("Read", &ctx, serde_json::json!({"file_path": "/work/src/main.rs"}))
+//!     .await;
+//! println!("{} (error: {})", out.content, out.is_error);
+//! # let _ = defs; }
+//! ```
+
+pub mod bash;
+pub mod context;
+pub mod edit;
+pub mod glob;
+pub mod grep;
+pub mod read;
+pub mod schema;
+pub mod write;
+
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+use sandbox_agent::{AgentError, ErrorCode};
+use serde_json::{Value, json};
+
+pub use context::{FileStamp, Interrupter, ReadState, ToolContext};
+
+/// The content of one `tool_result` block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolOutput {
+    pub content: String,
+    pub is_error: bool,
+}
+
+impl ToolOutput {
+    pub fn ok(content: impl Into<String>) -> Self {
+        Self {
+            content: content.into(),
+            is_error: false,
+        }
+    }
+
+    pub fn error(content: impl Into<String>) -> Self {
+        Self {
+            content: content.into(),
+            is_error: true,
+        }
+    }
+}
+
+/// One tool the model may call.
+#[tonic::async_trait]
+pub trait Tool: Send + Sync {
+    /// The name the model calls it by (Claude Code's).
+    fn name(&self) -> &'static str;
+    /// What it does and its limits, in our own words.
+    fn description(&self) -> &'static str;
+    /// JSON Schema of the input; [`schema::validate`] enforces it before `call`.
+    fn input_schema(&self) -> Value;
+    /// True when the tool never changes anything (may run concurrently with others).
+    fn is_read_only(&self) -> bool;
+    /// Runs the tool on input that already passed validation. Never fails: every problem
+    /// becomes an `is_error` output the model can act on.
+    async fn call(&self, ctx: &ToolContext, input: Value) -> ToolOutput;
+}
+
+/// The tools offered to the model, in a stable order.
+#[derive(Clone, Default)]
+pub struct ToolRegistry {
+    tools: Vec<Arc<dyn Tool>>,
+}
+
+impl ToolRegistry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The six built-in tools: Read, Write, Edit, Bash, Glob, Grep.
+    pub fn default_tools() -> Self {
+        let mut reg = Self::new();
+        reg.register(Arc::new(read::ReadTool));
+        reg.register(Arc::new(write::WriteTool));
+        reg.register(Arc::new(edit::EditTool));
+        reg.register(Arc::new(bash::BashTool));
+        reg.register(Arc::new(glob::GlobTool));
+        reg.register(Arc::new(grep::GrepTool));
+        reg
+    }
+
+    /// Adds `tool`, replacing any tool of the same name.
+    pub fn register(&mut self, tool: Arc<dyn Tool>) {
+        self.tools.retain(|t| t.name() != tool.name());
+        self.tools.push(tool);
+    }
+
+    /// Removes the tool called `name` (e.g. for `--disallowedTools`); true if it was there.
+    pub fn remove(&mut self, name: &str) -> bool {
+        let before = self.tools.len();
+        self.tools.retain(|t| t.name() != name);
+        self.tools.len() != before
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.tools.iter().find(|t| t.name() == name)
+    }
+
+    pub fn names(&self) -> Vec<&'static str> {
+        self.tools.iter().map(|t| t.name()).collect()
+    }
+
+    /// The `tools` array of a Messages API request: `{name, description, input_schema}`.
+    pub fn definitions(&self) -> Vec<Value> {
+        self.tools
+            .iter()
+            .map(|t| {
+                json!({
+                    "name": t.name(),
+                    "description": t.description(),
+                    "input_schema": t.input_schema(),
+                })
+            })
+            .collect()
+    }
+
+    /// Validates `input` against the tool's schema, then runs it. An unknown tool or
+    /// invalid input comes back as an `is_error` output naming the problem.
+    pub async fn call(&self, name: &str, ctx: &ToolContext, input: Value) -> ToolOutput {
+        match self.check(name, &input) {
+            Ok(tool) => tool.call(ctx, input).await,
+            Err(out) => out,
+        }
+    }
+
+    /// The tool called `name`, if `input` is valid for it; otherwise the error output.
+    pub fn check(&self, name: &str, input: &Value) -> Result<&Arc<dyn Tool>, ToolOutput> {
+        let Some(tool) = self.get(name) else {
+            return Err(ToolOutput::error(format!(
+                "there is no tool named `{name}`; available tools: {}",
+                self.names().join(", ")
+            )));
+        };
+        schema::validate(&tool.input_schema(), input)
+            .map_err(|problem| ToolOutput::error(format!("{name}: {problem}")))?;
+        Ok(tool)
+    }
+}
+
+/// The one place an agent error becomes `tool_result` text. The agent's messages are
+/// already written for the model; only transport failures get our own wording.
+pub fn agent_error_output(tool: &str, err: &AgentError) -> ToolOutput {
+    let text = match err.code {
+        // Io without a path is the transport (the agent is gone or wedged), not a file.
+        ErrorCode::Io if err.path.is_none() => {
+            format!("the sandbox is not responding: {}", err.message)
+        }
+        ErrorCode::TimedOut if err.path.is_none() => {
+            format!("the sandbox did not answer in time: {}", err.message)
+        }
+        ErrorCode::ShuttingDown => format!("the sandbox is shutting down: {}", err.message),
+        _ => err.message.clone(),
+    };
+    ToolOutput::error(format!("{tool}: {text}"))
+}
+
+/// Checks that `path` is absolute; otherwise an error suggesting the absolute form under
+/// `workspace`. Returns the path lexically cleaned (`.` segments and doubled slashes go;
+/// `..` stays: the agent resolves it under its own rules).
+pub fn absolute_path(
+    tool: &str,
+    field: &str,
+    path: &str,
+    workspace: &Path,
+) -> Result<PathBuf, ToolOutput> {
+    let p = Path::new(path);
+    if p.is_absolute() {
+        return Ok(p.components().collect());
+    }
+    let suggestion: PathBuf = workspace
+        .join(p)
+        .components()
+        .filter(|c| !matches!(c, Component::CurDir))
+        .collect();
+    Err(ToolOutput::error(format!(
+        "{tool}: `{field}` must be an absolute path, not `{path}`; did you mean `{}`?",
+        suggestion.display()
+    )))
+}
+
+/// The string field `key` of a validated input ("" when absent).
+pub(crate) fn str_field<'a>(input: &'a Value, key: &str) -> &'a str {
+    input.get(key).and_then(Value::as_str).unwrap_or("")
+}
+
+/// The non-negative integer field `key` of a validated input.
+/// An integer-valued float (`5.0`, which JSON Schema counts as an integer) is accepted.
+pub(crate) fn u64_field(input: &Value, key: &str) -> Option<u64> {
+    let value = input.get(key)?;
+    value.as_u64().or_else(|| {
+        let f = value.as_f64().filter(|f| f.fract() == 0.0 && *f >= 0.0)?;
+        // Saturating float-to-int conversion; huge values clamp, which every caller caps.
+        #[allow(clippy::cast_possible_truncation)]
+        Some(f as u64)
+    })
+}
+
+/// The boolean field `key` of a validated input.
+pub(crate) fn bool_field(input: &Value, key: &str) -> Option<bool> {
+    input.get(key).and_then(Value::as_bool)
+}
+
+#[cfg(test)]
+#[path = "mod_tests.rs"]
+mod tests;
