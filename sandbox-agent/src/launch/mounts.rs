@@ -366,7 +366,8 @@ fn pivot(root: &Path) -> Result<(), String> {
 
 /// Whether this host can create idmapped mounts of `path` (needs host root).
 pub fn probe_idmap(path: &Path) -> Result<(), super::LaunchError> {
-    let ns = super::userns::new_userns_fd("0 1000000 1\n", "0 1000000 1\n")?;
+    let map = format!("0 {} 1\n", super::DEFAULT_UID_BASE);
+    let ns = super::userns::new_userns_fd(&map, &map)?;
     idmapped_clone(path, &ns)
         .map(drop)
         .map_err(|source| super::LaunchError::Idmap {

@@ -138,7 +138,7 @@ pub fn new_userns_fd(uid_map: &str, gid_map: &str) -> Result<OwnedFd, LaunchErro
                         "unshare(CLONE_NEWUSER) refused by the kernel".into(),
                     ));
                 }
-                write_maps(child, uid_map, gid_map, true)?;
+                write_maps(child, uid_map, gid_map, nix::unistd::geteuid().is_root())?;
                 File::open(format!("/proc/{child}/ns/user"))
                     .map(OwnedFd::from)
                     .map_err(|e| err("opening the namespace", &e))

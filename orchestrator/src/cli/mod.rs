@@ -1,0 +1,52 @@
+//! The `cordon` command line: one module per subcommand.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod doctor;
+mod sandbox;
+
+#[derive(Parser)]
+#[command(
+    name = "cordon",
+    version,
+    about = "Run AI coding agents in a kernel-enforced sandbox"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run one command under exactly the confinement the Bash tool gets.
+    Sandbox(sandbox::SandboxArgs),
+    /// What this host supports, and whether the chosen backend can confine.
+    Doctor(doctor::DoctorArgs),
+}
+
+/// Exit code for usage errors and unsupported requests.
+pub const EXIT_USAGE: u8 = 2;
+/// Exit code when Cordon itself failed (the sandbox could not start, the agent broke).
+pub const EXIT_CORDON_FAILED: u8 = 125;
+
+pub fn main() -> ExitCode {
+    init_tracing();
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Sandbox(args) => sandbox::main(args),
+        Command::Doctor(args) => doctor::main(args),
+    }
+}
+
+/// Logs to stderr, filtered by `CORDON_LOG` (else `RUST_LOG`, else warnings only).
+fn init_tracing() {
+    let filter = std::env::var("CORDON_LOG")
+        .or_else(|_| std::env::var("RUST_LOG"))
+        .unwrap_or_else(|_| "warn".into());
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+        .with_writer(std::io::stderr)
+        .init();
+}

@@ -1,0 +1,172 @@
+//! `cordon sandbox [--backend local|docker] [--workspace DIR] [--allow-domain D]... -- CMD
+//! ARGS...`: runs one command (an argv, not a shell string) in a fresh sandbox, streams
+//! its output as it comes and passes its exit status through (a signal N gives 128+N).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use cordon::sandbox::local::LocalBackend;
+use cordon::sandbox::{Backend, BackendKind, Sandbox, SandboxSpec};
+use futures::StreamExt;
+use sandbox_agent::limits::MAX_EXEC_TIMEOUT_MS;
+use sandbox_agent::proto::{ExecRequest, ExitStatus, exec_event, output_chunk};
+use tokio::io::AsyncWriteExt;
+
+use super::{EXIT_CORDON_FAILED, EXIT_USAGE};
+
+#[derive(clap::Args)]
+pub struct SandboxArgs {
+    /// Where the sandbox runs.
+    #[arg(long, value_enum, default_value = "local")]
+    backend: BackendKind,
+    /// The writable workspace, visible at the same path inside (default: cwd).
+    #[arg(long)]
+    workspace: Option<PathBuf>,
+    /// Grant outbound access to a domain (not supported yet).
+    #[arg(long = "allow-domain", value_name = "D")]
+    allow_domain: Vec<String>,
+    /// The command and its arguments.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+pub fn main(args: SandboxArgs) -> ExitCode {
+    if !args.allow_domain.is_empty() {
+        // Refuse rather than run without the egress the caller asked for.
+        eprintln!(
+            "cordon: --allow-domain is not supported yet (network egress comes later); no domain can be granted"
+        );
+        return ExitCode::from(EXIT_USAGE);
+    }
+    if args.backend == BackendKind::Docker {
+        eprintln!(
+            "cordon: the docker backend is not available in `cordon sandbox` yet; use --backend local"
+        );
+        return ExitCode::from(EXIT_USAGE);
+    }
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("cordon: cannot start the runtime: {e}");
+            return ExitCode::from(EXIT_CORDON_FAILED);
+        }
+    };
+    match runtime.block_on(run(args)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("cordon: {e:#}");
+            ExitCode::from(EXIT_CORDON_FAILED)
+        }
+    }
+}
+
+async fn run(args: SandboxArgs) -> anyhow::Result<ExitCode> {
+    let workspace = match args.workspace {
+        Some(w) => w,
+        None => std::env::current_dir().context("reading the current directory")?,
+    };
+    let workspace = std::fs::canonicalize(&workspace)
+        .with_context(|| format!("workspace {}", workspace.display()))?;
+    let backend = LocalBackend::from_env().context("local backend")?;
+    let session = format!("sandbox-{}", uuid::Uuid::new_v4().simple());
+    let spec = SandboxSpec::new(session, &workspace);
+    let sandbox = backend.start(&spec).await.context("starting the sandbox")?;
+    // The working directory carries in when it lies inside the workspace.
+    let cwd = std::env::current_dir()
+        .ok()
+        .and_then(|d| std::fs::canonicalize(d).ok())
+        .filter(|d| d.starts_with(&workspace))
+        .unwrap_or(workspace);
+    let outcome = exec(&sandbox, args.command, cwd).await;
+    let teardown = sandbox.destroy().await;
+    let status = outcome?;
+    teardown.context("tearing the sandbox down")?;
+    Ok(exit_code(&status))
+}
+
+async fn exec(sandbox: &Sandbox, argv: Vec<String>, cwd: PathBuf) -> anyhow::Result<ExitStatus> {
+    let mut client = sandbox.client.clone();
+    let exec_id = uuid::Uuid::new_v4().simple().to_string();
+    let req = ExecRequest {
+        exec_id: exec_id.clone(),
+        argv,
+        timeout_ms: MAX_EXEC_TIMEOUT_MS,
+        cwd: cwd.to_string_lossy().into_owned(),
+        ..Default::default()
+    };
+    let mut stream = Box::pin(client.exec(req).await.context("starting the command")?);
+    let mut stdout = tokio::io::stdout();
+    let mut stderr = tokio::io::stderr();
+    loop {
+        let event = tokio::select! {
+            event = stream.next() => event,
+            _ = tokio::signal::ctrl_c() => {
+                // Interrupt: kill the command's whole process group, then tear down.
+                let _ = sandbox.client.clone().cancel(&exec_id).await;
+                bail!("interrupted");
+            }
+        };
+        let Some(event) = event else {
+            bail!("the command's output stream ended without an exit status");
+        };
+        match event.context("running the command")?.event {
+            Some(exec_event::Event::Output(chunk)) => {
+                let out: &mut (dyn tokio::io::AsyncWrite + Unpin + Send) =
+                    if chunk.stream == output_chunk::Stream::Stderr as i32 {
+                        &mut stderr
+                    } else {
+                        &mut stdout
+                    };
+                out.write_all(&chunk.data).await.context("writing output")?;
+                out.flush().await.context("writing output")?;
+            }
+            Some(exec_event::Event::Exit(status)) => return Ok(status),
+            None => {}
+        }
+    }
+}
+
+/// The shell's convention: the exit code, or 128+N for signal N; a timeout gives 124.
+fn exit_code(status: &ExitStatus) -> ExitCode {
+    if status.timed_out {
+        eprintln!("cordon: the command timed out");
+        return ExitCode::from(124);
+    }
+    let code = match (status.code, status.signal) {
+        (Some(c), _) => c,
+        (None, Some(sig)) => 128 + sig,
+        (None, None) => i32::from(EXIT_CORDON_FAILED),
+    };
+    ExitCode::from(u8::try_from(code & 0xff).unwrap_or(EXIT_CORDON_FAILED))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signals_map_to_128_plus_n() {
+        let st = ExitStatus {
+            signal: Some(9),
+            ..Default::default()
+        };
+        assert_eq!(exit_code(&st), ExitCode::from(137));
+        let st = ExitStatus {
+            code: Some(3),
+            ..Default::default()
+        };
+        assert_eq!(exit_code(&st), ExitCode::from(3));
+    }
+
+    #[test]
+    fn allow_domain_is_refused_not_faked() {
+        let args = SandboxArgs {
+            backend: BackendKind::Local,
+            workspace: None,
+            allow_domain: vec!["example.com".into()],
+            command: vec!["true".into()],
+        };
+        assert_eq!(main(args), ExitCode::from(EXIT_USAGE));
+    }
+}

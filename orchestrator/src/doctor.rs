@@ -1,0 +1,269 @@
+//! `cordon doctor`: what this host supports, and whether the chosen backend can confine.
+//!
+//! Every probe asks the kernel (or the Docker daemon) directly rather than trusting
+//! version numbers: a Landlock ruleset version query, the seccomp fields of
+//! /proc/self/status, a real user namespace, a real idmapped mount of the workspace's
+//! filesystem, the cgroup filesystem type, and a `GET /_ping` on Docker's socket.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::sandbox::BackendKind;
+use crate::sandbox::local::{self, LocalSupport};
+
+/// How one check came out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Ok,
+    /// Missing, but not needed by the chosen backend.
+    Warn,
+    /// Missing and needed: the chosen backend cannot confine.
+    Fail,
+}
+
+impl Status {
+    pub fn label(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::Warn => "warn",
+            Status::Fail => "FAIL",
+        }
+    }
+}
+
+/// One line of the report.
+#[derive(Debug, Clone)]
+pub struct Check {
+    pub name: &'static str,
+    pub status: Status,
+    pub detail: String,
+}
+
+/// The whole report.
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub backend: BackendKind,
+    pub checks: Vec<Check>,
+}
+
+impl Report {
+    /// Whether the chosen backend can confine on this host.
+    pub fn can_confine(&self) -> bool {
+        self.checks.iter().all(|c| c.status != Status::Fail)
+    }
+
+    /// A plain-text table.
+    pub fn render(&self) -> String {
+        let width = self.checks.iter().map(|c| c.name.len()).max().unwrap_or(0);
+        let mut out = format!("{:width$}  {:6}  DETAIL\n", "CHECK", "STATUS");
+        for c in &self.checks {
+            out.push_str(&format!(
+                "{:width$}  {:6}  {}\n",
+                c.name,
+                c.status.label(),
+                c.detail
+            ));
+        }
+        let verdict = if self.can_confine() {
+            "can confine"
+        } else {
+            "CANNOT confine"
+        };
+        out.push_str(
+            &format!("\nbackend {:?}: {verdict} on this host\n", self.backend).to_lowercase(),
+        );
+        out
+    }
+}
+
+/// The Landlock ABI version the kernel offers, if any.
+pub fn landlock_abi() -> Result<i64, String> {
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+    // SAFETY: with a null attr and size 0 and the VERSION flag, the syscall only returns
+    // the ABI version; it reads and writes no memory.
+    let v = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    if v < 0 {
+        Err(format!("unavailable ({})", std::io::Error::last_os_error()))
+    } else {
+        Ok(v)
+    }
+}
+
+/// Whether seccomp filters are available (the `Seccomp_filters` field appears with
+/// CONFIG_SECCOMP_FILTER; `Seccomp` with CONFIG_SECCOMP).
+pub fn seccomp() -> Result<String, String> {
+    let status = std::fs::read_to_string("/proc/self/status").map_err(|e| e.to_string())?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name).map(|v| v.trim().to_string()))
+    };
+    match (field("Seccomp:"), field("Seccomp_filters:")) {
+        (Some(mode), filters) => Ok(format!(
+            "available (this process: mode {mode}, {} filters)",
+            filters.unwrap_or_else(|| "?".into())
+        )),
+        (None, _) => Err("the kernel was built without seccomp".into()),
+    }
+}
+
+/// cgroup layout: v2, v1 or hybrid.
+pub fn cgroup_version() -> String {
+    const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
+    let magic = |p: &str| {
+        nix::sys::statfs::statfs(p)
+            .ok()
+            .map(|s| s.filesystem_type().0 as i64)
+    };
+    match magic("/sys/fs/cgroup") {
+        Some(CGROUP2_SUPER_MAGIC) => "v2 (unified)".into(),
+        Some(_) if magic("/sys/fs/cgroup/unified") == Some(CGROUP2_SUPER_MAGIC) => {
+            "hybrid (v1 controllers, v2 at /sys/fs/cgroup/unified)".into()
+        }
+        Some(_) => "v1".into(),
+        None => "not mounted".into(),
+    }
+}
+
+/// Pings the Docker daemon on its Unix socket (`DOCKER_HOST=unix://...` honoured).
+pub fn docker_ping() -> Result<String, String> {
+    let socket = std::env::var("DOCKER_HOST")
+        .ok()
+        .and_then(|h| h.strip_prefix("unix://").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from("/var/run/docker.sock"));
+    let mut s = std::os::unix::net::UnixStream::connect(&socket)
+        .map_err(|e| format!("{}: {e}", socket.display()))?;
+    let t = Some(Duration::from_secs(1));
+    s.set_read_timeout(t).map_err(|e| e.to_string())?;
+    s.set_write_timeout(t).map_err(|e| e.to_string())?;
+    s.write_all(b"GET /_ping HTTP/1.0\r\nHost: docker\r\n\r\n")
+        .map_err(|e| e.to_string())?;
+    let mut buf = Vec::new();
+    let _ = s.take(4096).read_to_end(&mut buf);
+    let text = String::from_utf8_lossy(&buf);
+    let status_line = text.lines().next().unwrap_or("");
+    let api = text
+        .lines()
+        .find_map(|l| l.strip_prefix("Api-Version:").map(str::trim))
+        .unwrap_or("?");
+    if status_line.contains(" 200") {
+        Ok(format!("reachable at {} (API {api})", socket.display()))
+    } else {
+        Err(format!("unexpected answer: {status_line:?}"))
+    }
+}
+
+fn check(name: &'static str, result: Result<String, String>, needed: bool) -> Check {
+    match result {
+        Ok(detail) => Check {
+            name,
+            status: Status::Ok,
+            detail,
+        },
+        Err(detail) => Check {
+            name,
+            status: if needed { Status::Fail } else { Status::Warn },
+            detail,
+        },
+    }
+}
+
+/// Runs every probe; `workspace` is where idmapped mounts are tried (its filesystem is
+/// the one that matters).
+pub fn run(backend: BackendKind, workspace: &Path) -> Report {
+    let local_needed = backend == BackendKind::Local;
+    let support: LocalSupport = local::probe(workspace);
+    let mut checks = vec![
+        check(
+            "landlock",
+            landlock_abi().map(|v| format!("ABI {v}")),
+            local_needed,
+        ),
+        check("seccomp", seccomp(), local_needed),
+        check(
+            "user namespaces",
+            support
+                .user_namespaces
+                .clone()
+                .map(|()| "can create one".into()),
+            local_needed,
+        ),
+    ];
+    checks.push(match &support.idmapped_mounts {
+        Some(r) => check(
+            "idmapped mounts",
+            r.clone()
+                .map(|()| format!("supported on {}", workspace.display())),
+            local_needed,
+        ),
+        None => Check {
+            name: "idmapped mounts",
+            status: Status::Ok,
+            detail: "not needed (not running as root)".into(),
+        },
+    });
+    checks.push(Check {
+        name: "cgroups",
+        status: Status::Ok,
+        detail: cgroup_version(),
+    });
+    checks.push(check(
+        "agent binary",
+        support
+            .agent_binary
+            .clone()
+            .map(|p| p.display().to_string()),
+        true,
+    ));
+    checks.push(check(
+        "docker",
+        docker_ping(),
+        backend == BackendKind::Docker,
+    ));
+    checks.push(Check {
+        name: "protected paths",
+        status: if local::protected_paths().is_ok() {
+            Status::Ok
+        } else {
+            Status::Fail
+        },
+        detail: "policies/protected-paths.json (compiled in)".into(),
+    });
+    Report { backend, checks }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn report_fails_when_a_needed_check_fails() {
+        let mut report = Report {
+            backend: BackendKind::Local,
+            checks: vec![check("a", Ok("fine".into()), true)],
+        };
+        assert!(report.can_confine());
+        report.checks.push(check("b", Err("gone".into()), false));
+        assert!(report.can_confine(), "a warning does not fail");
+        report.checks.push(check("c", Err("gone".into()), true));
+        assert!(!report.can_confine());
+        assert!(report.render().contains("cannot confine"));
+    }
+
+    #[test]
+    fn probes_answer_on_this_host() {
+        // Whatever the host, the probes return rather than panic.
+        let _ = landlock_abi();
+        let _ = seccomp();
+        assert!(!cgroup_version().is_empty());
+        let _ = docker_ping();
+    }
+}

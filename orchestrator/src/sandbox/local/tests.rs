@@ -1,0 +1,241 @@
+//! Tests of the local backend against the real agent binary.
+//!
+//! They need the `sandbox-agent` binary built first (`cargo build -p sandbox-agent`): it is
+//! found next to the test executable's parent dir (target/debug/), or through
+//! `CORDON_AGENT_BIN`. They need user namespaces (and, as root, idmapped mounts on /tmp).
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use sandbox_agent::proto::ExecRequest;
+
+use super::*;
+
+fn agent_bin() -> PathBuf {
+    paths::find_agent_binary().expect("build the agent first: cargo build -p sandbox-agent")
+}
+
+struct Fixture {
+    home: tempfile::TempDir,
+    workspace: tempfile::TempDir,
+    backend: LocalBackend,
+}
+
+fn fixture() -> Fixture {
+    let home = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    std::fs::write(workspace.path().join("hello.txt"), "hi\n").unwrap();
+    let backend = LocalBackend::new(home.path().to_path_buf(), agent_bin()).unwrap();
+    Fixture {
+        home,
+        workspace,
+        backend,
+    }
+}
+
+fn spec(f: &Fixture) -> SandboxSpec {
+    SandboxSpec::new(
+        uuid::Uuid::new_v4().simple().to_string(),
+        f.workspace.path(),
+    )
+}
+
+fn listing(dir: &Path) -> BTreeSet<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// Every descendant of `pid`, with its start time (to survive pid reuse).
+fn descendants(pid: u32) -> Vec<(i32, u64)> {
+    let mut out = Vec::new();
+    let mut todo = vec![pid.to_string()];
+    while let Some(p) = todo.pop() {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else {
+            continue;
+        };
+        for t in tasks.flatten() {
+            let children = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+            for c in children.split_whitespace() {
+                let n: i32 = c.parse().unwrap();
+                if let Some(start) = state::start_time(n) {
+                    out.push((n, start));
+                }
+                todo.push(c.to_string());
+            }
+        }
+    }
+    out
+}
+
+fn gone(procs: &[(i32, u64)]) -> bool {
+    procs
+        .iter()
+        .all(|(pid, start)| state::start_time(*pid) != Some(*start))
+}
+
+#[test]
+fn the_policy_parses_and_guards_hooks() {
+    let list = protected_paths().unwrap();
+    let has = |p: &str| list.iter().any(|e| e.path == Path::new(p));
+    for p in [
+        ".git/hooks",
+        ".git/config",
+        ".claude",
+        ".cordon",
+        ".mcp.json",
+        ".envrc",
+        ".bashrc",
+        ".zshenv",
+    ] {
+        assert!(has(p), "{p} missing from policies/protected-paths.json");
+    }
+    assert!(
+        parse_protected(
+            r#"{"version":1,"why":"x","paths":[{"path":"../x","kind":"file","why":"y"}]}"#
+        )
+        .is_err()
+    );
+    assert!(
+        parse_protected(r#"{"version":1,"why":"x","paths":[{"path":"a","kind":"file","why":""}]}"#)
+            .is_err()
+    );
+}
+
+#[tokio::test]
+async fn a_sandbox_handshakes_runs_confined_and_leaves_nothing_behind() {
+    let f = fixture();
+    let before = listing(f.workspace.path());
+    let spec = spec(&f);
+    let sandbox = f.backend.start(&spec).await.unwrap();
+    let Sandbox { mut client, handle } = sandbox;
+    assert!(handle.is_alive());
+    let state_dir = f.home.path().join("run").join(&spec.session_id);
+    assert!(state_dir.join("sock").join(SOCKET_NAME).exists());
+    // Placeholders stand in for missing protected paths while the session runs.
+    assert!(f.workspace.path().join(".git").is_dir());
+    assert!(f.workspace.path().join(".bashrc").is_file());
+
+    let (out, status) = client
+        .exec_collect(ExecRequest {
+            exec_id: "t1".into(),
+            argv: vec![
+                "sh".into(),
+                "-c".into(),
+                "id -u; hostname; echo $$; cat hello.txt; echo new > made.txt; \
+                 (echo x > .bashrc) 2>/dev/null || echo rc-ro; \
+                 (mkdir .git/hooks) 2>/dev/null || echo git-ro; \
+                 ls /root /home 2>/dev/null || echo no-home"
+                    .into(),
+            ],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let out = String::from_utf8_lossy(&out);
+    assert_eq!(status.code, Some(0), "{out}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "1000", "{out}");
+    assert_eq!(lines[1], "cordon", "{out}");
+    let pid_inside: u32 = lines[2].parse().unwrap();
+    assert!(pid_inside < 100, "own pid namespace: {out}");
+    assert_eq!(lines[3], "hi");
+    for want in ["rc-ro", "git-ro", "no-home"] {
+        assert!(lines.contains(&want), "{want}: {out}");
+    }
+    // Written through the workspace mount, owned on disk by the workspace's owner.
+    let made = std::fs::metadata(f.workspace.path().join("made.txt")).unwrap();
+    let owner = std::fs::metadata(f.workspace.path()).unwrap();
+    assert_eq!(
+        std::os::unix::fs::MetadataExt::uid(&made),
+        std::os::unix::fs::MetadataExt::uid(&owner)
+    );
+
+    let launcher = f.backend_pid_of(&*handle);
+    let procs = descendants(launcher);
+    assert!(procs.len() >= 2, "init and agent run: {procs:?}");
+    let _ = client.shutdown().await;
+    handle.destroy().await.unwrap();
+    assert!(
+        state::start_time(launcher as i32).is_none(),
+        "launcher reaped"
+    );
+    assert!(gone(&procs), "sandbox processes remain");
+    assert!(!state_dir.exists(), "state dir (socket) removed");
+    let mut after = listing(f.workspace.path());
+    assert!(after.remove("made.txt"));
+    assert_eq!(after, before, "placeholders removed");
+}
+
+#[tokio::test]
+async fn dropping_the_handle_kills_everything() {
+    let f = fixture();
+    let before = listing(f.workspace.path());
+    let spec = spec(&f);
+    let Sandbox { client, handle } = f.backend.start(&spec).await.unwrap();
+    let launcher = f.backend_pid_of(&*handle);
+    let procs = descendants(launcher);
+    drop(handle);
+    assert!(gone(&procs), "sandbox processes remain after drop");
+    assert!(!f.home.path().join("run").join(&spec.session_id).exists());
+    assert_eq!(listing(f.workspace.path()), before);
+    drop(client);
+}
+
+#[tokio::test]
+async fn a_second_peer_cannot_take_the_socket() {
+    let f = fixture();
+    let spec = spec(&f);
+    let sandbox = f.backend.start(&spec).await.unwrap();
+    let socket = f
+        .home
+        .path()
+        .join("run")
+        .join(&spec.session_id)
+        .join("sock")
+        .join(SOCKET_NAME);
+    let second = AgentClient::connect_unix(&socket).await;
+    assert!(second.is_err(), "a second controller was admitted");
+    sandbox.destroy().await.unwrap();
+}
+
+#[tokio::test]
+async fn stale_sessions_are_swept_at_the_next_start() {
+    let f = fixture();
+    let stale = f.home.path().join("run").join("deadbeef");
+    std::fs::create_dir_all(stale.join("sock")).unwrap();
+    std::fs::write(stale.join("launcher.pid"), "1 1\n").unwrap();
+    let placeholder = f.workspace.path().join(".envrc");
+    std::fs::write(&placeholder, "").unwrap();
+    std::fs::write(
+        stale.join("placeholders.json"),
+        serde_json::to_vec(&vec![launch::protected::PlaceholderRecord {
+            path: placeholder.clone(),
+            kind: launch::EntryKind::File,
+            id: None,
+        }])
+        .unwrap(),
+    )
+    .unwrap();
+    let sandbox = f.backend.start(&spec(&f)).await.unwrap();
+    assert!(!stale.exists());
+    sandbox.destroy().await.unwrap();
+    assert!(!placeholder.exists());
+}
+
+impl Fixture {
+    fn backend_pid_of(&self, handle: &dyn SandboxHandle) -> u32 {
+        // The only LocalHandle in a test: find it by its state dir's pid file.
+        let _ = handle;
+        let run = self.home.path().join("run");
+        let dir = std::fs::read_dir(run)
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        let text = std::fs::read_to_string(dir.join("launcher.pid")).unwrap();
+        text.split_whitespace().next().unwrap().parse().unwrap()
+    }
+}
