@@ -141,3 +141,93 @@ pub(crate) fn in_child(f: impl FnOnce() -> i32) -> nix::sys::wait::WaitStatus {
         ForkResult::Parent { child } => nix::sys::wait::waitpid(child, None).expect("waitpid"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::Executor;
+    use crate::proto::{ExecRequest, exec_event};
+    use futures::StreamExt;
+    use nix::sys::wait::WaitStatus;
+
+    /// The whole chain in a forked child: confine_self, then real commands through the
+    /// executor, which must still work (bash, coreutils, pipes, clone3 fallback) while
+    /// escapes fail.
+    #[test]
+    fn a_confined_agent_still_runs_ordinary_commands() {
+        if sys::landlock_abi() < 6 {
+            eprintln!("skipping: landlock abi < 6");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        let tmp = dir.path().join("tmp");
+        let outside = dir.path().join("outside");
+        for d in [&ws, &tmp, &outside] {
+            std::fs::create_dir(d).unwrap();
+        }
+        let config = AgentConfig {
+            socket_path: dir.path().join("s.sock"),
+            workspace: ws.clone(),
+            tmp_dir: tmp,
+            extra_writable: vec![],
+            protected_paths: vec![],
+            network: false,
+            best_effort: false,
+            rlimits: Default::default(),
+            require_outside_peer: false,
+        };
+        let script = format!(
+            "set -e; echo hi > made.txt; ls /usr >/dev/null; cat made.txt | tr a-z A-Z; \
+             (echo sub) ; if touch {out}/x 2>/dev/null; then echo ESCAPED; fi; \
+             if unshare -U true 2>/dev/null; then echo ESCAPED; fi; echo end",
+            out = outside.display()
+        );
+        let status = in_child(move || {
+            let report = match confine_self(&config) {
+                Ok(r) => r,
+                Err(_) => return 10,
+            };
+            if report.seccomp_mode != "filter" || !report.no_new_privs {
+                return 11;
+            }
+            if !report.landlock_fully_enforced || report.network_granted {
+                return 12;
+            }
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let exec = Executor::new(&config);
+                let cwd = std::sync::Arc::new(tokio::sync::Mutex::new(config.workspace.clone()));
+                let req = ExecRequest {
+                    exec_id: "e2e".into(),
+                    command: script,
+                    timeout_ms: 60_000,
+                    ..Default::default()
+                };
+                let mut stream = exec.start(req, cwd).await.unwrap();
+                let mut out = Vec::new();
+                let mut code = None;
+                while let Some(ev) = stream.next().await {
+                    match ev.unwrap().event.unwrap() {
+                        exec_event::Event::Output(c) => out.extend(c.data),
+                        exec_event::Event::Exit(e) => code = e.code,
+                    }
+                }
+                let out = String::from_utf8_lossy(&out).into_owned();
+                if code == Some(0) && out.contains("HI\nsub\nend") && !out.contains("ESCAPED") {
+                    0
+                } else {
+                    eprintln!("{code:?} {out}");
+                    13
+                }
+            })
+        });
+        assert!(matches!(status, WaitStatus::Exited(_, 0)), "{status:?}");
+        assert!(ws.join("made.txt").exists());
+        assert!(!outside.join("x").exists());
+    }
+}

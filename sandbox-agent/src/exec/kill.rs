@@ -28,10 +28,16 @@ pub const MARKER_ENV: &str = "CORDON_EXEC_ID";
 const MAX_ROUNDS: u32 = 200;
 /// How often orphans are reaped.
 const REAP_INTERVAL: Duration = Duration::from_millis(250);
+/// Whether an unmarked orphan is attributed to the only running command. Off in unit
+/// tests, where the test harness's own children (forked confinement tests) are children
+/// of the same process; in the agent every child is a command.
+const ATTRIBUTE_UNMARKED_ORPHANS: bool = !cfg!(test);
 
 /// One running command.
 #[derive(Debug)]
 pub struct Entry {
+    /// The executor that started it (one per agent; several in tests).
+    pub owner: u64,
     pub leader: i32,
     pub marker: String,
     pub cancel: Arc<Notify>,
@@ -73,13 +79,14 @@ impl Registry {
         }
     }
 
-    /// Cancels every command and kills their trees now (for shutdown, which may exit the
-    /// process before the drivers run).
-    pub fn kill_all(&self) {
+    /// Cancels every command of `owner` and kills their trees now (for shutdown, which
+    /// may exit the process before the drivers run).
+    pub fn kill_all(&self, owner: u64) {
         let targets: Vec<(i32, String)> = {
             let entries = self.lock();
             entries
                 .values()
+                .filter(|e| e.owner == owner)
                 .map(|e| {
                     e.cancelled.store(true, Ordering::SeqCst);
                     e.cancel.notify_one();
@@ -164,7 +171,7 @@ fn members(leader: i32, marker: &str, procs: &[ProcInfo]) -> HashSet<i32> {
         .into_iter()
         .filter(|(pid, m)| *pid != leader && m != marker)
         .collect();
-    let sole = others.is_empty();
+    let sole = ATTRIBUTE_UNMARKED_ORPHANS && others.is_empty();
     let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
     for p in procs.iter().filter(|p| p.alive()) {
         children.entry(p.ppid).or_default().push(p.pid);
@@ -210,20 +217,25 @@ pub fn kill_tree(leader: i32, marker: &str) {
     );
 }
 
-/// Reaps zombie children that are not registered leaders (reparented orphans).
-pub fn reap_orphans() {
+/// Reaps zombie children that are not registered leaders (reparented orphans). Only
+/// zombies already seen by the previous pass (`seen`) are reaped: a parent blocked in
+/// waitpid reaps its child at once, so a zombie that lingers a whole interval has no
+/// waiter whose exit status we could steal.
+pub fn reap_orphans(seen: &mut HashSet<i32>) {
     let me = std::process::id() as i32;
-    let zombies: Vec<i32> = scan()
+    let zombies: HashSet<i32> = scan()
         .into_iter()
         .filter(|p| p.ppid == me && p.state == b'Z')
         .map(|p| p.pid)
         .collect();
-    if zombies.is_empty() {
+    let lingering: Vec<i32> = zombies.intersection(seen).copied().collect();
+    *seen = zombies;
+    if lingering.is_empty() {
         return;
     }
     let entries = registry().lock();
     let leaders: HashSet<i32> = entries.values().map(|e| e.leader).collect();
-    for pid in zombies.into_iter().filter(|p| !leaders.contains(p)) {
+    for pid in lingering.into_iter().filter(|p| !leaders.contains(p)) {
         let _ = waitpid(Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG));
     }
 }
@@ -235,9 +247,10 @@ pub fn start_reaper() {
         let spawned = std::thread::Builder::new()
             .name("cordon-reaper".into())
             .spawn(|| {
+                let mut seen = HashSet::new();
                 loop {
                     std::thread::sleep(REAP_INTERVAL);
-                    reap_orphans();
+                    reap_orphans(&mut seen);
                 }
             });
         if let Err(e) = spawned {

@@ -51,7 +51,8 @@ const DRAIN_GRACE: Duration = Duration::from_secs(5);
 pub struct Executor {
     config: AgentConfig,
     shell: PathBuf,
-    seq: AtomicU64,
+    /// Distinguishes executors in one process (one per agent; several in tests).
+    id: u64,
 }
 
 impl Executor {
@@ -62,10 +63,11 @@ impl Executor {
             tracing::warn!("cannot become a child subreaper: {e}; orphans escape to init");
         }
         kill::start_reaper();
+        static IDS: AtomicU64 = AtomicU64::new(0);
         Self {
+            id: IDS.fetch_add(1, Ordering::Relaxed),
             config: config.clone(),
             shell: spawn::find_shell(),
-            seq: AtomicU64::new(0),
         }
     }
 
@@ -75,7 +77,9 @@ impl Executor {
         cwd: Arc<Mutex<PathBuf>>,
     ) -> Result<EventStream, AgentError> {
         validate(&req)?;
-        let n = self.seq.fetch_add(1, Ordering::Relaxed);
+        // Process-wide, so markers never repeat across executors.
+        static SEQ: AtomicU64 = AtomicU64::new(0);
+        let n = SEQ.fetch_add(1, Ordering::Relaxed);
         let exec_id = if req.exec_id.is_empty() {
             format!("anonymous-{n}")
         } else {
@@ -101,6 +105,7 @@ impl Executor {
             .map_err(|e| AgentError::internal(format!("cannot read rlimits: {e}")))?;
         let base = spawn::base_env(&self.config.tmp_dir, &self.config.tmp_dir, &self.shell);
         let spec = SpawnSpec {
+            owner: self.id,
             exec_id: exec_id.clone(),
             marker: marker.clone(),
             env: spawn::merge_env(base, &req.env, &marker),
@@ -152,7 +157,7 @@ impl Executor {
 
     /// Kills every running command's process tree now.
     pub fn kill_all(&self) {
-        kill::registry().kill_all();
+        kill::registry().kill_all(self.id);
     }
 
     /// The request's directory, else the session's; a session directory that vanished

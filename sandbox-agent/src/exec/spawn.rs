@@ -49,6 +49,7 @@ pub enum Program {
 /// Everything needed to start one command.
 #[derive(Debug)]
 pub struct SpawnSpec {
+    pub owner: u64,
     pub exec_id: String,
     pub marker: String,
     pub program: Program,
@@ -187,6 +188,7 @@ pub fn spawn(spec: &SpawnSpec) -> Result<Started, AgentError> {
     entries.insert(
         spec.exec_id.clone(),
         Entry {
+            owner: spec.owner,
             leader,
             marker: spec.marker.clone(),
             cancel: cancel.clone(),
