@@ -96,7 +96,7 @@ fn setup_and_serve(ctx: &ChildCtx) -> Result<i32, String> {
     if let Err(e) = loopback_up() {
         tracing::warn!(error = %e, "loopback stays down");
     }
-    drop_privileges(ctx.ids.privileged())?;
+    drop_privileges()?;
     // Re-armed after the uid change (which clears it); then make sure the launcher did
     // not die before it was armed.
     nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(|e| format!("pdeathsig: {e}"))?;
@@ -136,8 +136,7 @@ fn launcher_gone(alive: &OwnedFd) -> bool {
 
 /// Drops to the sandbox uid/gid with no capabilities in any set, and sets no_new_privs
 /// so nothing exec'd later (setuid binaries, file capabilities) can gain any back.
-fn drop_privileges(privileged: bool) -> Result<(), String> {
-    let _ = privileged;
+fn drop_privileges() -> Result<(), String> {
     let last_cap = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
         .ok()
         .and_then(|s| s.trim().parse::<libc::c_ulong>().ok())
