@@ -81,13 +81,11 @@ pub fn hard_rlimit(resource: libc::__rlimit_resource_t) -> io::Result<u64> {
     Ok(limit.rlim_max)
 }
 
-/// Alloc-free: closes every file descriptor from `first` up.
+/// Alloc-free: makes every file descriptor from `first` up close at exec.
 pub fn close_fds_from(first: libc::c_uint) -> io::Result<()> {
-    // SAFETY: close_range takes integers only; closing descriptors is what we want here
-    // (called in the child just before exec, where no Rust object owns them any more
-    // except the ones std needs, which std opened with O_CLOEXEC and does not use after
-    // the pre_exec hook except its error pipe, which is also O_CLOEXEC and only written
-    // on failure; close_range with flags 0 would close it, so CLOSE_RANGE_CLOEXEC is used).
+    // SAFETY: close_range takes integers only. CLOSE_RANGE_CLOEXEC marks the descriptors
+    // close-on-exec instead of closing them now, so std's own exec-error pipe (also
+    // CLOEXEC) keeps working until exec and nothing std still holds is closed under it.
     let rc = unsafe {
         libc::syscall(
             libc::SYS_close_range,
