@@ -1,7 +1,11 @@
 //! Cordon's orchestrator.
 
+pub mod agent;
 pub mod doctor;
 pub mod model;
+pub mod output;
 pub mod paths;
+pub mod permissions;
 pub mod sandbox;
+pub mod session;
 pub mod tools;

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod doctor;
+mod run;
 mod sandbox;
 
 #[derive(Parser)]
@@ -20,6 +21,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run one agent task headless: a prompt in, tool calls in the sandbox, an answer out.
+    Run(run::RunArgs),
     /// Run one command under exactly the confinement the Bash tool gets.
     Sandbox(sandbox::SandboxArgs),
     /// What this host supports, and whether the chosen backend can confine.
@@ -35,6 +38,7 @@ pub fn main() -> ExitCode {
     init_tracing();
     let cli = Cli::parse();
     match cli.command {
+        Command::Run(args) => run::main(args),
         Command::Sandbox(args) => sandbox::main(args),
         Command::Doctor(args) => doctor::main(args),
     }

@@ -102,3 +102,14 @@ pub trait Backend: Send + Sync {
     fn kind(&self) -> BackendKind;
     async fn start(&self, spec: &SandboxSpec) -> Result<Sandbox, SandboxError>;
 }
+
+/// Starts a sandbox for `spec` on the backend of `kind`, configured from the environment.
+pub async fn start(kind: BackendKind, spec: &SandboxSpec) -> Result<Sandbox, SandboxError> {
+    match kind {
+        BackendKind::Local => local::LocalBackend::from_env()?.start(spec).await,
+        BackendKind::Docker => Err(SandboxError::Unsupported {
+            backend: "docker",
+            why: "the docker backend is not wired into `cordon run` yet".into(),
+        }),
+    }
+}

@@ -186,8 +186,8 @@ impl Executor {
     }
 }
 
-/// Checks the request against the protocol's limits.
-fn validate(req: &ExecRequest) -> Result<(), AgentError> {
+/// Checks the request against the protocol's limits (public for the fuzz target).
+pub fn validate(req: &ExecRequest) -> Result<(), AgentError> {
     let too_large = |what: String| Err(AgentError::new(ErrorCode::TooLarge, what));
     match (req.command.is_empty(), req.argv.is_empty()) {
         (false, false) => {

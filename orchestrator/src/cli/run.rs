@@ -1,0 +1,300 @@
+//! `cordon run [-p] PROMPT`: one agent task, headless. Starts (or resumes) a session, a
+//! sandbox on the chosen backend, and the loop; prints the answer in the chosen format;
+//! tears the sandbox down; exits non-zero when the run ended in error.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use cordon::agent::{AgentLoop, LoopConfig, LoopEvent, prompt};
+use cordon::model::{ModelClient, ModelConfig};
+use cordon::output::{self, OutputFormat};
+use cordon::permissions::{PermissionMode, Permissions};
+use cordon::sandbox::{BackendKind, SandboxSpec};
+use cordon::session::SessionStore;
+use cordon::tools::{ToolContext, ToolRegistry};
+use tokio::sync::mpsc;
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The task. Read from standard input when absent.
+    pub prompt: Option<String>,
+    /// Headless "print" mode (the only mode `run` has; accepted for compatibility).
+    #[arg(short = 'p', long = "print")]
+    pub print: bool,
+    /// The project directory (default: the current directory).
+    #[arg(long)]
+    pub workspace: Option<PathBuf>,
+    /// Where tools run.
+    #[arg(long, value_enum, default_value = "local")]
+    pub sandbox: BackendKind,
+    /// Docker image (docker backend).
+    #[arg(long)]
+    pub image: Option<String>,
+    #[arg(long, value_enum, default_value = "default")]
+    pub permission_mode: PermissionMode,
+    /// Tools or rules to allow without asking, e.g. "Read Edit Bash(npm test:*)".
+    #[arg(long = "allowedTools", alias = "allowed-tools", num_args = 1..)]
+    pub allowed_tools: Vec<String>,
+    /// Tools or rules to deny; a bare tool name removes the tool.
+    #[arg(long = "disallowedTools", alias = "disallowed-tools", num_args = 1..)]
+    pub disallowed_tools: Vec<String>,
+    /// A settings file (permissions and hooks come with the policy work; read for
+    /// compatibility, unknown parts are ignored with a warning).
+    #[arg(long)]
+    pub settings: Option<PathBuf>,
+    /// The model (default: ANTHROPIC_MODEL, then Cordon's default).
+    #[arg(long)]
+    pub model: Option<String>,
+    #[arg(long)]
+    pub max_turns: Option<u32>,
+    #[arg(long, value_enum, default_value = "text")]
+    pub output_format: OutputFormat,
+    /// Continue the session with this id.
+    #[arg(long, conflicts_with = "continue_last")]
+    pub resume: Option<String>,
+    /// Continue the most recent session in this workspace.
+    #[arg(short = 'c', long = "continue")]
+    pub continue_last: bool,
+    /// With --resume/--continue: continue in a new session that copies the old one.
+    #[arg(long)]
+    pub fork_session: bool,
+    /// Print each message as it completes, also in text mode (to stderr).
+    #[arg(long)]
+    pub verbose: bool,
+}
+
+pub fn main(args: RunArgs) -> ExitCode {
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("cordon: cannot start the runtime: {e}");
+            return ExitCode::from(super::EXIT_CORDON_FAILED);
+        }
+    };
+    match runtime.block_on(run(args)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("cordon: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let started = Instant::now();
+    let workspace = match &args.workspace {
+        Some(w) => w.clone(),
+        None => std::env::current_dir().context("reading the current directory")?,
+    };
+    let workspace = workspace
+        .canonicalize()
+        .with_context(|| format!("workspace {} does not exist", workspace.display()))?;
+    let prompt_text = match &args.prompt {
+        Some(p) => p.clone(),
+        None => {
+            let mut s = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
+                .context("reading the prompt from stdin")?;
+            s
+        }
+    };
+    if prompt_text.trim().is_empty() {
+        bail!("no prompt: pass it as an argument or on standard input");
+    }
+    if args.settings.is_some() {
+        tracing::warn!(
+            "--settings is read for compatibility; permission rules and hooks from settings files are not applied yet"
+        );
+    }
+
+    let mut model_config = ModelConfig::from_env().context("model configuration")?;
+    if let Some(m) = &args.model {
+        model_config = model_config.with_model(m.clone());
+    }
+    let model_name = model_config.model.clone();
+    let model = ModelClient::new(model_config).context("model client")?;
+
+    let store =
+        SessionStore::open(&cordon::paths::cordon_home()?).context("opening the session store")?;
+    let (session_id, history, transcript) = open_session(&store, &args, &workspace, &model_name)?;
+
+    let permissions = Permissions::new(
+        args.permission_mode,
+        &args.allowed_tools,
+        &args.disallowed_tools,
+    )
+    .map_err(anyhow::Error::msg)?;
+    let mut spec = SandboxSpec::new(session_id.clone(), &workspace);
+    spec.image = args.image.clone();
+    let sandbox = cordon::sandbox::start(args.sandbox, &spec)
+        .await
+        .context("starting the sandbox")?;
+    let (ctx, interrupter) = ToolContext::new(sandbox.client.clone(), &workspace);
+
+    let mut config = LoopConfig::new(model_name.clone(), &workspace);
+    config.max_turns = args.max_turns;
+    if let Some(window) = std::env::var("CORDON_CONTEXT_WINDOW")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        config.context_window = window;
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    config.memory = prompt::memory_text(&prompt::memory_files(&workspace, home.as_deref()));
+
+    let (tx, rx) = mpsc::unbounded_channel();
+    let mut agent = AgentLoop::new(
+        model,
+        ToolRegistry::default_tools(),
+        permissions,
+        ctx.clone(),
+        transcript,
+        config,
+    )
+    .with_history(history)
+    .with_events(tx);
+    let tools: Vec<String> = agent
+        .tool_definitions()
+        .into_iter()
+        .map(|d| d.name)
+        .collect();
+    let printer = tokio::spawn(print_events(
+        rx,
+        args.output_format,
+        args.verbose,
+        session_id.clone(),
+    ));
+    if args.output_format == OutputFormat::StreamJson {
+        let init = output::init_record(
+            &session_id,
+            &workspace.display().to_string(),
+            &tools,
+            &model_name,
+            args.permission_mode.as_str(),
+        );
+        println_json(&init);
+    }
+
+    // Ctrl-C interrupts the run (the transcript stays valid); a second one is the default.
+    let on_interrupt = interrupter.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            on_interrupt.interrupt();
+        }
+    });
+    let mut interrupts = ctx.interrupt_signal();
+    let outcome = agent.run(&prompt_text, &mut interrupts).await;
+    drop(agent);
+    let _ = printer.await;
+    if let Err(e) = store.touch(&session_id) {
+        tracing::warn!(error = %e, "could not update the session index");
+    }
+    if let Err(e) = sandbox.destroy().await {
+        tracing::warn!(error = %e, "sandbox teardown reported an error");
+    }
+
+    let duration_ms = started.elapsed().as_millis() as u64;
+    match args.output_format {
+        OutputFormat::Text => {
+            if outcome.is_error {
+                eprintln!("cordon: {}", outcome.text);
+            } else {
+                println!("{}", outcome.text);
+            }
+        }
+        OutputFormat::Json | OutputFormat::StreamJson => {
+            println_json(&output::result_record(&session_id, &outcome, duration_ms));
+        }
+    }
+    Ok(if outcome.is_error {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn open_session(
+    store: &SessionStore,
+    args: &RunArgs,
+    workspace: &std::path::Path,
+    model: &str,
+) -> anyhow::Result<(
+    String,
+    Vec<cordon::model::Message>,
+    cordon::session::Transcript,
+)> {
+    let previous = match (&args.resume, args.continue_last) {
+        (Some(id), _) => Some(id.clone()),
+        (None, true) => Some(store.latest_in(workspace)?.id),
+        (None, false) => None,
+    };
+    let Some(previous) = previous else {
+        let (info, transcript) = store.create(workspace, model)?;
+        return Ok((info.id, Vec::new(), transcript));
+    };
+    if args.fork_session {
+        let (info, transcript) = store.fork(&previous)?;
+        let loaded = cordon::session::Loaded::read(&info.transcript)?;
+        let (messages, _) = loaded.conversation();
+        return Ok((info.id, messages, transcript));
+    }
+    let (info, loaded, mut transcript) = store.resume(&previous)?;
+    let (messages, closed) = loaded.conversation();
+    if !closed.is_empty() {
+        // Make the closing results part of the record, so the transcript itself is valid.
+        let results = messages
+            .iter()
+            .rev()
+            .find(|m| m.role == cordon::model::Role::User)
+            .map(|m| m.content.iter().filter(|b| matches!(b, cordon::model::ContentBlock::ToolResult { tool_use_id, .. } if closed.contains(tool_use_id))).cloned().collect::<Vec<_>>())
+            .unwrap_or_default();
+        transcript.append(cordon::session::RecordBody::User {
+            message: cordon::model::Message::user(results),
+        })?;
+        transcript.sync()?;
+        tracing::info!(closed = ?closed, "closed tool calls that never finished");
+    }
+    Ok((info.id, messages, transcript))
+}
+
+fn println_json(value: &serde_json::Value) {
+    let mut out = std::io::stdout().lock();
+    let _ = serde_json::to_writer(&mut out, value);
+    let _ = out.write_all(b"\n");
+    let _ = out.flush();
+}
+
+async fn print_events(
+    mut rx: mpsc::UnboundedReceiver<LoopEvent>,
+    format: OutputFormat,
+    verbose: bool,
+    session_id: String,
+) {
+    while let Some(event) = rx.recv().await {
+        match (format, event) {
+            (OutputFormat::StreamJson, LoopEvent::Assistant(m) | LoopEvent::User(m)) => {
+                println_json(&output::message_record(&session_id, &m));
+            }
+            (OutputFormat::Text, LoopEvent::Assistant(m)) if verbose => {
+                eprintln!(
+                    "[assistant] {}",
+                    serde_json::to_string(&m.content).unwrap_or_default()
+                );
+            }
+            (OutputFormat::Text, LoopEvent::User(m)) if verbose => {
+                eprintln!(
+                    "[user] {}",
+                    serde_json::to_string(&m.content).unwrap_or_default()
+                );
+            }
+            (_, LoopEvent::Compacted { tokens_before }) if verbose => {
+                eprintln!("[compacted the conversation; it held about {tokens_before} tokens]");
+            }
+            _ => {}
+        }
+    }
+}

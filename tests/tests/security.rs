@@ -1,0 +1,551 @@
+//! The security battery: every denial really attempted from inside the sandbox, through
+//! `cordon sandbox` (exactly the confinement the Bash tool gets), with the host checked
+//! afterwards. One suite, instantiated per backend.
+//!
+//! Every attempt is harmless if the sandbox fails: it targets files, links and listeners
+//! this test created (unique names, removed afterwards), never the host's real settings.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::net::TcpListener;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use cordon_tests::{Backend, Run, Workspace, host_processes_matching, sandbox};
+
+const EPERM: i32 = libc::EPERM;
+const ENOSYS: i32 = libc::ENOSYS;
+/// Exit status of a process killed by SIGSYS, as `cordon sandbox` reports it.
+const KILLED_BY_SIGSYS: i32 = 128 + libc::SIGSYS;
+
+/// A file outside the workspace that the test creates and removes; never a real setting.
+struct HostMarker(PathBuf);
+
+impl HostMarker {
+    fn new(dir: &str, content: &str) -> HostMarker {
+        let name = format!("cordon-escape-test-{}-{}", std::process::id(), unique());
+        let path = Path::new(dir).join(name);
+        if !content.is_empty() {
+            std::fs::write(&path, content).unwrap();
+        }
+        HostMarker(path)
+    }
+    fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+}
+
+impl Drop for HostMarker {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+fn unique() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    (u64::from(nanos) << 16) | N.fetch_add(1, Ordering::Relaxed)
+}
+
+fn probe(backend: Backend, ws: &Workspace, case: &str, arg: Option<&str>) -> Run {
+    let probe = ws.with_probe();
+    let mut argv = vec![probe.to_str().unwrap(), case];
+    if let Some(arg) = arg {
+        argv.push(arg);
+    }
+    sandbox(backend, ws.path(), &argv)
+}
+
+/// Asserts the probe's `case` was denied with `errno`.
+fn assert_denied_with(backend: Backend, case: &str, arg: Option<&str>, errno: i32) {
+    let ws = Workspace::new();
+    let run = probe(backend, &ws, case, arg);
+    assert_eq!(run.probe_result(case), Ok(Some(errno)), "{case}: {run:?}");
+}
+
+/// Asserts the probe's `case` was denied (any errno).
+fn assert_denied(backend: Backend, ws: &Workspace, case: &str, arg: Option<&str>) -> Run {
+    let run = probe(backend, ws, case, arg);
+    let result = run.probe_result(case);
+    assert!(
+        matches!(result, Ok(Some(_))),
+        "{case} was not denied: {run:?}"
+    );
+    run
+}
+
+pub fn no_new_privs_seccomp_and_no_capabilities(backend: Backend) {
+    let ws = Workspace::new();
+    let run = probe(backend, &ws, "status", None);
+    assert_eq!(run.code, 0, "{run:?}");
+    let field = |name: &str| {
+        run.stdout
+            .lines()
+            .find(|l| l.starts_with(name))
+            .map(|l| l[name.len()..].trim().to_string())
+            .unwrap_or_else(|| panic!("{name} missing: {run:?}"))
+    };
+    assert_eq!(field("NoNewPrivs:"), "1");
+    assert_eq!(field("Seccomp:"), "2");
+    assert_eq!(field("CapEff:"), "0000000000000000");
+    assert_eq!(field("CapPrm:"), "0000000000000000");
+    assert_eq!(field("CapAmb:"), "0000000000000000");
+    let uid: Vec<u32> = field("Uid:")
+        .split_whitespace()
+        .map(|u| u.parse().unwrap())
+        .collect();
+    assert!(
+        uid.iter().all(|&u| u != 0),
+        "runs with uid 0 inside: {uid:?}"
+    );
+}
+
+pub fn sandboxed_process_is_not_host_root(backend: Backend) {
+    // Seen from the host, the sandbox's processes must not be uid 0 even though the test
+    // (and Cordon) run as root: a process inside writes its host-visible uid into a file
+    // in the workspace, whose on-disk owner tells.
+    let ws = Workspace::new();
+    let run = sandbox(
+        backend,
+        ws.path(),
+        &[
+            "sh",
+            "-c",
+            "sleep 0.3 & cat /proc/$!/status >/dev/null; touch made-inside",
+        ],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(ws.join("made-inside").exists());
+    let marker = format!("cordon-uid-probe-{}", unique());
+    let ws2 = Workspace::new();
+    let script = format!("exec -a {marker} sleep 30");
+    let mut child = std::process::Command::new(cordon_tests::cordon_bin())
+        .args(["sandbox", "--backend", backend.name(), "--workspace"])
+        .arg(ws2.path())
+        .args(["--", "sh", "-c", &script])
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let mut seen = Vec::new();
+    while start.elapsed() < Duration::from_secs(20) && seen.is_empty() {
+        seen = host_processes_matching(&marker);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(!seen.is_empty(), "sandboxed process never appeared");
+    for (pid, cmd) in seen {
+        let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+            continue;
+        };
+        let uid_line = status.lines().find(|l| l.starts_with("Uid:")).unwrap();
+        let uids: Vec<u32> = uid_line[4..]
+            .split_whitespace()
+            .map(|u| u.parse().unwrap())
+            .collect();
+        assert!(
+            uids.iter().all(|&u| u != 0),
+            "{cmd} runs as host root: {uid_line}"
+        );
+    }
+}
+
+pub fn write_outside_the_workspace_fails_and_changes_nothing(backend: Backend) {
+    let ws = Workspace::new();
+    for dir in ["/etc", "/usr/local", "/var/tmp"] {
+        let target = HostMarker::new(dir, "");
+        assert_denied(backend, &ws, "write", Some(target.path()));
+        assert!(
+            !target.0.exists(),
+            "{} was created on the host",
+            target.path()
+        );
+    }
+}
+
+pub fn host_home_and_root_are_invisible(backend: Backend) {
+    let ws = Workspace::new();
+    let secret = HostMarker::new("/root", "secret");
+    assert_denied(backend, &ws, "read", Some(secret.path()));
+    assert_denied(backend, &ws, "readdir", Some("/root"));
+    if let Ok(home) = std::env::var("HOME") {
+        if home != "/root" && Path::new(&home).is_dir() && !ws.path().starts_with(&home) {
+            assert_denied(backend, &ws, "readdir", Some(&home));
+        }
+    }
+}
+
+pub fn other_workspaces_are_invisible(backend: Backend) {
+    let ws = Workspace::new();
+    let other = Workspace::new();
+    std::fs::write(other.join("secret"), "other tenant").unwrap();
+    assert_denied(
+        backend,
+        &ws,
+        "read",
+        Some(other.join("secret").to_str().unwrap()),
+    );
+}
+
+pub fn protected_paths_are_read_only_even_when_missing(backend: Backend) {
+    let ws = Workspace::new();
+    std::fs::create_dir_all(ws.join(".git/hooks")).unwrap();
+    std::fs::write(ws.join(".git/config"), "[core]\n").unwrap();
+    std::fs::write(ws.join(".bashrc"), "# user's rc\n").unwrap();
+    let attempts = [
+        ".git/hooks/pre-commit",
+        ".git/config",
+        ".claude/settings.json",
+        ".cordon/x",
+        ".mcp.json",
+        ".envrc",
+        ".bashrc",
+        ".zshrc",
+        ".profile",
+    ];
+    let script: String = attempts
+        .iter()
+        .map(|p| {
+            format!(
+                "(mkdir -p \"$(dirname {p})\"; echo pwned >> {p}) 2>/dev/null && echo WROTE {p};"
+            )
+        })
+        .collect();
+    let run = sandbox(
+        backend,
+        ws.path(),
+        &["sh", "-c", &format!("{script} touch ordinary-file; true")],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        !run.stdout.contains("WROTE"),
+        "a protected path was writable: {}",
+        run.stdout
+    );
+    assert!(
+        ws.join("ordinary-file").exists(),
+        "the workspace itself must stay writable"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join(".git/config")).unwrap(),
+        "[core]\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join(".bashrc")).unwrap(),
+        "# user's rc\n"
+    );
+    assert!(!ws.join(".git/hooks/pre-commit").exists());
+    // Whatever placeholders the backend used, none may be left behind or hold content.
+    for missing in [
+        ".claude",
+        ".cordon",
+        ".mcp.json",
+        ".envrc",
+        ".zshrc",
+        ".profile",
+    ] {
+        assert!(
+            !ws.join(missing).exists(),
+            "{missing} left behind in the workspace"
+        );
+    }
+}
+
+pub fn git_dir_cannot_be_planted_when_missing(backend: Backend) {
+    let ws = Workspace::new();
+    let run = sandbox(
+        backend,
+        ws.path(),
+        &[
+            "sh",
+            "-c",
+            "mkdir -p .git/hooks 2>/dev/null; printf '#!/bin/sh\\necho owned\\n' > .git/hooks/post-checkout 2>/dev/null && echo PLANTED; true",
+        ],
+    );
+    assert!(!run.stdout.contains("PLANTED"), "{run:?}");
+    assert!(!ws.join(".git/hooks/post-checkout").exists());
+    assert!(!ws.join(".git").exists(), ".git placeholder left behind");
+}
+
+pub fn namespace_and_mount_calls_are_denied(backend: Backend) {
+    assert_denied_with(backend, "unshare-user", None, EPERM);
+    assert_denied_with(backend, "unshare-net", None, EPERM);
+    assert_denied_with(backend, "clone-newns", None, EPERM);
+    assert_denied_with(backend, "clone3", None, ENOSYS);
+    let ws = Workspace::new();
+    std::fs::create_dir(ws.join("mnt")).unwrap();
+    let run = probe(
+        backend,
+        &ws,
+        "mount",
+        Some(ws.join("mnt").to_str().unwrap()),
+    );
+    assert_eq!(run.probe_result("mount"), Ok(Some(EPERM)), "{run:?}");
+    let run = probe(backend, &ws, "chroot", Some(ws.path().to_str().unwrap()));
+    assert_eq!(run.probe_result("chroot"), Ok(Some(EPERM)), "{run:?}");
+}
+
+pub fn unshare_command_fails(backend: Backend) {
+    let ws = Workspace::new();
+    let run = sandbox(
+        backend,
+        ws.path(),
+        &["sh", "-c", "unshare -Ur id && echo ESCAPED; true"],
+    );
+    assert!(!run.stdout.contains("ESCAPED"), "{run:?}");
+}
+
+pub fn ptrace_and_cross_process_memory_are_denied(backend: Backend) {
+    assert_denied_with(backend, "ptrace-sibling", None, EPERM);
+    assert_denied_with(backend, "ptrace-traceme", None, EPERM);
+    assert_denied_with(backend, "process-vm-readv", None, EPERM);
+}
+
+pub fn kernel_attack_surface_is_denied(backend: Backend) {
+    for case in [
+        "io_uring",
+        "keyctl",
+        "add_key",
+        "bpf",
+        "perf_event_open",
+        "userfaultfd",
+        "init_module",
+        "kexec_load",
+        "open_by_handle_at",
+        "personality",
+    ] {
+        assert_denied_with(backend, case, None, EPERM);
+    }
+}
+
+pub fn terminal_injection_is_denied_including_the_high_bit_trick(backend: Backend) {
+    assert_denied_with(backend, "tiocsti", None, EPERM);
+    assert_denied_with(backend, "tiocsti-highbit", None, EPERM);
+    assert_denied_with(backend, "tioclinux", None, EPERM);
+}
+
+pub fn sockets_other_than_unix_are_denied(backend: Backend) {
+    for case in [
+        "socket-inet",
+        "socket-inet6",
+        "socket-netlink",
+        "socket-packet",
+    ] {
+        assert_denied_with(backend, case, None, EPERM);
+    }
+    let ws = Workspace::new();
+    let run = probe(backend, &ws, "socket-unix", None);
+    assert_eq!(run.probe_result("socket-unix"), Ok(None), "{run:?}");
+}
+
+pub fn loopback_listener_outside_is_unreachable(backend: Backend) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let ws = Workspace::new();
+    assert_denied(backend, &ws, "connect", Some(&addr));
+    let run = sandbox(
+        backend,
+        ws.path(),
+        &[
+            "sh",
+            "-c",
+            &format!(
+                "(echo hi > /dev/tcp/{}/{}) 2>/dev/null && echo CONNECTED; true",
+                "127.0.0.1",
+                addr.rsplit(':').next().unwrap()
+            ),
+        ],
+    );
+    assert!(!run.stdout.contains("CONNECTED"), "{run:?}");
+    assert!(
+        listener.accept().is_err(),
+        "the listener outside saw a connection"
+    );
+}
+
+pub fn foreign_architectures_kill_the_process(backend: Backend) {
+    let ws = Workspace::new();
+    let run = probe(backend, &ws, "x32", None);
+    assert_eq!(
+        run.code, KILLED_BY_SIGSYS,
+        "x32 syscall was not killed: {run:?}"
+    );
+    let run = probe(backend, &ws, "int80", None);
+    assert_eq!(
+        run.code, KILLED_BY_SIGSYS,
+        "int 0x80 was not killed: {run:?}"
+    );
+}
+
+pub fn symlink_out_of_the_workspace_cannot_be_written_through(backend: Backend) {
+    let ws = Workspace::new();
+    let outside = tempfile::Builder::new()
+        .prefix("cordon-outside-")
+        .tempdir_in(cordon_tests::bin_dir())
+        .unwrap();
+    std::os::unix::fs::symlink(outside.path(), ws.join("link")).unwrap();
+    std::os::unix::fs::symlink("/etc", ws.join("etc-link")).unwrap();
+    let marker = format!("cordon-escape-test-{}", unique());
+    let run = sandbox(
+        backend,
+        ws.path(),
+        &[
+            "sh",
+            "-c",
+            &format!(
+                "echo x > link/{marker} 2>/dev/null && echo WROTE1; echo x > etc-link/{marker} 2>/dev/null && echo WROTE2; true"
+            ),
+        ],
+    );
+    assert!(!run.stdout.contains("WROTE"), "{run:?}");
+    assert!(!outside.path().join(&marker).exists());
+    assert!(!Path::new("/etc").join(&marker).exists());
+}
+
+pub fn hardlink_to_a_file_outside_cannot_be_made(backend: Backend) {
+    let ws = Workspace::new();
+    let run = probe(
+        backend,
+        &ws,
+        "hardlink",
+        Some(&format!("/etc/hostname {}", ws.join("h").display())),
+    );
+    assert!(
+        matches!(run.probe_result("hardlink"), Ok(Some(_))),
+        "{run:?}"
+    );
+    assert!(!ws.join("h").exists());
+}
+
+pub fn setuid_copy_of_bash_gains_nothing(backend: Backend) {
+    let ws = Workspace::new();
+    // A setuid-root copy placed by the host (the strongest version of the attack).
+    let bash = ["/bin/bash", "/usr/bin/bash"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .unwrap();
+    let copy = ws.join("rootbash");
+    std::fs::copy(bash, &copy).unwrap();
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o4755)).unwrap();
+    let run = sandbox(
+        backend,
+        ws.path(),
+        &[copy.to_str().unwrap(), "-p", "-c", "id -u; id -ru"],
+    );
+    let ids: Vec<&str> = run.stdout.split_whitespace().collect();
+    assert!(!ids.is_empty(), "{run:?}");
+    assert!(ids.iter().all(|id| *id != "0"), "setuid gave root: {run:?}");
+    // And one made inside the sandbox.
+    let run = sandbox(
+        backend,
+        ws.path(),
+        &[
+            "sh",
+            "-c",
+            "cp /bin/sh ./mysh && chmod u+s ./mysh; ./mysh -c 'id -u'",
+        ],
+    );
+    assert!(
+        !run.stdout.split_whitespace().any(|id| id == "0"),
+        "{run:?}"
+    );
+}
+
+pub fn processes_do_not_outlive_their_command(backend: Backend) {
+    let ws = Workspace::new();
+    let marker = format!("{}", 700000 + unique() % 100000);
+    let run = sandbox(
+        backend,
+        ws.path(),
+        &[
+            "sh",
+            "-c",
+            &format!(
+                "setsid sh -c 'sleep {marker} & sleep {marker}' & (sleep {marker} &) ; echo started"
+            ),
+        ],
+    );
+    assert!(run.stdout.contains("started"), "{run:?}");
+    let start = Instant::now();
+    loop {
+        let left = host_processes_matching(&format!("sleep {marker}"));
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "processes outlived the sandbox: {left:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+pub fn exit_status_and_output_pass_through(backend: Backend) {
+    let ws = Workspace::new();
+    let run = sandbox(
+        backend,
+        ws.path(),
+        &["sh", "-c", "echo out; echo err >&2; exit 7"],
+    );
+    assert_eq!(run.code, 7, "{run:?}");
+    assert_eq!(run.stdout, "out\n");
+    assert!(run.stderr.contains("err"), "{run:?}");
+    let run = sandbox(backend, ws.path(), &["sh", "-c", "kill -TERM $$"]);
+    assert_eq!(run.code, 128 + libc::SIGTERM, "{run:?}");
+    // The workspace is the working directory and is writable; files land on the host.
+    let run = sandbox(
+        backend,
+        ws.path(),
+        &["sh", "-c", "pwd; echo hello > made.txt"],
+    );
+    assert_eq!(run.stdout.trim(), ws.path().to_str().unwrap());
+    assert_eq!(
+        std::fs::read_to_string(ws.join("made.txt")).unwrap(),
+        "hello\n"
+    );
+}
+
+macro_rules! battery {
+    ($module:ident, $backend:expr, [$($case:ident),* $(,)?]) => {
+        mod $module {
+            $(
+                #[test]
+                fn $case() {
+                    super::$case($backend);
+                }
+            )*
+        }
+    };
+}
+
+battery!(
+    local,
+    cordon_tests::Backend::Local,
+    [
+        no_new_privs_seccomp_and_no_capabilities,
+        sandboxed_process_is_not_host_root,
+        write_outside_the_workspace_fails_and_changes_nothing,
+        host_home_and_root_are_invisible,
+        other_workspaces_are_invisible,
+        protected_paths_are_read_only_even_when_missing,
+        git_dir_cannot_be_planted_when_missing,
+        namespace_and_mount_calls_are_denied,
+        unshare_command_fails,
+        ptrace_and_cross_process_memory_are_denied,
+        kernel_attack_surface_is_denied,
+        terminal_injection_is_denied_including_the_high_bit_trick,
+        sockets_other_than_unix_are_denied,
+        loopback_listener_outside_is_unreachable,
+        foreign_architectures_kill_the_process,
+        symlink_out_of_the_workspace_cannot_be_written_through,
+        hardlink_to_a_file_outside_cannot_be_made,
+        setuid_copy_of_bash_gains_nothing,
+        processes_do_not_outlive_their_command,
+        exit_status_and_output_pass_through,
+    ]
+);
