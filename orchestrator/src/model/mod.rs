@@ -26,6 +26,7 @@ pub mod retry;
 pub mod sse;
 pub mod stream;
 pub mod types;
+mod wire;
 
 pub use client::{
     ANTHROPIC_VERSION, Credentials, DEFAULT_BASE_URL, DEFAULT_MODEL, ModelClient, ModelConfig,

@@ -6,14 +6,12 @@
 //! thinking with its signature, redacted thinking. Unknown event, block and delta types are
 //! ignored so a newer API does not break us. [`StreamDecoder`] puts the SSE parser in front.
 
-use std::borrow::Cow;
-
-use serde::Deserialize;
 use serde_json::Value;
 
 use super::error::{ModelError, ToolInputError};
 use super::sse::{SseEvent, SseParser};
 use super::types::{AssistantMessage, ContentBlock, StopReason, Usage};
+use super::wire::{self, WireBlock, WireDelta, WireEvent, WireUsage};
 
 /// What the stream yields to its consumer.
 #[derive(Debug, Clone, PartialEq)]
@@ -45,134 +43,6 @@ pub enum StreamEvent {
     /// The complete message; always the last event of a successful stream.
     Message(AssistantMessage),
 }
-
-#[derive(Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum WireEvent<'a> {
-    MessageStart {
-        message: WireMessage,
-    },
-    ContentBlockStart {
-        index: usize,
-        #[serde(borrow)]
-        content_block: WireBlock<'a>,
-    },
-    ContentBlockDelta {
-        index: usize,
-        #[serde(borrow)]
-        delta: WireDelta<'a>,
-    },
-    ContentBlockStop {
-        index: usize,
-    },
-    MessageDelta {
-        delta: WireMessageDelta,
-        #[serde(default)]
-        usage: Option<WireUsage>,
-    },
-    MessageStop,
-    Ping,
-    Error {
-        error: WireError,
-    },
-    #[serde(other)]
-    Unknown,
-}
-
-#[derive(Deserialize)]
-struct WireMessage {
-    #[serde(default)]
-    id: String,
-    #[serde(default)]
-    model: String,
-    #[serde(default)]
-    usage: Option<WireUsage>,
-}
-
-#[derive(Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum WireBlock<'a> {
-    Text {
-        #[serde(default, borrow)]
-        text: Cow<'a, str>,
-    },
-    ToolUse {
-        id: String,
-        name: String,
-        #[serde(default)]
-        input: Option<Value>,
-    },
-    Thinking {
-        #[serde(default, borrow)]
-        thinking: Cow<'a, str>,
-        #[serde(default, borrow)]
-        signature: Cow<'a, str>,
-    },
-    RedactedThinking {
-        data: String,
-    },
-    #[serde(other)]
-    Unknown,
-}
-
-#[derive(Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum WireDelta<'a> {
-    TextDelta {
-        #[serde(borrow)]
-        text: Cow<'a, str>,
-    },
-    InputJsonDelta {
-        #[serde(borrow)]
-        partial_json: Cow<'a, str>,
-    },
-    ThinkingDelta {
-        #[serde(borrow)]
-        thinking: Cow<'a, str>,
-    },
-    SignatureDelta {
-        #[serde(borrow)]
-        signature: Cow<'a, str>,
-    },
-    #[serde(other)]
-    Unknown,
-}
-
-#[derive(Deserialize)]
-struct WireMessageDelta {
-    #[serde(default)]
-    stop_reason: Option<StopReason>,
-    #[serde(default)]
-    stop_sequence: Option<String>,
-}
-
-#[derive(Deserialize, Default)]
-struct WireUsage {
-    input_tokens: Option<u64>,
-    output_tokens: Option<u64>,
-    cache_read_input_tokens: Option<u64>,
-    cache_creation_input_tokens: Option<u64>,
-}
-
-#[derive(Deserialize)]
-struct WireError {
-    #[serde(rename = "type", default)]
-    kind: String,
-    #[serde(default)]
-    message: String,
-}
-
-/// Event names we decode; an undecodable payload under any other name is ignored.
-const KNOWN_EVENTS: &[&str] = &[
-    "message_start",
-    "content_block_start",
-    "content_block_delta",
-    "content_block_stop",
-    "message_delta",
-    "message_stop",
-    "ping",
-    "error",
-];
 
 enum BlockState {
     Text(String),
@@ -236,11 +106,15 @@ impl MessageAssembler {
         event: SseEvent<'_>,
         out: &mut Vec<StreamEvent>,
     ) -> Result<(), ModelError> {
-        match serde_json::from_slice::<WireEvent<'_>>(event.data) {
-            Ok(wire) => self.apply(wire, out),
+        match wire::decode(event.data) {
+            Ok(Ok(wire)) => self.apply(wire, out),
+            Ok(Err(missing)) => Err(ModelError::Protocol(format!(
+                "{} event without {missing}",
+                event.event
+            ))),
             // Forward compatible: a payload we cannot read under a name we do not know is
             // somebody else's extension, not a broken stream.
-            Err(_) if !event.event.is_empty() && !KNOWN_EVENTS.contains(&event.event) => Ok(()),
+            Err(_) if !event.event.is_empty() && !wire::is_known(event.event) => Ok(()),
             Err(source) => Err(ModelError::DecodeEvent {
                 event: event.event.to_owned(),
                 source,
