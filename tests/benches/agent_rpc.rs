@@ -1,0 +1,163 @@
+//! Foundation figures, each measured side by side with its baseline in one run:
+//! 1. Read of a 4 KiB file through the client over the socket, confinement on (local
+//!    backend: namespaces, Landlock, seccomp), p50 / p99; baseline: std::fs::read.
+//! 2. exec of `true` through the agent vs plain fork/exec on the host, p50.
+//! 3. `cordon sandbox -- true`, whole process, vs `bwrap --unshare-all --ro-bind / / true`.
+//!
+//! Run: `cargo bench -p cordon-tests --bench agent_rpc` (builds release binaries first:
+//! `cargo build --release --bins`).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use cordon::sandbox::local::LocalBackend;
+use cordon::sandbox::{Backend, SandboxSpec};
+use sandbox_agent::proto::ExecRequest;
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[idx]
+}
+
+fn summary(name: &str, mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    let p50 = percentile(&samples, 0.50);
+    let p99 = percentile(&samples, 0.99);
+    println!(
+        "{name:<48} n={:<6} p50={:>9.1?} p99={:>9.1?} min={:>9.1?}",
+        samples.len(),
+        p50,
+        p99,
+        samples[0]
+    );
+    p50
+}
+
+fn time_command(n: usize, mut make: impl FnMut() -> Command) -> Vec<Duration> {
+    (0..n)
+        .map(|_| {
+            let mut cmd = make();
+            cmd.stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            let start = Instant::now();
+            let status = cmd.status().expect("spawn");
+            let took = start.elapsed();
+            assert!(status.success(), "{cmd:?} failed: {status}");
+            took
+        })
+        .collect()
+}
+
+fn main() {
+    let release = cordon_tests::bin_dir();
+    let cordon_bin = release.join("cordon");
+    assert!(
+        cordon_bin.exists(),
+        "build release binaries first: cargo build --release --bins"
+    );
+    let root = release.join("bench-workspaces");
+    std::fs::create_dir_all(&root).unwrap();
+    let ws = tempfile::tempdir_in(&root).unwrap();
+    let file = ws.path().join("four-k.txt");
+    let line = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcde\n";
+    std::fs::write(&file, line.repeat(4096 / line.len())).unwrap();
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let backend = LocalBackend::from_env().expect("local backend");
+        let sandbox = backend
+            .start(&SandboxSpec::new("bench", ws.path()))
+            .await
+            .expect("start sandbox");
+        let mut client = sandbox.client.clone();
+        let path = file.display().to_string();
+
+        println!("== 1. Read of a 4 KiB file (target: p50 <= 150us, p99 <= 500us)");
+        for _ in 0..200 {
+            client.read(&path, 0, 0).await.unwrap();
+        }
+        let reads: Vec<Duration> = {
+            let mut v = Vec::with_capacity(5000);
+            for _ in 0..5000 {
+                let start = Instant::now();
+                let r = client.read(&path, 0, 0).await.unwrap();
+                v.push(start.elapsed());
+                assert!(r.lines_returned > 0);
+            }
+            v
+        };
+        summary("agent Read over the socket (confined)", reads);
+        let local: Vec<Duration> = (0..5000)
+            .map(|_| {
+                let start = Instant::now();
+                let b = std::fs::read(&file).unwrap();
+                let t = start.elapsed();
+                assert_eq!(b.len(), 4096 / line.len() * line.len());
+                t
+            })
+            .collect();
+        summary("baseline: std::fs::read on the host", local);
+
+        println!("== 2. exec `true` (target: <= 1 ms extra at p50)");
+        let mut execs = Vec::new();
+        for i in 0..520 {
+            let req = ExecRequest {
+                exec_id: format!("b{i}"),
+                argv: vec!["true".into()],
+                ..Default::default()
+            };
+            let start = Instant::now();
+            let (_, status) = client.exec_collect(req).await.unwrap();
+            let t = start.elapsed();
+            assert_eq!(status.code, Some(0));
+            if i >= 20 {
+                execs.push(t);
+            }
+        }
+        let agent_p50 = summary("agent exec of `true` (confined)", execs);
+        let host_p50 = summary(
+            "baseline: fork/exec `true` on the host",
+            time_command(500, || Command::new("true")),
+        );
+        println!("   extra at p50: {:?}", agent_p50.saturating_sub(host_p50));
+        sandbox.destroy().await.unwrap();
+    });
+
+    println!("== 3. whole process `cordon sandbox -- true` (target: <= 1.5x bwrap)");
+    let ws_path = ws.path().to_path_buf();
+    let cordon = summary(
+        "cordon sandbox --workspace WS -- true",
+        time_command(60, || {
+            let mut c = Command::new(&cordon_bin);
+            c.arg("sandbox")
+                .arg("--workspace")
+                .arg(&ws_path)
+                .args(["--", "true"]);
+            c
+        }),
+    );
+    let bwrap_ok = Path::new("/usr/bin/bwrap").exists();
+    if bwrap_ok {
+        let bwrap = summary(
+            "baseline: bwrap --unshare-all --ro-bind / / true",
+            time_command(60, || {
+                let mut c = Command::new("bwrap");
+                c.args(["--unshare-all", "--ro-bind", "/", "/", "true"]);
+                c
+            }),
+        );
+        println!(
+            "   ratio cordon/bwrap at p50: {:.2}",
+            cordon.as_secs_f64() / bwrap.as_secs_f64()
+        );
+    } else {
+        println!("   bwrap is not installed (apt-get install bubblewrap): no baseline");
+    }
+}

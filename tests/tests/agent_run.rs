@@ -1,0 +1,509 @@
+//! `cordon run` end to end: the real binary, the local sandbox, and a scripted model that
+//! streams exactly like the Messages API and records every request.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use cordon_tests::scripted_model::{Reply, ReplyUsage, ScriptedModel, Turn};
+use cordon_tests::{Workspace, cordon_bin, host_processes_matching};
+use serde_json::{Value, json};
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    fn json(&self) -> Value {
+        let last = self
+            .stdout
+            .lines()
+            .last()
+            .unwrap_or_else(|| panic!("no output: {}", self.stderr));
+        serde_json::from_str(last)
+            .unwrap_or_else(|e| panic!("{e}: {last}\nstderr: {}", self.stderr))
+    }
+}
+
+fn command(
+    model: &ScriptedModel,
+    home: &Path,
+    ws: &Path,
+    args: &[&str],
+) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(cordon_bin());
+    cmd.arg("run")
+        .arg("--workspace")
+        .arg(ws)
+        .args(args)
+        .env("ANTHROPIC_BASE_URL", model.base_url())
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .env_remove("ANTHROPIC_AUTH_TOKEN")
+        .env("CORDON_HOME", home)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    cmd
+}
+
+async fn cordon_run(model: &ScriptedModel, home: &Path, ws: &Path, args: &[&str]) -> Run {
+    let out = tokio::time::timeout(
+        Duration::from_secs(120),
+        command(model, home, ws, args).output(),
+    )
+    .await
+    .expect("cordon run hung")
+    .unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// The tool_result blocks of the last user message of a recorded request, by id.
+fn tool_results(body: &Value) -> Vec<(String, String, bool)> {
+    let messages = body["messages"].as_array().unwrap();
+    let last = messages.last().unwrap();
+    assert_eq!(last["role"], "user");
+    last["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|b| b["type"] == "tool_result")
+        .map(|b| {
+            let content = match &b["content"] {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            (
+                b["tool_use_id"].as_str().unwrap().to_string(),
+                content,
+                b["is_error"].as_bool().unwrap_or(false),
+            )
+        })
+        .collect()
+}
+
+fn home() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multi_step_coding_task_edits_the_real_project() {
+    let ws = Workspace::new();
+    std::fs::create_dir_all(ws.join("src")).unwrap();
+    std::fs::write(ws.join("src/calc.py"), "def add(a, b):\n    return a - b\n").unwrap();
+    let calc = ws.join("src/calc.py").display().to_string();
+    let test_file = ws.join("tests/test_calc.py").display().to_string();
+    let turns = vec![
+        Turn::Reply(
+            Reply::text("Let me look around.")
+                .with_tool_use("g1", "Glob", json!({"pattern": "**/*.py"}))
+                .with_tool_use(
+                    "s1",
+                    "Grep",
+                    json!({"pattern": "def add", "output_mode": "content"}),
+                ),
+        ),
+        Turn::tool_use("r1", "Read", json!({"file_path": calc})),
+        Turn::tool_use(
+            "e1",
+            "Edit",
+            json!({"file_path": calc, "old_string": "return a-b", "new_string": "return a + b"}),
+        ),
+        Turn::tool_use(
+            "e2",
+            "Edit",
+            json!({"file_path": calc, "old_string": "return a - b", "new_string": "return a + b"}),
+        ),
+        Turn::tool_use(
+            "w1",
+            "Write",
+            json!({"file_path": test_file, "content": "import sys\nsys.path.insert(0, 'src')\nfrom calc import add\nassert add(2, 3) == 5\nprint('tests passed')\n"}),
+        ),
+        Turn::tool_use(
+            "b1",
+            "Bash",
+            json!({"command": "python3 tests/test_calc.py"}),
+        ),
+        Turn::tool_use(
+            "s2",
+            "Grep",
+            json!({"pattern": "a \\+ b", "output_mode": "files_with_matches"}),
+        ),
+        Turn::text("Fixed add() and added a test; it passes."),
+    ];
+    let model = ScriptedModel::start(turns).await.unwrap();
+    let home = home();
+    let run = cordon_run(
+        &model,
+        home.path(),
+        ws.path(),
+        &[
+            "--output-format",
+            "json",
+            "--allowedTools",
+            "Edit Write Bash",
+            "-p",
+            "fix the add function",
+        ],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let result = run.json();
+    assert_eq!(result["type"], "result");
+    assert_eq!(result["is_error"], false);
+    assert_eq!(result["result"], "Fixed add() and added a test; it passes.");
+    assert_eq!(result["num_turns"], 8);
+
+    // The project really changed.
+    assert_eq!(
+        std::fs::read_to_string(ws.join("src/calc.py")).unwrap(),
+        "def add(a, b):\n    return a + b\n"
+    );
+    assert!(ws.join("tests/test_calc.py").exists());
+
+    let requests = model.requests();
+    assert_eq!(requests.len(), 8);
+    for req in &requests {
+        assert_eq!(req.header("x-api-key"), Some("test-key"));
+        assert_eq!(req.body["stream"], true);
+        let tools: Vec<&str> = req.body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        for name in ["Read", "Write", "Edit", "Bash", "Glob", "Grep"] {
+            assert!(tools.contains(&name), "{name} missing from {tools:?}");
+        }
+        assert!(
+            req.body["system"]
+                .to_string()
+                .contains(&ws.path().display().to_string()),
+            "env info names the cwd"
+        );
+    }
+    // Both read-only calls of the first turn answered in one user turn, in order.
+    let first = tool_results(&requests[1].body);
+    assert_eq!(
+        first.iter().map(|r| r.0.as_str()).collect::<Vec<_>>(),
+        vec!["g1", "s1"]
+    );
+    assert!(first[0].1.contains("calc.py") && !first[0].2, "{first:?}");
+    assert!(first[1].1.contains("def add"), "{first:?}");
+    let read = tool_results(&requests[2].body);
+    assert!(
+        read[0].1.contains("return a - b") && read[0].1.contains('1'),
+        "{read:?}"
+    );
+    let failed_edit = tool_results(&requests[3].body);
+    assert!(
+        failed_edit[0].2,
+        "the edit with a wrong old_string must be an error: {failed_edit:?}"
+    );
+    assert!(!tool_results(&requests[4].body)[0].2);
+    let bash = tool_results(&requests[6].body);
+    assert!(bash[0].1.contains("tests passed") && !bash[0].2, "{bash:?}");
+    let grep = tool_results(&requests[7].body);
+    assert!(grep[0].1.contains("calc.py"), "{grep:?}");
+
+    // The transcript holds every turn.
+    let session = result["session_id"].as_str().unwrap();
+    let transcript = std::fs::read_to_string(
+        home.path()
+            .join("sessions")
+            .join(format!("{session}.jsonl")),
+    )
+    .unwrap();
+    let kinds: Vec<String> = transcript
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["type"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(kinds.first().map(String::as_str), Some("session_start"));
+    assert_eq!(kinds.iter().filter(|k| *k == "assistant").count(), 8);
+    assert_eq!(kinds.iter().filter(|k| *k == "tool_call").count(), 8);
+    assert_eq!(kinds.last().map(String::as_str), Some("result"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stream_json_prints_init_messages_and_result() {
+    let ws = Workspace::new();
+    std::fs::write(ws.join("a.txt"), "alpha\n").unwrap();
+    let turns = vec![
+        Turn::tool_use("r1", "Read", json!({"file_path": ws.join("a.txt")})),
+        Turn::text("done"),
+    ];
+    let model = ScriptedModel::start(turns).await.unwrap();
+    let home = home();
+    let run = cordon_run(
+        &model,
+        home.path(),
+        ws.path(),
+        &["--output-format", "stream-json", "go"],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let lines: Vec<Value> = run
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let kinds: Vec<&str> = lines.iter().map(|l| l["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        vec!["system", "user", "assistant", "user", "assistant", "result"]
+    );
+    assert_eq!(lines[0]["subtype"], "init");
+    assert_eq!(lines[0]["cwd"], ws.path().display().to_string());
+    assert_eq!(lines[2]["message"]["content"][0]["name"], "Read");
+    assert_eq!(lines[3]["message"]["content"][0]["tool_use_id"], "r1");
+    assert_eq!(lines[5]["result"], "done");
+    let session = lines[0]["session_id"].as_str().unwrap();
+    assert!(lines.iter().all(|l| l["session_id"] == session));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transient_model_failures_are_retried() {
+    let ws = Workspace::new();
+    let turns = vec![
+        Turn::rate_limited_ms(50),
+        Turn::overloaded(),
+        Turn::server_error(),
+        Turn::text("ok after retries"),
+    ];
+    let model = ScriptedModel::start(turns).await.unwrap();
+    let home = home();
+    let run = cordon_run(
+        &model,
+        home.path(),
+        ws.path(),
+        &["--output-format", "json", "hi"],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.json()["result"], "ok after retries");
+    assert_eq!(model.requests().len(), 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_cut_inside_a_tool_input_is_retried_whole() {
+    let ws = Workspace::new();
+    std::fs::write(ws.join("a.txt"), "alpha\n").unwrap();
+    let read = Reply::tool_use(
+        "r1",
+        "Read",
+        json!({"file_path": ws.join("a.txt"), "offset": 1}),
+    );
+    let turns = vec![
+        Turn::cut_in_tool_input(read.clone()),
+        Turn::Reply(read),
+        Turn::text("read it"),
+    ];
+    let model = ScriptedModel::start(turns).await.unwrap();
+    let home = home();
+    let run = cordon_run(
+        &model,
+        home.path(),
+        ws.path(),
+        &["--output-format", "json", "read a.txt"],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.json()["result"], "read it");
+    let requests = model.requests();
+    assert_eq!(requests.len(), 3);
+    let results = tool_results(&requests[2].body);
+    assert_eq!(
+        results.len(),
+        1,
+        "exactly one result for the one completed tool call"
+    );
+    assert!(results[0].1.contains("alpha"), "{results:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_turn_is_sent_back_to_continue_and_max_tokens_asks_to_go_on() {
+    let ws = Workspace::new();
+    let turns = vec![
+        Turn::Reply(Reply::text("working on it").stop("pause_turn")),
+        Turn::Reply(Reply::text("partial answ").stop("max_tokens")),
+        Turn::text("er, complete"),
+    ];
+    let model = ScriptedModel::start(turns).await.unwrap();
+    let home = home();
+    let run = cordon_run(
+        &model,
+        home.path(),
+        ws.path(),
+        &["--output-format", "json", "question"],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.json()["result"], "er, complete");
+    let requests = model.requests();
+    assert_eq!(requests.len(), 3);
+    let after_pause = requests[1].body["messages"].as_array().unwrap();
+    assert_eq!(
+        after_pause.last().unwrap()["role"],
+        "assistant",
+        "a paused turn goes back as is"
+    );
+    let after_max = requests[2].body["messages"].as_array().unwrap();
+    assert_eq!(after_max.last().unwrap()["role"], "user");
+    assert!(after_max.last().unwrap().to_string().contains("cut off"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_not_allowed_are_denied_with_how_to_allow_them_and_max_turns_stops() {
+    let ws = Workspace::new();
+    let turns = vec![
+        Turn::tool_use("b1", "Bash", json!({"command": "touch pwned"})),
+        Turn::tool_use("b2", "Bash", json!({"command": "touch pwned"})),
+    ];
+    let model = ScriptedModel::start(turns).await.unwrap();
+    let home = home();
+    let run = cordon_run(
+        &model,
+        home.path(),
+        ws.path(),
+        &["--output-format", "json", "--max-turns", "2", "do it"],
+    )
+    .await;
+    assert_eq!(run.code, 1, "max turns is an error exit: {}", run.stdout);
+    let result = run.json();
+    assert_eq!(result["subtype"], "error_max_turns");
+    assert_eq!(result["is_error"], true);
+    assert!(!ws.join("pwned").exists());
+    let denied = tool_results(&model.requests()[1].body);
+    assert!(denied[0].2);
+    assert!(denied[0].1.contains("--allowedTools Bash"), "{denied:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_context_is_compacted_near_the_window() {
+    let ws = Workspace::new();
+    std::fs::write(ws.join("big.txt"), "line of text\n".repeat(200)).unwrap();
+    let heavy = ReplyUsage {
+        input_tokens: 950,
+        output_tokens: 20,
+        ..Default::default()
+    };
+    let turns = vec![
+        Turn::Reply(
+            Reply::tool_use("r1", "Read", json!({"file_path": ws.join("big.txt")})).usage(heavy),
+        ),
+        Turn::text("SUMMARY: the user asked to read big.txt; it was read."),
+        Turn::text("done after compaction"),
+    ];
+    let model = ScriptedModel::start(turns).await.unwrap();
+    let home = home();
+    let mut cmd = command(
+        &model,
+        home.path(),
+        ws.path(),
+        &["--output-format", "json", "read big.txt"],
+    );
+    cmd.env("CORDON_CONTEXT_WINDOW", "1000");
+    let out = cmd.output().await.unwrap();
+    let run = Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into(),
+        stderr: String::from_utf8_lossy(&out.stderr).into(),
+    };
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.json()["result"], "done after compaction");
+    let requests = model.requests();
+    assert_eq!(requests.len(), 3);
+    // The summarising call carries no tools and asks for a summary.
+    assert!(requests[1].body.get("tools").is_none());
+    assert!(requests[1].body["messages"].to_string().contains("summary"));
+    // The next call starts from the summary and keeps the latest exchange verbatim.
+    let messages = requests[2].body["messages"].as_array().unwrap();
+    assert!(messages[0].to_string().contains("SUMMARY: the user asked"));
+    assert_eq!(messages[1]["content"][0]["id"], "r1");
+    assert_eq!(messages[2]["content"][0]["tool_use_id"], "r1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_mid_turn_loses_no_completed_turn_and_resume_continues_validly() {
+    let ws = Workspace::new();
+    let marker = format!("{}", 600000 + std::process::id() % 100000);
+    let turns = vec![
+        Turn::tool_use("b0", "Bash", json!({"command": "echo first > first.txt"})),
+        Turn::tool_use("b1", "Bash", json!({"command": format!("sleep {marker}")})),
+    ];
+    let model = ScriptedModel::start(turns).await.unwrap();
+    let home = home();
+    let mut child = command(
+        &model,
+        home.path(),
+        ws.path(),
+        &[
+            "start",
+            "--output-format",
+            "stream-json",
+            "--allowedTools",
+            "Bash",
+        ],
+    )
+    .spawn()
+    .unwrap();
+    // Wait until the long command runs inside the sandbox, then kill -9 the orchestrator.
+    let start = Instant::now();
+    while host_processes_matching(&format!("sleep {marker}")).is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the tool never started"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let pid = child.id().unwrap() as i32;
+    // SAFETY: pid is our own child process.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let _ = child.wait().await;
+    // The sandbox dies with its orchestrator.
+    let start = Instant::now();
+    while !host_processes_matching(&format!("sleep {marker}")).is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "sandbox outlived its orchestrator"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        std::fs::read_to_string(ws.join("first.txt")).unwrap(),
+        "first\n"
+    );
+
+    model.push_turns([Turn::text("resumed fine")]);
+    let run = cordon_run(
+        &model,
+        home.path(),
+        ws.path(),
+        &["--output-format", "json", "--continue", "go on"],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.json()["result"], "resumed fine");
+    let last = model.requests().last().unwrap().body.clone();
+    let messages = last["messages"].as_array().unwrap();
+    // prompt, b0 call, b0 result, b1 call, then one user turn: b1's error result + "go on".
+    assert_eq!(messages.len(), 5, "{messages:#?}");
+    assert_eq!(messages[2]["content"][0]["tool_use_id"], "b0");
+    assert_eq!(messages[3]["content"][0]["id"], "b1");
+    let closing = &messages[4]["content"];
+    assert_eq!(closing[0]["tool_use_id"], "b1");
+    assert_eq!(closing[0]["is_error"], true);
+    assert!(closing.to_string().contains("go on"));
+}
