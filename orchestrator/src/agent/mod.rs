@@ -10,10 +10,12 @@
 
 mod compact;
 mod context_report;
+pub mod gate;
 pub mod prompt;
 mod tool_turn;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
 
 use futures::StreamExt;
@@ -23,11 +25,14 @@ use crate::model::{
     AssistantMessage, CacheControl, ContentBlock, Message, MessagesRequest, ModelClient,
     StopReason, StreamEvent, ToolDefinition, Usage,
 };
-use crate::permissions::Permissions;
 use crate::session::{RecordBody, Transcript};
 use crate::tools::{ToolContext, ToolRegistry};
 
 pub use context_report::ContextReport;
+pub use gate::{
+    GateVerdict, LoopObserver, NoObserver, PromptVerdict, RulesGate, StopVerdict, ToolCallInfo,
+    ToolGate,
+};
 
 /// How one loop runs.
 #[derive(Debug, Clone)]
@@ -93,7 +98,8 @@ pub struct RunOutcome {
 pub struct AgentLoop {
     model: ModelClient,
     tools: ToolRegistry,
-    permissions: Permissions,
+    gate: Arc<dyn ToolGate>,
+    observer: Arc<dyn LoopObserver>,
     ctx: ToolContext,
     transcript: Transcript,
     messages: Vec<Message>,
@@ -105,12 +111,14 @@ pub struct AgentLoop {
 
 /// How many times in a row the loop asks the model to go on after it hit max_tokens.
 const MAX_TOKEN_CONTINUATIONS: u32 = 2;
+/// How many times in a row a Stop hook may keep the model going (a loop guard).
+const MAX_STOP_CONTINUATIONS: u32 = 8;
 
 impl AgentLoop {
     pub fn new(
         model: ModelClient,
         tools: ToolRegistry,
-        permissions: Permissions,
+        gate: Arc<dyn ToolGate>,
         ctx: ToolContext,
         transcript: Transcript,
         config: LoopConfig,
@@ -118,7 +126,8 @@ impl AgentLoop {
         Self {
             model,
             tools,
-            permissions,
+            gate,
+            observer: Arc::new(NoObserver),
             ctx,
             transcript,
             messages: Vec::new(),
@@ -126,6 +135,12 @@ impl AgentLoop {
             events: None,
             context_tokens: 0,
         }
+    }
+
+    /// Hooks and checkpoints: told about the run's moments.
+    pub fn with_observer(mut self, observer: Arc<dyn LoopObserver>) -> Self {
+        self.observer = observer;
+        self
     }
 
     /// Continues an existing conversation (a resumed or forked session).
@@ -155,7 +170,7 @@ impl AgentLoop {
             .definitions()
             .into_iter()
             .filter_map(|v| serde_json::from_value::<ToolDefinition>(v).ok())
-            .filter(|d| self.permissions.offers(&d.name))
+            .filter(|d| self.gate.offers(&d.name))
             .collect();
         // The tool list is part of the stable prefix: cache it.
         if let Some(last) = defs.last_mut() {
@@ -193,8 +208,6 @@ impl AgentLoop {
     /// Runs one user prompt to the end of the model's turn.
     pub async fn run(&mut self, prompt: &str, interrupts: &mut watch::Receiver<u64>) -> RunOutcome {
         interrupts.borrow_and_update();
-        self.push_user(Message::user_text(prompt));
-        self.sync();
         let mut outcome = RunOutcome {
             text: String::new(),
             is_error: false,
@@ -203,7 +216,26 @@ impl AgentLoop {
             usage: Usage::default(),
             stop_reason: None,
         };
+        match self.observer.user_prompt(prompt).await {
+            PromptVerdict::Block { reason } => {
+                return self.finish(
+                    outcome,
+                    true,
+                    "blocked",
+                    format!("the prompt was blocked: {reason}"),
+                );
+            }
+            PromptVerdict::Continue { context } => {
+                let mut content = vec![ContentBlock::text(prompt)];
+                if let Some(context) = context {
+                    content.push(ContentBlock::text(context));
+                }
+                self.push_user(Message::user(content));
+                self.sync();
+            }
+        }
         let mut continuations = 0;
+        let mut stop_continuations = 0;
         loop {
             if self
                 .config
@@ -216,12 +248,16 @@ impl AgentLoop {
                 );
                 return self.finish(outcome, true, "error_max_turns", why);
             }
+            if self.needs_compaction() {
+                self.observer.pre_compact(false).await;
+            }
             if self.needs_compaction()
                 && let Err(e) = self.compact().await
             {
                 tracing::warn!(error = %e, "compaction failed; continuing with the full conversation");
             }
             outcome.turns += 1;
+            self.observer.turn_start(outcome.turns).await;
             let reply = match self.call_model(interrupts).await {
                 Ok(Some(reply)) => reply,
                 Ok(None) => {
@@ -298,6 +334,14 @@ impl AgentLoop {
                 }
                 _ => {
                     let text = last_text(&self.messages);
+                    if stop_continuations < MAX_STOP_CONTINUATIONS
+                        && let StopVerdict::Continue { reason } = self.observer.stop(&text).await
+                    {
+                        stop_continuations += 1;
+                        self.push_user(Message::user_text(reason));
+                        self.sync();
+                        continue;
+                    }
                     return self.finish(outcome, false, "success", text);
                 }
             }
@@ -370,13 +414,13 @@ impl AgentLoop {
         reply: &AssistantMessage,
         interrupts: &mut watch::Receiver<u64>,
     ) -> bool {
-        let plan = tool_turn::plan(reply, &self.tools, &self.permissions);
+        let plan = tool_turn::plan(reply, &self.tools, self.gate.as_ref()).await;
         for decision in &plan.decisions {
             self.record(decision.clone());
         }
         let started = Instant::now();
         let (results, calls, interrupted) =
-            tool_turn::execute(plan, &self.tools, &self.ctx, interrupts).await;
+            tool_turn::execute(plan, &self.tools, self.gate.as_ref(), &self.ctx, interrupts).await;
         tracing::debug!(took = ?started.elapsed(), n = results.len(), "tool turn");
         for call in calls {
             self.record(call);

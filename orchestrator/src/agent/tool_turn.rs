@@ -7,18 +7,17 @@ use std::time::Instant;
 use serde_json::Value;
 use tokio::sync::watch;
 
+use crate::agent::gate::{GateVerdict, ToolCallInfo, ToolGate};
 use crate::model::{AssistantMessage, ContentBlock};
-use crate::permissions::{Decision, Permissions};
 use crate::session::RecordBody;
 use crate::tools::{ToolContext, ToolOutput, ToolRegistry};
 
 /// One tool call and what will happen to it.
 #[derive(Debug, Clone)]
 pub(crate) struct Call {
-    id: String,
-    name: String,
+    info: ToolCallInfo,
+    /// The input the tool runs with (a gate may have rewritten it).
     input: Value,
-    read_only: bool,
     /// Set when the call will not run: the result to send instead.
     refused: Option<ToolOutput>,
 }
@@ -31,10 +30,10 @@ pub(crate) struct Plan {
     pub(crate) decisions: Vec<RecordBody>,
 }
 
-pub(crate) fn plan(
+pub(crate) async fn plan(
     reply: &AssistantMessage,
     tools: &ToolRegistry,
-    permissions: &Permissions,
+    gate: &dyn ToolGate,
 ) -> Plan {
     let mut calls = Vec::new();
     let mut decisions = Vec::new();
@@ -43,6 +42,13 @@ pub(crate) fn plan(
             continue;
         };
         let read_only = tools.get(name).is_some_and(|t| t.is_read_only());
+        let info = ToolCallInfo {
+            tool_use_id: id.clone(),
+            name: name.clone(),
+            input: input.clone(),
+            read_only,
+        };
+        let mut run_input = input.clone();
         let mut refused = None;
         if let Some(err) = reply.tool_input_error(id) {
             refused = Some(ToolOutput::error(format!(
@@ -51,11 +57,18 @@ pub(crate) fn plan(
         } else if let Err(out) = tools.check(name, input) {
             refused = Some(out);
         } else {
-            let (decision, reason) = match permissions.decide(name, input, read_only) {
-                Decision::Allow(why) => ("allow", why),
-                Decision::Deny(why) => {
-                    refused = Some(ToolOutput::error(format!("Permission denied: {why}")));
-                    ("deny", why)
+            let (decision, reason) = match gate.before(&info).await {
+                GateVerdict::Allow { input, reason } => {
+                    // A rewritten input must still be valid for the tool.
+                    if let Err(out) = tools.check(name, &input) {
+                        refused = Some(out);
+                    }
+                    run_input = input;
+                    ("allow", reason)
+                }
+                GateVerdict::Deny { message, reason } => {
+                    refused = Some(ToolOutput::error(message));
+                    ("deny", reason)
                 }
             };
             decisions.push(RecordBody::Decision {
@@ -66,10 +79,8 @@ pub(crate) fn plan(
             });
         }
         calls.push(Call {
-            id: id.clone(),
-            name: name.clone(),
-            input: input.clone(),
-            read_only,
+            info,
+            input: run_input,
             refused,
         });
     }
@@ -81,6 +92,7 @@ pub(crate) fn plan(
 pub(crate) async fn execute(
     plan: Plan,
     tools: &ToolRegistry,
+    gate: &dyn ToolGate,
     ctx: &ToolContext,
     interrupts: &mut watch::Receiver<u64>,
 ) -> (Vec<ContentBlock>, Vec<RecordBody>, bool) {
@@ -99,14 +111,15 @@ pub(crate) async fn execute(
         }
         // A batch: one call, or a run of consecutive read-only calls that may overlap.
         let mut end = i + 1;
-        if plan.calls[i].read_only {
-            while end < plan.calls.len() && plan.calls[end].read_only {
+        if plan.calls[i].info.read_only {
+            while end < plan.calls.len() && plan.calls[end].info.read_only {
                 end += 1;
             }
         }
         let batch = &plan.calls[i..end];
         let results =
-            futures::future::join_all(batch.iter().map(|call| run_one(call, tools, ctx))).await;
+            futures::future::join_all(batch.iter().map(|call| run_one(call, tools, gate, ctx)))
+                .await;
         for (k, result) in results.into_iter().enumerate() {
             outputs[i + k] = Some(result);
         }
@@ -120,14 +133,14 @@ pub(crate) async fn execute(
     for (call, out) in plan.calls.into_iter().zip(outputs) {
         let (out, ms) = out.unwrap_or_else(|| (ToolOutput::error("the tool call did not run"), 0));
         records.push(RecordBody::ToolCall {
-            tool_use_id: call.id.clone(),
-            name: call.name,
+            tool_use_id: call.info.tool_use_id.clone(),
+            name: call.info.name,
             input: call.input,
             is_error: out.is_error,
             duration_ms: ms,
         });
         blocks.push(ContentBlock::tool_result(
-            call.id,
+            call.info.tool_use_id,
             out.content,
             out.is_error,
         ));
@@ -135,11 +148,17 @@ pub(crate) async fn execute(
     (blocks, records, interrupted)
 }
 
-async fn run_one(call: &Call, tools: &ToolRegistry, ctx: &ToolContext) -> (ToolOutput, u64) {
+async fn run_one(
+    call: &Call,
+    tools: &ToolRegistry,
+    gate: &dyn ToolGate,
+    ctx: &ToolContext,
+) -> (ToolOutput, u64) {
     if let Some(refused) = &call.refused {
         return (refused.clone(), 0);
     }
     let start = Instant::now();
-    let out = tools.call(&call.name, ctx, call.input.clone()).await;
+    let out = tools.call(&call.info.name, ctx, call.input.clone()).await;
+    let out = gate.after(&call.info, out).await;
     (out, start.elapsed().as_millis() as u64)
 }

@@ -9,7 +9,9 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use cordon::agent::{AgentLoop, LoopConfig, LoopEvent, prompt};
+use std::sync::Arc;
+
+use cordon::agent::{AgentLoop, LoopConfig, LoopEvent, RulesGate, prompt};
 use cordon::model::{ModelClient, ModelConfig};
 use cordon::output::{self, OutputFormat};
 use cordon::permissions::{PermissionMode, Permissions};
@@ -150,7 +152,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let mut agent = AgentLoop::new(
         model,
         ToolRegistry::default_tools(),
-        permissions,
+        Arc::new(RulesGate(Arc::new(permissions))),
         ctx.clone(),
         transcript,
         config,

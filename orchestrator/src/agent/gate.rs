@@ -1,0 +1,117 @@
+//! The seams where policy plugs into the loop.
+//!
+//! - [`ToolGate`]: consulted before every tool call (may allow with a rewritten input, or
+//!   deny with a message for the model) and after it (may change what the model sees).
+//!   Permission rules, PreToolUse/PostToolUse hooks and a client's can_use_tool callback
+//!   compose into one gate.
+//! - [`LoopObserver`]: told about the run's moments (a prompt is submitted, a turn starts,
+//!   the model wants to stop, the conversation is about to be compacted) and may steer
+//!   them: block a prompt, add context, keep the model going, snapshot the workspace.
+//!
+//! The defaults ([`RulesGate`], [`NoObserver`]) are the plain permission rules and no
+//! hooks.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::permissions::{Decision, Permissions};
+use crate::tools::ToolOutput;
+
+/// One tool call, as a gate sees it.
+#[derive(Debug, Clone)]
+pub struct ToolCallInfo {
+    pub tool_use_id: String,
+    pub name: String,
+    pub input: Value,
+    /// The tool only reads (it never changes files or runs commands).
+    pub read_only: bool,
+}
+
+/// What a gate decided about a call.
+#[derive(Debug, Clone, PartialEq)]
+pub enum GateVerdict {
+    /// Run the tool with `input` (the original or a rewritten one).
+    Allow { input: Value, reason: String },
+    /// Do not run it; `message` goes to the model as an is_error result.
+    Deny { message: String, reason: String },
+}
+
+#[tonic::async_trait]
+pub trait ToolGate: Send + Sync {
+    /// Before the call runs.
+    async fn before(&self, call: &ToolCallInfo) -> GateVerdict;
+    /// After it ran: may replace or extend what the model sees.
+    async fn after(&self, _call: &ToolCallInfo, output: ToolOutput) -> ToolOutput {
+        output
+    }
+    /// Whether a tool is offered to the model at all.
+    fn offers(&self, _tool: &str) -> bool {
+        true
+    }
+}
+
+/// The plain permission rules as a gate.
+#[derive(Debug, Clone)]
+pub struct RulesGate(pub Arc<Permissions>);
+
+#[tonic::async_trait]
+impl ToolGate for RulesGate {
+    async fn before(&self, call: &ToolCallInfo) -> GateVerdict {
+        match self.0.decide(&call.name, &call.input, call.read_only) {
+            Decision::Allow(reason) => GateVerdict::Allow {
+                input: call.input.clone(),
+                reason,
+            },
+            Decision::Deny(reason) => GateVerdict::Deny {
+                message: format!("Permission denied: {reason}"),
+                reason,
+            },
+        }
+    }
+
+    fn offers(&self, tool: &str) -> bool {
+        self.0.offers(tool)
+    }
+}
+
+/// What to do with a submitted prompt.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PromptVerdict {
+    /// Go on; `context` (if any) is added to the prompt for the model.
+    Continue { context: Option<String> },
+    /// Do not send it; the run ends with this reason.
+    Block { reason: String },
+}
+
+/// What to do when the model ends its turn.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StopVerdict {
+    /// Let the run end.
+    Stop,
+    /// Keep going: `reason` is sent to the model as the next user message.
+    Continue { reason: String },
+}
+
+#[tonic::async_trait]
+pub trait LoopObserver: Send + Sync {
+    /// A user prompt is about to be sent.
+    async fn user_prompt(&self, _prompt: &str) -> PromptVerdict {
+        PromptVerdict::Continue { context: None }
+    }
+    /// A model turn is about to start (`turn` counts from 1 within the run); tools of the
+    /// previous turn have finished. Checkpoints are taken here.
+    async fn turn_start(&self, _turn: u32) {}
+    /// The model ended its turn with `text`.
+    async fn stop(&self, _text: &str) -> StopVerdict {
+        StopVerdict::Stop
+    }
+    /// The conversation is about to be compacted (`manual` when asked for).
+    async fn pre_compact(&self, _manual: bool) {}
+}
+
+/// No hooks.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoObserver;
+
+impl LoopObserver for NoObserver {}
