@@ -348,7 +348,7 @@ impl DockerSandboxHandle {
     pub fn socket_path(&self) -> PathBuf {
         self.session
             .as_ref()
-            .map(|s| s.run_dir.join(SOCKET_NAME))
+            .map(|s| s.sock_dir().join(SOCKET_NAME))
             .unwrap_or_default()
     }
 
