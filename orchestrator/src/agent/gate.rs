@@ -115,3 +115,21 @@ pub trait LoopObserver: Send + Sync {
 pub struct NoObserver;
 
 impl LoopObserver for NoObserver {}
+
+/// The answer to a permission question.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PromptAnswer {
+    /// Run the call, with this input (the original or one the user edited).
+    Allow { input: Value },
+    /// Do not run it; `message` goes to the model. `interrupt` also stops the run.
+    Deny { message: String, interrupt: bool },
+}
+
+/// Whoever can answer "may this call run?" when the rules say to ask: a client over the
+/// stream-json control protocol (the Agent SDK's can_use_tool), a terminal UI. A headless
+/// run has none, and an unanswerable question is a denial that says how to allow the call.
+#[tonic::async_trait]
+pub trait PermissionPrompter: Send + Sync {
+    /// `reason` says why the rules asked (which rule, or the mode).
+    async fn ask(&self, call: &ToolCallInfo, reason: &str) -> PromptAnswer;
+}
