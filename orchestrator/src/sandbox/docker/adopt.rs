@@ -91,10 +91,9 @@ fn clean_run_dir(dir: &Path) {
         workspace: Some(ws),
         ..
     }) = record
+        && let Err(e) = access::revoke(&ws, uid)
     {
-        if let Err(e) = access::revoke(&ws, uid) {
-            tracing::warn!("revoking workspace access of uid {uid}: {e}");
-        }
+        tracing::warn!("revoking workspace access of uid {uid}: {e}");
     }
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -171,10 +171,10 @@ impl Session {
 
     /// Revokes the workspace grant, removes the run directory, frees the uid.
     pub fn cleanup(self, uids: &UidAllocator) {
-        if let (true, Some(ws)) = (self.granted, &self.workspace) {
-            if let Err(e) = access::revoke(ws, self.uid) {
-                tracing::warn!("revoking workspace access for uid {}: {e}", self.uid);
-            }
+        if let (true, Some(ws)) = (self.granted, &self.workspace)
+            && let Err(e) = access::revoke(ws, self.uid)
+        {
+            tracing::warn!("revoking workspace access for uid {}: {e}", self.uid);
         }
         self.release(uids);
     }

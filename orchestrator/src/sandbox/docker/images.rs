@@ -92,10 +92,10 @@ pub fn agent_binary() -> Result<PathBuf, SandboxError> {
             .join("../target")
             .join(rel),
     );
-    if let Ok(exe) = std::env::current_exe() {
-        if let Some(dir) = exe.parent() {
-            candidates.push(dir.join("sandbox-agent-static"));
-        }
+    if let Ok(exe) = std::env::current_exe()
+        && let Some(dir) = exe.parent()
+    {
+        candidates.push(dir.join("sandbox-agent-static"));
     }
     candidates
         .into_iter()
