@@ -136,13 +136,33 @@ async fn session_starts_labelled_and_destroy_removes_everything() {
         .inspect_container(&name, None)
         .await
         .unwrap();
-    let host = info.host_config.unwrap();
+    let host = info.host_config.clone().unwrap();
     assert_eq!(host.network_mode.as_deref(), Some("none"));
     assert_eq!(host.readonly_rootfs, Some(true));
     assert_eq!(host.cap_drop, Some(vec!["ALL".to_string()]));
     // No userns remap: the container's uid is the host's (the ACL grant relies on it).
     assert!(host.userns_mode.as_deref().unwrap_or("").is_empty());
-    assert_eq!(info.config.unwrap().user, Some(format!("{uid}:{uid}")));
+    assert_eq!(
+        info.config.clone().unwrap().user,
+        Some(format!("{uid}:{uid}"))
+    );
+
+    // Probe the container's init (docker-init) from the host: the engine applied the
+    // generated seccomp profile, no-new-privileges, no capabilities, the session uid.
+    let pid = info.state.and_then(|s| s.pid).unwrap();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let field = |k: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(k))
+            .map(|v| v.split_whitespace().collect::<Vec<_>>())
+            .unwrap()
+    };
+    assert_eq!(field("Seccomp:"), ["2"], "seccomp filter mode");
+    assert_eq!(field("NoNewPrivs:"), ["1"]);
+    assert_eq!(field("CapEff:"), ["0000000000000000"]);
+    assert_eq!(field("CapBnd:"), ["0000000000000000"]);
+    assert_eq!(field("Uid:")[0], uid.to_string());
 
     let mut client = sandbox.client.clone();
     if let Some((out, code)) = sh(&mut client, "id -u").await {
@@ -375,5 +395,32 @@ async fn resource_limits_hold_inside_the_container() {
     .await;
     let (out, code) = sh(&mut client, "echo alive").await.unwrap();
     assert_eq!((out.trim(), code), ("alive", 0));
+    sandbox.destroy().await.unwrap();
+}
+
+/// The dev image: debootstrap + import take minutes, so this runs by hand:
+/// `cargo test -p orchestrator --test docker_backend dev_image -- --ignored`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "slow: debootstraps a Debian root filesystem"]
+async fn dev_image_builds_and_serves_a_session() {
+    require_docker!();
+    docker::build_images(ImageSet::Dev, |line| eprintln!("{line}"))
+        .await
+        .unwrap();
+    let f = fixture(0).await;
+    let ws = tempfile::tempdir().unwrap();
+    let mut spec = SandboxSpec::new(session_id("dev"), ws.path());
+    spec.image = Some(images::DEV.into());
+    let sandbox = f.backend.start(&spec).await.unwrap();
+    let mut client = sandbox.client.clone();
+    if let Some((out, code)) = sh(
+        &mut client,
+        "git --version && python3 -c 'print(6*7)' && rg --version | head -1",
+    )
+    .await
+    {
+        assert_eq!(code, 0, "{out}");
+        assert!(out.contains("42"), "{out}");
+    }
     sandbox.destroy().await.unwrap();
 }
