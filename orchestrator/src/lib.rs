@@ -1,6 +1,7 @@
 //! Cordon's orchestrator.
 
 pub mod agent;
+pub mod checkpoints;
 pub mod doctor;
 pub mod model;
 pub mod output;

@@ -99,6 +99,9 @@ pub trait LoopObserver: Send + Sync {
     async fn user_prompt(&self, _prompt: &str) -> PromptVerdict {
         PromptVerdict::Continue { context: None }
     }
+    /// The prompt was written to the transcript as the user message `user_message_uuid`
+    /// (checkpoints are recorded against it, so a rewind can name the message).
+    async fn prompt_recorded(&self, _user_message_uuid: &str) {}
     /// A model turn is about to start (`turn` counts from 1 within the run); tools of the
     /// previous turn have finished. Checkpoints are taken here.
     async fn turn_start(&self, _turn: u32) {}
@@ -132,4 +135,60 @@ pub enum PromptAnswer {
 pub trait PermissionPrompter: Send + Sync {
     /// `reason` says why the rules asked (which rule, or the mode).
     async fn ask(&self, call: &ToolCallInfo, reason: &str) -> PromptAnswer;
+}
+
+/// Several observers as one, called in order: a prompt blocked by one is blocked; added
+/// contexts are joined; the model keeps going when any observer says so (their reasons
+/// joined).
+#[derive(Clone, Default)]
+pub struct Observers(pub Vec<Arc<dyn LoopObserver>>);
+
+#[tonic::async_trait]
+impl LoopObserver for Observers {
+    async fn user_prompt(&self, prompt: &str) -> PromptVerdict {
+        let mut contexts = Vec::new();
+        for o in &self.0 {
+            match o.user_prompt(prompt).await {
+                PromptVerdict::Block { reason } => return PromptVerdict::Block { reason },
+                PromptVerdict::Continue { context } => contexts.extend(context),
+            }
+        }
+        PromptVerdict::Continue {
+            context: (!contexts.is_empty()).then(|| contexts.join("\n\n")),
+        }
+    }
+
+    async fn prompt_recorded(&self, user_message_uuid: &str) {
+        for o in &self.0 {
+            o.prompt_recorded(user_message_uuid).await;
+        }
+    }
+
+    async fn turn_start(&self, turn: u32) {
+        for o in &self.0 {
+            o.turn_start(turn).await;
+        }
+    }
+
+    async fn stop(&self, text: &str) -> StopVerdict {
+        let mut reasons = Vec::new();
+        for o in &self.0 {
+            if let StopVerdict::Continue { reason } = o.stop(text).await {
+                reasons.push(reason);
+            }
+        }
+        if reasons.is_empty() {
+            StopVerdict::Stop
+        } else {
+            StopVerdict::Continue {
+                reason: reasons.join("\n\n"),
+            }
+        }
+    }
+
+    async fn pre_compact(&self, manual: bool) {
+        for o in &self.0 {
+            o.pre_compact(manual).await;
+        }
+    }
 }

@@ -185,9 +185,14 @@ impl AgentLoop {
         }
     }
 
-    fn record(&mut self, body: RecordBody) {
-        if let Err(e) = self.transcript.append(body) {
-            tracing::error!(error = %e, "transcript append failed");
+    /// Appends a record; returns its uuid.
+    fn record(&mut self, body: RecordBody) -> Option<String> {
+        match self.transcript.append(body) {
+            Ok(rec) => Some(rec.uuid),
+            Err(e) => {
+                tracing::error!(error = %e, "transcript append failed");
+                None
+            }
         }
     }
 
@@ -197,12 +202,14 @@ impl AgentLoop {
         }
     }
 
-    fn push_user(&mut self, message: Message) {
-        self.record(RecordBody::User {
+    /// Records and sends a user turn; returns the record's uuid.
+    fn push_user(&mut self, message: Message) -> Option<String> {
+        let uuid = self.record(RecordBody::User {
             message: message.clone(),
         });
         self.emit(LoopEvent::User(message.clone()));
         crate::session::transcript::push_merged(&mut self.messages, message);
+        uuid
     }
 
     /// Runs one user prompt to the end of the model's turn.
@@ -230,8 +237,11 @@ impl AgentLoop {
                 if let Some(context) = context {
                     content.push(ContentBlock::text(context));
                 }
-                self.push_user(Message::user(content));
+                let uuid = self.push_user(Message::user(content));
                 self.sync();
+                if let Some(uuid) = uuid {
+                    self.observer.prompt_recorded(&uuid).await;
+                }
             }
         }
         let mut continuations = 0;

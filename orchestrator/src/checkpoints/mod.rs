@@ -1,0 +1,372 @@
+//! Checkpoints: the workspace as it was before each user prompt, so that rewinding to any
+//! earlier user message restores the files, including what Bash changed (`rm`, `sed -i`,
+//! `mv`), which only a whole-workspace snapshot covers.
+//!
+//! The store is a shadow git object store per session, a bare repository at
+//! `$CORDON_HOME/checkpoints/<session_id>/` used with the workspace as its work tree (see
+//! [`git`] for the isolation: the workspace's own `.git`, hooks and config are never used
+//! or touched). A snapshot is `add -A` + `write-tree` + `commit-tree`, recorded in
+//! `checkpoints.jsonl` against the user message's uuid. A rewind computes the difference
+//! between that tree and a fresh snapshot of now: files changed or deleted since are
+//! written back, files created since are removed.
+//!
+//! What is and is not covered:
+//! - `.gitignore` is respected: ignored files (build outputs, `node_modules`) are not
+//!   snapshotted and not rewound; neither are `.git` directories.
+//! - Files over [`MAX_FILE_BYTES`] are skipped and reported.
+//! - Git records content, symlinks and the executable bit; other mode bits, owners and
+//!   empty directories are not restored (restored files get the default mode).
+//! - A rewind never follows a symlink out of the workspace: git replaces a symlinked
+//!   directory in the way instead of writing through it, and removals check every
+//!   component first.
+//! - Before changing anything, a rewind snapshots the current state under
+//!   `refs/cordon/before-rewind`, so a rewind can itself be undone by hand.
+
+mod git;
+mod observer;
+mod rewind;
+#[cfg(test)]
+mod tests;
+
+use std::io::Write;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+pub use observer::CheckpointObserver;
+pub use rewind::{RewindConversationError, rewind_conversation};
+
+use git::Git;
+
+/// Files larger than this are not snapshotted (and reported).
+pub const MAX_FILE_BYTES: u64 = 50 * 1024 * 1024;
+
+const INDEX_FILE: &str = "checkpoints.jsonl";
+
+/// Why a checkpoint operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    #[error("invalid id {0:?}: use 1-64 of [A-Za-z0-9_-]")]
+    InvalidId(String),
+    #[error("creating the checkpoint store {path}: {source}")]
+    Init {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("running git ({step}): {source}")]
+    Spawn {
+        step: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("git failed ({step}): {stderr}")]
+    Git { step: &'static str, stderr: String },
+    #[error("reading the checkpoint list {path}: {why}")]
+    List { path: PathBuf, why: String },
+    #[error("recording the checkpoint in {path}: {source}")]
+    Record {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("no checkpoint for user message {0}")]
+    Unknown(String),
+    #[error("restoring {path}: {why}")]
+    Restore { path: PathBuf, why: String },
+}
+
+/// One recorded checkpoint.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// The user message this state precedes.
+    pub user_message_uuid: String,
+    pub commit: String,
+    pub tree: String,
+    /// RFC 3339 UTC.
+    pub created_at: String,
+    /// Files left out because they exceed [`MAX_FILE_BYTES`].
+    #[serde(default)]
+    pub skipped: Vec<PathBuf>,
+}
+
+/// What a rewind changed, as workspace-relative paths.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct RewindReport {
+    /// Written back (changed or deleted since the checkpoint).
+    pub restored: Vec<PathBuf>,
+    /// Removed (created since the checkpoint).
+    pub removed: Vec<PathBuf>,
+    /// Too large to snapshot now, so left as they are.
+    pub skipped: Vec<PathBuf>,
+}
+
+/// A state captured but not yet recorded against a user message.
+#[derive(Debug, Clone)]
+pub struct Captured {
+    pub commit: String,
+    pub tree: String,
+    pub skipped: Vec<PathBuf>,
+}
+
+/// One session's checkpoint store over one workspace.
+#[derive(Debug, Clone)]
+pub struct Checkpoints {
+    git: Git,
+    session_id: String,
+}
+
+/// Whether `id` is safe as a path component and a ref name.
+fn valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 64
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+impl Checkpoints {
+    /// Opens (creating on first use) the store of `session_id` under `home` for
+    /// `workspace`.
+    pub fn open(home: &Path, session_id: &str, workspace: &Path) -> Result<Self, CheckpointError> {
+        if !valid_id(session_id) {
+            return Err(CheckpointError::InvalidId(session_id.into()));
+        }
+        let root = home.join("checkpoints");
+        let git_dir = root.join(session_id);
+        let empty_home = root.join(".empty-home");
+        let init = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| CheckpointError::Init { path, source }
+        };
+        std::fs::create_dir_all(&empty_home).map_err(init(&empty_home))?;
+        let work_tree = std::fs::canonicalize(workspace).map_err(init(workspace))?;
+        let git = Git {
+            git_dir: git_dir.clone(),
+            work_tree: work_tree.clone(),
+            empty_home,
+        };
+        if !git_dir.join("HEAD").exists() {
+            std::fs::create_dir_all(&git_dir).map_err(init(&git_dir))?;
+            let mut cmd = git.command(None);
+            cmd.env_remove("GIT_WORK_TREE").env_remove("GIT_DIR");
+            let status = cmd
+                .args(["init", "--bare", "-q"])
+                .arg(&git_dir)
+                .status()
+                .map_err(|source| CheckpointError::Spawn {
+                    step: "init",
+                    source,
+                })?;
+            if !status.success() {
+                return Err(CheckpointError::Git {
+                    step: "init",
+                    stderr: format!("git init exited with {status}"),
+                });
+            }
+        }
+        let info = git_dir.join("info");
+        std::fs::create_dir_all(&info).map_err(init(&info))?;
+        let mut exclude = git::EXCLUDE.as_bytes().to_vec();
+        // Cordon's own data never belongs in a snapshot, even when it lies in the workspace.
+        let home = std::fs::canonicalize(home).unwrap_or_else(|_| home.to_path_buf());
+        if let Ok(rel) = home.strip_prefix(&work_tree)
+            && let Some(pattern) = git::exact_ignore_pattern(rel)
+        {
+            exclude.extend(pattern);
+        }
+        std::fs::write(info.join("exclude"), exclude).map_err(init(&info))?;
+        std::fs::write(info.join("attributes"), git::ATTRIBUTES).map_err(init(&info))?;
+        Ok(Self {
+            git,
+            session_id: session_id.into(),
+        })
+    }
+
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    pub fn workspace(&self) -> &Path {
+        &self.git.work_tree
+    }
+
+    /// Records the workspace's current state as the checkpoint of `user_message_uuid`.
+    pub fn snapshot(&self, user_message_uuid: &str) -> Result<Checkpoint, CheckpointError> {
+        let captured = self.capture()?;
+        self.record(user_message_uuid, captured)
+    }
+
+    /// Captures the workspace's current state (a commit in the store) without recording it.
+    pub fn capture(&self) -> Result<Captured, CheckpointError> {
+        let skipped = self.large_files()?;
+        let excludes = self.git.git_dir.join("large-excludes");
+        let mut patterns = Vec::new();
+        if !skipped.is_empty() {
+            // Tracked entries ignore exclude patterns: drop them from the index first.
+            let mut spec = Vec::new();
+            for rel in &skipped {
+                spec.extend_from_slice(std::os::unix::ffi::OsStrExt::as_bytes(rel.as_os_str()));
+                spec.push(0);
+                patterns.extend(git::exact_ignore_pattern(rel).unwrap_or_default());
+            }
+            let mut cmd_args = vec!["rm", "--cached", "-q", "--ignore-unmatch", "-r"];
+            cmd_args.extend(["--pathspec-from-file=-", "--pathspec-file-nul"]);
+            self.run_literal("forgetting large files", &cmd_args, &spec)?;
+        }
+        std::fs::write(&excludes, &patterns).map_err(|source| CheckpointError::Record {
+            path: excludes.clone(),
+            source,
+        })?;
+        let excludes_arg = format!("core.excludesFile={}", excludes.display());
+        self.git
+            .run("add", None, &["-c", &excludes_arg, "add", "-A"], None)?;
+        let tree = self.git.line("write-tree", None, &["write-tree"])?;
+        let parent = self
+            .git
+            .line(
+                "rev-parse",
+                None,
+                &["rev-parse", "-q", "--verify", "refs/heads/checkpoints"],
+            )
+            .ok()
+            .filter(|s| !s.is_empty());
+        let mut args = vec!["commit-tree", tree.as_str(), "-m", "cordon checkpoint"];
+        if let Some(p) = &parent {
+            args.extend(["-p", p.as_str()]);
+        }
+        let commit = self.git.line("commit-tree", None, &args)?;
+        self.git.run(
+            "update-ref",
+            None,
+            &["update-ref", "refs/heads/checkpoints", &commit],
+            None,
+        )?;
+        Ok(Captured {
+            commit,
+            tree,
+            skipped,
+        })
+    }
+
+    /// Records a captured state as the checkpoint of `user_message_uuid`.
+    pub fn record(
+        &self,
+        user_message_uuid: &str,
+        captured: Captured,
+    ) -> Result<Checkpoint, CheckpointError> {
+        if !valid_id(user_message_uuid) {
+            return Err(CheckpointError::InvalidId(user_message_uuid.into()));
+        }
+        let checkpoint = Checkpoint {
+            user_message_uuid: user_message_uuid.into(),
+            commit: captured.commit,
+            tree: captured.tree,
+            created_at: crate::session::record::now_rfc3339(),
+            skipped: captured.skipped,
+        };
+        let reference = format!("refs/cordon/checkpoints/{user_message_uuid}");
+        self.git.run(
+            "update-ref",
+            None,
+            &["update-ref", &reference, &checkpoint.commit],
+            None,
+        )?;
+        let path = self.git.git_dir.join(INDEX_FILE);
+        let mut line = serde_json::to_vec(&checkpoint).map_err(|e| CheckpointError::Record {
+            path: path.clone(),
+            source: std::io::Error::other(e),
+        })?;
+        line.push(b'\n');
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(&line).and_then(|()| f.sync_data()))
+            .map_err(|source| CheckpointError::Record { path, source })?;
+        Ok(checkpoint)
+    }
+
+    /// Every checkpoint, oldest first.
+    pub fn list(&self) -> Result<Vec<Checkpoint>, CheckpointError> {
+        let path = self.git.git_dir.join(INDEX_FILE);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => {
+                return Err(CheckpointError::List {
+                    path,
+                    why: e.to_string(),
+                });
+            }
+        };
+        text.lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| {
+                serde_json::from_str(l).map_err(|e| CheckpointError::List {
+                    path: path.clone(),
+                    why: e.to_string(),
+                })
+            })
+            .collect()
+    }
+
+    /// The checkpoint recorded for `user_message_uuid` (the latest, if recorded twice).
+    pub fn get(&self, user_message_uuid: &str) -> Result<Checkpoint, CheckpointError> {
+        self.list()?
+            .into_iter()
+            .rev()
+            .find(|c| c.user_message_uuid == user_message_uuid)
+            .ok_or_else(|| CheckpointError::Unknown(user_message_uuid.into()))
+    }
+
+    /// Restores the workspace to the checkpoint of `user_message_uuid`.
+    pub fn rewind(&self, user_message_uuid: &str) -> Result<RewindReport, CheckpointError> {
+        let target = self.get(user_message_uuid)?;
+        let now = self.capture()?;
+        self.git.run(
+            "update-ref",
+            None,
+            &["update-ref", "refs/cordon/before-rewind", &now.commit],
+            None,
+        )?;
+        rewind::restore(&self.git, &target.tree, &now)
+    }
+
+    /// Non-ignored files over [`MAX_FILE_BYTES`], relative to the workspace.
+    fn large_files(&self) -> Result<Vec<PathBuf>, CheckpointError> {
+        let out = self.git.run(
+            "ls-files",
+            None,
+            &[
+                "ls-files",
+                "-z",
+                "--cached",
+                "--others",
+                "--exclude-standard",
+            ],
+            None,
+        )?;
+        let mut large: Vec<PathBuf> = git::nul_split(&out)
+            .into_iter()
+            .filter(|rel| {
+                std::fs::symlink_metadata(self.git.work_tree.join(rel))
+                    .is_ok_and(|m| m.is_file() && m.size() > MAX_FILE_BYTES)
+            })
+            .collect();
+        large.dedup();
+        Ok(large)
+    }
+
+    fn run_literal(
+        &self,
+        step: &'static str,
+        args: &[&str],
+        input: &[u8],
+    ) -> Result<(), CheckpointError> {
+        let mut all = vec!["--literal-pathspecs"];
+        all.extend_from_slice(args);
+        self.git.run(step, None, &all, Some(input)).map(drop)
+    }
+}
