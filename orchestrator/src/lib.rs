@@ -2,11 +2,13 @@
 
 pub mod agent;
 pub mod checkpoints;
+pub mod demo;
 pub mod doctor;
 pub mod model;
 pub mod output;
 pub mod paths;
 pub mod permissions;
 pub mod sandbox;
+pub mod scripted;
 pub mod session;
 pub mod tools;

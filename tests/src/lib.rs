@@ -3,7 +3,9 @@
 // Test support: a failed setup step should panic with its message, which is the report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-pub mod scripted_model;
+/// The scripted Messages API server lives in the orchestrator (the offline demo uses it);
+/// tests reach it under its old name.
+pub use cordon::scripted as scripted_model;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

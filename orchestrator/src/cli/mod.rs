@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod demo;
 mod doctor;
 mod run;
 mod sandbox;
@@ -21,6 +22,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// A real sandboxed session on a scripted model, offline: watch it fix a small project.
+    Demo(demo::DemoArgs),
     /// Run one agent task headless: a prompt in, tool calls in the sandbox, an answer out.
     Run(run::RunArgs),
     /// Run one command under exactly the confinement the Bash tool gets.
@@ -38,6 +41,7 @@ pub fn main() -> ExitCode {
     init_tracing();
     let cli = Cli::parse();
     match cli.command {
+        Command::Demo(args) => demo::main(args),
         Command::Run(args) => run::main(args),
         Command::Sandbox(args) => sandbox::main(args),
         Command::Doctor(args) => doctor::main(args),

@@ -87,6 +87,14 @@ pub fn main(args: RunArgs) -> ExitCode {
 }
 
 pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    run_with_model(args, None).await
+}
+
+/// `run`, with the model endpoint given instead of read from the environment (the demo).
+pub async fn run_with_model(
+    args: RunArgs,
+    model_override: Option<ModelConfig>,
+) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let workspace = match &args.workspace {
         Some(w) => w.clone(),
@@ -113,7 +121,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         );
     }
 
-    let mut model_config = ModelConfig::from_env().context("model configuration")?;
+    let mut model_config = match model_override {
+        Some(config) => config,
+        None => ModelConfig::from_env().context("model configuration")?,
+    };
     if let Some(m) = &args.model {
         model_config = model_config.with_model(m.clone());
     }

@@ -1,11 +1,11 @@
-//! A scripted Messages-API server for tests: plays a list of [`Turn`]s, one per request,
+//! A scripted Messages-API server (tests, benchmarks and the offline demo): plays a list of [`Turn`]s, one per request,
 //! streaming replies exactly as the API does (SSE frames, deltas, pings, cut into small
 //! flushed writes) or playing faults (429, 529, 500, mid-stream `error`, a dropped
 //! connection). Every request is recorded with its headers and JSON body.
 //!
 //! ```no_run
 //! # async fn demo() {
-//! use cordon_tests::scripted_model::{ScriptedModel, Turn};
+//! use cordon::scripted::{ScriptedModel, Turn};
 //! let model = ScriptedModel::start(vec![Turn::overloaded(), Turn::text("hi")]).await.unwrap();
 //! // point ANTHROPIC_BASE_URL at model.base_url() ...
 //! let seen = model.requests();
