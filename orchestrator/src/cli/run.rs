@@ -11,10 +11,12 @@ use anyhow::{Context, bail};
 use clap::Args;
 use std::sync::Arc;
 
-use cordon::agent::{AgentLoop, LoopConfig, LoopEvent, RulesGate, prompt};
+use cordon::agent::{AgentLoop, LoopConfig, LoopEvent, prompt};
+use cordon::hooks::{HookObserver, HookRunner, HookSet, Hooks, SessionFacts};
 use cordon::model::{ModelClient, ModelConfig};
 use cordon::output::{self, OutputFormat};
 use cordon::permissions::{PermissionMode, Permissions};
+use cordon::policy_gate::{Engine, PolicyGate};
 use cordon::sandbox::{BackendKind, SandboxSpec};
 use cordon::session::SessionStore;
 use cordon::tools::{ToolContext, ToolRegistry};
@@ -141,12 +143,36 @@ pub async fn run_with_model(
         &args.disallowed_tools,
     )
     .map_err(anyhow::Error::msg)?;
+    let engine = Arc::new(Engine::new(permissions));
+    let (hook_sources, managed_hooks_only) =
+        cordon::hooks::sources::settings_adapter::hooks_by_source(
+            &workspace,
+            args.settings.as_deref(),
+        )
+        .context("reading hooks from the settings files")?;
+    let hook_set = Arc::new(
+        HookSet::from_sources(&hook_sources, managed_hooks_only)
+            .context("reading hooks from the settings files")?,
+    );
+    let transcript_path = transcript.path().to_path_buf();
     let mut spec = SandboxSpec::new(session_id.clone(), &workspace);
     spec.image = args.image.clone();
     let sandbox = cordon::sandbox::start(args.sandbox, &spec)
         .await
         .context("starting the sandbox")?;
     let (ctx, interrupter) = ToolContext::new(sandbox.client.clone(), &workspace);
+    let mode_engine = engine.clone();
+    let hooks = Arc::new(Hooks::new(
+        hook_set,
+        HookRunner::new(Some(sandbox.client.clone()), &workspace),
+        SessionFacts {
+            session_id: session_id.clone(),
+            transcript_path,
+            cwd: workspace.clone(),
+        },
+        Arc::new(move || mode_engine.mode().as_str().to_string()),
+    ));
+    let observer = Arc::new(HookObserver::new(hooks.clone()));
 
     let mut config = LoopConfig::new(model_name.clone(), &workspace);
     config.max_turns = args.max_turns;
@@ -163,12 +189,13 @@ pub async fn run_with_model(
     let mut agent = AgentLoop::new(
         model,
         ToolRegistry::default_tools(),
-        Arc::new(RulesGate(Arc::new(permissions))),
+        Arc::new(PolicyGate::new(engine, hooks, None)),
         ctx.clone(),
         transcript,
         config,
     )
     .with_history(history)
+    .with_observer(observer.clone())
     .with_events(tx);
     let tools: Vec<String> = agent
         .tool_definitions()
@@ -200,8 +227,13 @@ pub async fn run_with_model(
         }
     });
     let mut interrupts = ctx.interrupt_signal();
+    let resumed = args.resume.is_some() || args.continue_last;
+    observer
+        .session_start(if resumed { "resume" } else { "startup" })
+        .await;
     let outcome = agent.run(&prompt_text, &mut interrupts).await;
     drop(agent);
+    observer.session_end("other").await;
     let _ = printer.await;
     if let Err(e) = store.touch(&session_id) {
         tracing::warn!(error = %e, "could not update the session index");
