@@ -285,6 +285,19 @@ async fn pool_claim_returns_a_ready_agent_on_the_workspace_and_refills() {
         "refilled"
     );
     pool.shutdown().await;
+    let left = adopt::find(f.backend.docker()).await.unwrap();
+    let ours: Vec<_> = left
+        .iter()
+        .filter(|o| {
+            o.run_dir
+                .as_ref()
+                .is_some_and(|d| d.starts_with(f.run_root.path()))
+        })
+        .collect();
+    assert!(
+        ours.is_empty(),
+        "pool shutdown leaves no container: {ours:?}"
+    );
 }
 
 /// Probes from the host through /proc/<pid>/root, which resolves paths through the

@@ -50,8 +50,9 @@ pub async fn find(docker: &Docker) -> Result<Vec<Orphan>, SandboxError> {
 }
 
 /// Removes every labelled container of this installation (its run directory lies under
-/// `run_root`, i.e. the same `$CORDON_HOME`) whose session is not in `keep`; returns what it
-/// removed. Containers of other installations on the same engine are left alone.
+/// `run_root`, i.e. the same `$CORDON_HOME`) whose session is not in `keep`, and any
+/// labelled container whose run directory no longer exists; returns what it removed.
+/// Live containers of other installations on the same engine are left alone.
 pub async fn reconcile(
     docker: &Docker,
     run_root: &Path,
@@ -63,10 +64,19 @@ pub async fn reconcile(
             .run_dir
             .as_ref()
             .is_some_and(|d| d.starts_with(run_root));
-        if !ours || keep.contains(&orphan.session_id) {
+        // A container whose run directory is gone (any installation's) can never be
+        // reached again: its socket went with the directory.
+        let unreachable = orphan.run_dir.as_ref().is_some_and(|d| !d.exists());
+        if !(ours || unreachable) || keep.contains(&orphan.session_id) {
             continue;
         }
-        container::remove(docker, &orphan.container_id).await?;
+        if let Err(e) = container::remove(docker, &orphan.container_id).await {
+            tracing::warn!(
+                "cannot remove orphaned container {}: {e}",
+                orphan.container_id
+            );
+            continue;
+        }
         if let Some(dir) = &orphan.run_dir {
             clean_run_dir(dir);
         }

@@ -327,8 +327,10 @@ pub async fn remove(docker: &Docker, id: &str) -> Result<(), SandboxError> {
         .build();
     match docker.remove_container(id, Some(options)).await {
         Ok(()) => Ok(()),
+        // Gone already, or another reconcile is removing it right now: either way it goes.
         Err(bollard::errors::Error::DockerResponseServerError {
-            status_code: 404, ..
+            status_code: 404 | 409,
+            ..
         }) => Ok(()),
         Err(e) => Err(docker_err("remove container")(e)),
     }

@@ -26,6 +26,7 @@ use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -64,6 +65,9 @@ struct Inner {
     uids: Arc<UidAllocator>,
     idle: Mutex<VecDeque<Slot>>,
     wake: tokio::sync::Notify,
+    /// Set by shutdown/drop: the refill task removes what it holds and ends. The task is
+    /// never aborted, so a container it is creating cannot leak half-made.
+    closed: AtomicBool,
 }
 
 /// Idle containers of one image.
@@ -87,6 +91,7 @@ impl WarmPool {
             uids,
             idle: Mutex::new(VecDeque::new()),
             wake: tokio::sync::Notify::new(),
+            closed: AtomicBool::new(false),
         });
         let refill = tokio::spawn(refill_loop(inner.clone()));
         Self { inner, refill }
@@ -138,47 +143,52 @@ impl WarmPool {
         .map(Some)
     }
 
-    /// Removes every idle container and stops refilling.
+    /// Removes every idle container and stops refilling; returns once the refill task ended.
     pub async fn shutdown(&self) {
-        self.refill.abort();
-        let slots: Vec<Slot> = self.idle().drain(..).collect();
-        for slot in slots {
-            let _ = container::remove(&self.inner.docker, &slot.container_id).await;
-            slot.session.cleanup(&self.inner.uids);
+        self.inner.closed.store(true, Ordering::SeqCst);
+        self.inner.wake.notify_one();
+        let start = std::time::Instant::now();
+        while !self.refill.is_finished() && start.elapsed() < Duration::from_secs(60) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 }
 
 impl Drop for WarmPool {
+    /// The refill task cleans up in the background (if the runtime lives on; otherwise
+    /// `adopt::reconcile` removes the containers, whose run directories are gone).
     fn drop(&mut self) {
-        self.refill.abort();
-        let slots: Vec<Slot> = self.idle().drain(..).collect();
-        if slots.is_empty() {
-            return;
-        }
-        let docker = self.inner.docker.clone();
-        let ids: Vec<String> = slots.iter().map(|s| s.container_id.clone()).collect();
-        for slot in slots {
-            slot.session.cleanup(&self.inner.uids);
-        }
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            rt.spawn(async move {
-                for id in ids {
-                    let _ = container::remove(&docker, &id).await;
-                }
-            });
-        }
+        self.inner.closed.store(true, Ordering::SeqCst);
+        self.inner.wake.notify_one();
+    }
+}
+
+async fn remove_slot(inner: &Inner, slot: Slot) {
+    let _ = container::remove(&inner.docker, &slot.container_id).await;
+    slot.session.cleanup(&inner.uids);
+}
+
+async fn drain(inner: &Inner) {
+    let slots: Vec<Slot> = inner
+        .idle
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .drain(..)
+        .collect();
+    for slot in slots {
+        remove_slot(inner, slot).await;
     }
 }
 
 async fn refill_loop(inner: Arc<Inner>) {
     let mut n: u64 = 0;
     loop {
-        let missing = inner
-            .config
-            .pool_size
-            .saturating_sub(inner.idle.lock().map_or(0, |i| i.len()));
-        if missing == 0 {
+        if inner.closed.load(Ordering::SeqCst) {
+            drain(&inner).await;
+            return;
+        }
+        let have = inner.idle.lock().map_or(0, |i| i.len());
+        if have >= inner.config.pool_size {
             inner.wake.notified().await;
             continue;
         }
@@ -189,6 +199,7 @@ async fn refill_loop(inner: Arc<Inner>) {
             uuid::Uuid::new_v4().simple()
         );
         match new_slot(&inner, &name).await {
+            Ok(slot) if inner.closed.load(Ordering::SeqCst) => remove_slot(&inner, slot).await,
             Ok(slot) => inner
                 .idle
                 .lock()
@@ -197,7 +208,10 @@ async fn refill_loop(inner: Arc<Inner>) {
             Err(e) => {
                 tracing::warn!("warm pool for {}: {e}", inner.image);
                 // Back off: a missing image or a full engine does not fix itself at once.
-                tokio::time::sleep(Duration::from_secs(5)).await;
+                tokio::select! {
+                    () = tokio::time::sleep(Duration::from_secs(5)) => {}
+                    () = inner.wake.notified() => {}
+                }
             }
         }
     }
