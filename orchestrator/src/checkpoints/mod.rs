@@ -115,6 +115,8 @@ pub struct Captured {
 pub struct Checkpoints {
     git: Git,
     session_id: String,
+    /// The local backend's state dir of this session (its placeholders are not content).
+    sandbox_state: PathBuf,
 }
 
 /// Whether `id` is safe as a path component and a ref name.
@@ -181,6 +183,7 @@ impl Checkpoints {
         Ok(Self {
             git,
             session_id: session_id.into(),
+            sandbox_state: crate::paths::run_dir(&home).join(session_id),
         })
     }
 
@@ -203,10 +206,23 @@ impl Checkpoints {
         let skipped = self.large_files()?;
         let excludes = self.git.git_dir.join("large-excludes");
         let mut patterns = Vec::new();
-        if !skipped.is_empty() {
+        // The empty placeholders a running local sandbox puts at missing protected paths
+        // are the sandbox's, not the user's: never snapshotted, never "restored".
+        let placeholders: Vec<PathBuf> =
+            sandbox_agent::launch::protected::load(&self.sandbox_state)
+                .into_iter()
+                .filter_map(|r| {
+                    r.path
+                        .strip_prefix(&self.git.work_tree)
+                        .ok()
+                        .map(Path::to_path_buf)
+                })
+                .collect();
+        let left_out: Vec<&PathBuf> = skipped.iter().chain(&placeholders).collect();
+        if !left_out.is_empty() {
             // Tracked entries ignore exclude patterns: drop them from the index first.
             let mut spec = Vec::new();
-            for rel in &skipped {
+            for rel in left_out {
                 spec.extend_from_slice(std::os::unix::ffi::OsStrExt::as_bytes(rel.as_os_str()));
                 spec.push(0);
                 patterns.extend(git::exact_ignore_pattern(rel).unwrap_or_default());

@@ -213,3 +213,24 @@ fn unknown_checkpoints_and_bad_ids_are_errors() {
     ));
     assert!(Checkpoints::open(f.home.path(), "../s", f.ws.path()).is_err());
 }
+
+#[test]
+fn sandbox_placeholders_are_not_content() {
+    let f = Fixture::new();
+    f.write("a.txt", "a\n");
+    let store = f.store();
+    // A running local sandbox put an empty placeholder at a missing protected path.
+    let state = f.home.path().join("run/s1");
+    std::fs::create_dir_all(&state).unwrap();
+    let bashrc = store.workspace().join(".bashrc");
+    std::fs::write(&bashrc, "").unwrap();
+    let record = serde_json::json!([{ "path": bashrc, "kind": "file", "id": null }]);
+    std::fs::write(state.join("placeholders.json"), record.to_string()).unwrap();
+    store.snapshot("m1").unwrap();
+    // The sandbox ended: its placeholder is gone, and a rewind does not bring it back.
+    std::fs::remove_file(&bashrc).unwrap();
+    std::fs::remove_dir_all(&state).unwrap();
+    let report = store.rewind("m1").unwrap();
+    assert_eq!(report, RewindReport::default());
+    assert!(!bashrc.exists());
+}

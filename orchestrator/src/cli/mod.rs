@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 
 mod demo;
 mod doctor;
+mod rewind;
 mod run;
 mod sandbox;
 
@@ -26,6 +27,8 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Run one agent task headless: a prompt in, tool calls in the sandbox, an answer out.
     Run(run::RunArgs),
+    /// List a session's checkpoints, or restore the workspace to before a user message.
+    Rewind(rewind::RewindArgs),
     /// Run one command under exactly the confinement the Bash tool gets.
     Sandbox(sandbox::SandboxArgs),
     /// What this host supports, and whether the chosen backend can confine.
@@ -43,6 +46,7 @@ pub fn main() -> ExitCode {
     match cli.command {
         Command::Demo(args) => demo::main(args),
         Command::Run(args) => run::main(args),
+        Command::Rewind(args) => rewind::main(args),
         Command::Sandbox(args) => sandbox::main(args),
         Command::Doctor(args) => doctor::main(args),
     }

@@ -12,6 +12,7 @@ use clap::Args;
 use std::sync::Arc;
 
 use cordon::agent::{AgentLoop, LoopConfig, LoopEvent, prompt};
+use cordon::checkpoints::{CheckpointObserver, Checkpoints};
 use cordon::hooks::{HookObserver, HookRunner, HookSet, Hooks, SessionFacts};
 use cordon::model::{ModelClient, ModelConfig};
 use cordon::output::{self, OutputFormat};
@@ -157,6 +158,20 @@ pub async fn run_with_model(
     let transcript_path = transcript.path().to_path_buf();
     let mut spec = SandboxSpec::new(session_id.clone(), &workspace);
     spec.image = args.image.clone();
+    // Read/Edit deny rules also bind the kernel (integrator: take the rules from
+    // settings.read_edit_deny_rules() once settings exist).
+    let user_home = std::env::var_os("HOME").map(PathBuf::from);
+    let denies = cordon::sandbox::deny::resolve(
+        &cordon::sandbox::deny::rules_from_settings_files(
+            &workspace,
+            args.settings.as_deref(),
+            &args.disallowed_tools,
+            user_home.as_deref(),
+        ),
+        &workspace,
+        user_home.as_deref(),
+    );
+    (spec.denied_read, spec.denied_write) = (denies.read, denies.write);
     let sandbox = cordon::sandbox::start(args.sandbox, &spec)
         .await
         .context("starting the sandbox")?;
@@ -195,7 +210,13 @@ pub async fn run_with_model(
         config,
     )
     .with_history(history)
-    .with_observer(observer.clone())
+    .with_observer(Arc::new(cordon::agent::gate::Observers(vec![
+        observer.clone(),
+        Arc::new(CheckpointObserver::new(
+            Checkpoints::open(&cordon::paths::cordon_home()?, &session_id, &workspace)
+                .context("opening the checkpoint store")?,
+        )),
+    ])))
     .with_events(tx);
     let tools: Vec<String> = agent
         .tool_definitions()

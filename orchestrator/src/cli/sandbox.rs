@@ -26,6 +26,13 @@ pub struct SandboxArgs {
     /// Grant outbound access to a domain (not supported yet).
     #[arg(long = "allow-domain", value_name = "D")]
     allow_domain: Vec<String>,
+    /// Hide a path inside the workspace from every read (as a `Read(...)` deny rule bound
+    /// in the kernel does); for tests and debugging.
+    #[arg(long = "deny-read", value_name = "PATH", hide = true)]
+    deny_read: Vec<PathBuf>,
+    /// Make a path inside the workspace read-only (as an `Edit(...)` deny rule does).
+    #[arg(long = "deny-write", value_name = "PATH", hide = true)]
+    deny_write: Vec<PathBuf>,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     command: Vec<String>,
@@ -70,7 +77,10 @@ async fn run(args: SandboxArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("workspace {}", workspace.display()))?;
     let backend = LocalBackend::from_env().context("local backend")?;
     let session = format!("sandbox-{}", uuid::Uuid::new_v4().simple());
-    let spec = SandboxSpec::new(session, &workspace);
+    let mut spec = SandboxSpec::new(session, &workspace);
+    // Relative paths are taken from the workspace; the launcher refuses anything outside.
+    spec.denied_read = args.deny_read.iter().map(|p| workspace.join(p)).collect();
+    spec.denied_write = args.deny_write.iter().map(|p| workspace.join(p)).collect();
     let sandbox = backend.start(&spec).await.context("starting the sandbox")?;
     // The working directory carries in when it lies inside the workspace.
     let cwd = std::env::current_dir()
@@ -165,6 +175,8 @@ mod tests {
             backend: BackendKind::Local,
             workspace: None,
             allow_domain: vec!["example.com".into()],
+            deny_read: Vec::new(),
+            deny_write: Vec::new(),
             command: vec!["true".into()],
         };
         assert_eq!(main(args), ExitCode::from(EXIT_USAGE));

@@ -147,6 +147,8 @@ impl LocalBackend {
             workspace: workspace.to_path_buf(),
             protected: self.protected.clone(),
             masked,
+            denied_read: spec.denied_read.clone(),
+            denied_write: spec.denied_write.clone(),
             uid_base: self.uid_base,
             tmp_size_mib: 1024,
             lifeline_fd: None,
@@ -160,6 +162,7 @@ impl LocalBackend {
                     .protected
                     .iter()
                     .map(|p| workspace.join(&p.path))
+                    .chain(spec.denied_write.iter().cloned())
                     .collect(),
                 network: spec.network,
                 best_effort: spec.best_effort,

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use sandbox_agent::client::AgentClient;
 use sandbox_agent::error::AgentError;
 
+pub mod deny;
 pub mod docker;
 pub mod local;
 
@@ -39,6 +40,13 @@ pub struct SandboxSpec {
     pub image: Option<String>,
     /// Tenant the session belongs to (labels, uid allocation on shared hosts).
     pub tenant: Option<String>,
+    /// Absolute paths inside the workspace no sandboxed process may read: `Read(...)`
+    /// deny rules bound in the kernel (resolved by [`deny::resolve`] before the start).
+    /// The docker backend does not apply these yet (see [`deny`]).
+    pub denied_read: Vec<PathBuf>,
+    /// Absolute paths inside the workspace no sandboxed process may change: `Edit(...)`
+    /// deny rules bound in the kernel.
+    pub denied_write: Vec<PathBuf>,
 }
 
 impl SandboxSpec {
@@ -50,6 +58,8 @@ impl SandboxSpec {
             best_effort: false,
             image: None,
             tenant: None,
+            denied_read: Vec::new(),
+            denied_write: Vec::new(),
         }
     }
 }

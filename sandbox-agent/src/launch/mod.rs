@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::AgentConfig;
 
 mod child;
+pub mod denied;
 pub mod mounts;
 pub mod protected;
 pub mod state;
@@ -62,6 +63,17 @@ pub struct LaunchConfig {
     /// (Cordon's own data directory when it lies inside the workspace).
     #[serde(default)]
     pub masked: Vec<PathBuf>,
+    /// Absolute paths inside the workspace no sandboxed process may read (a `Read` deny
+    /// rule bound in the kernel): files are covered by an empty mode-0000 read-only file,
+    /// directories by an empty mode-0000 read-only tmpfs. Missing paths are skipped: there
+    /// is nothing to hide (see [`denied`]).
+    #[serde(default)]
+    pub denied_read: Vec<PathBuf>,
+    /// Absolute paths inside the workspace no sandboxed process may change (an `Edit`
+    /// deny rule bound in the kernel): made read-only like protected paths, placeholders
+    /// included.
+    #[serde(default)]
+    pub denied_write: Vec<PathBuf>,
     /// Base of the host uid/gid ranges used when the launcher runs as host root.
     #[serde(default = "default_uid_base")]
     pub uid_base: u32,
@@ -125,6 +137,9 @@ impl LaunchConfig {
         }
         for p in &self.protected {
             p.validate()?;
+        }
+        for p in self.denied_read.iter().chain(&self.denied_write) {
+            denied::relative(&self.workspace, p)?;
         }
         Ok(())
     }

@@ -342,6 +342,7 @@ fn mount_workspace(spec: &RootSpec, root: &Path) -> Result<(), String> {
             MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
         )?;
     }
+    hide_denied(root, &ws, &spec.protected.hidden)?;
     for hidden in spec.masked {
         let p = under(root, hidden);
         if p.is_dir() {
@@ -350,6 +351,37 @@ fn mount_workspace(spec: &RootSpec, root: &Path) -> Result<(), String> {
                 MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC | MsFlags::MS_RDONLY,
                 "mode=0000,size=4k",
             )?;
+        }
+    }
+    Ok(())
+}
+
+/// Denied-read paths: a file is covered by an empty mode-0000 file (so opening it fails
+/// with EACCES rather than reading as empty), a directory by an empty mode-0000 tmpfs;
+/// both read-only, so the mask itself cannot be changed or replaced. The sandbox user owns
+/// neither and has no capabilities, so the mode holds.
+fn hide_denied(
+    root: &Path,
+    ws: &Path,
+    hidden: &[(PathBuf, super::EntryKind)],
+) -> Result<(), String> {
+    if hidden.is_empty() {
+        return Ok(());
+    }
+    let mask = root.join("run/cordon-denied");
+    touch(&mask)?;
+    std::fs::set_permissions(&mask, std::os::unix::fs::PermissionsExt::from_mode(0))
+        .map_err(|e| io_at("chmod", &mask, e))?;
+    let ro = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
+    for (rel, kind) in hidden {
+        let p = ws.join(rel);
+        match kind {
+            super::EntryKind::File => bind(&mask, &p, ro)?,
+            super::EntryKind::Dir => tmpfs(
+                &p,
+                MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC | MsFlags::MS_RDONLY,
+                "mode=0000,size=4k",
+            )?,
         }
     }
     Ok(())

@@ -74,6 +74,9 @@ pub struct Plan {
     pub anchors: Vec<PathBuf>,
     /// Entries to create on the host before mounting.
     pub placeholders: Vec<Placeholder>,
+    /// Entries hidden from every sandboxed read (denied-read rules), see
+    /// [`super::denied`]; filled in after [`plan`].
+    pub hidden: Vec<(PathBuf, EntryKind)>,
 }
 
 /// Decides what to mount and which placeholders to create for `list` in `workspace`.
@@ -141,6 +144,7 @@ pub fn plan(workspace: &Path, list: &[ProtectedPath]) -> Result<Plan, LaunchErro
         read_only: targets,
         anchors,
         placeholders,
+        hidden: Vec::new(),
     })
 }
 

@@ -14,7 +14,7 @@ use nix::unistd::Pid;
 
 use super::child::{self, ChildCtx};
 use super::userns::{self, IdPlan};
-use super::{LaunchConfig, LaunchError, mounts, protected, state};
+use super::{LaunchConfig, LaunchError, denied, mounts, protected, state};
 
 /// Exit code of the launcher when it could not start the sandbox.
 pub const EXIT_LAUNCH_FAILED: i32 = 125;
@@ -102,7 +102,11 @@ fn run_session(cfg: &LaunchConfig, lifeline: Option<&OwnedFd>) -> Result<Ended, 
             ws.display()
         )));
     }
-    let plan = protected::plan(ws, &cfg.protected)?;
+    // Edit deny rules bind the kernel as read-only paths, with placeholders where missing.
+    let mut protected_list = cfg.protected.clone();
+    protected_list.extend(denied::write_entries(ws, &cfg.denied_write)?);
+    let mut plan = protected::plan(ws, &protected_list)?;
+    plan.hidden = denied::hidden(ws, &cfg.denied_read)?;
     let sock = cfg.socket_dir();
     std::fs::create_dir(&sock).map_err(state_err(&sock))?;
     std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o700))

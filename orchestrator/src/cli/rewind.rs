@@ -1,0 +1,171 @@
+//! `cordon rewind [--session ID | --continue] [--to USER_MESSAGE_UUID | --list]
+//! [--conversation]`: lists a session's checkpoints (one per user prompt), or restores the
+//! workspace to the state before a given user message; with `--conversation`, also starts
+//! a new session whose conversation stops before that message.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Args;
+use cordon::checkpoints::{Checkpoints, rewind_conversation};
+use cordon::session::{Loaded, RecordBody, SessionStore};
+
+use super::EXIT_USAGE;
+
+#[derive(Debug, Args)]
+pub struct RewindArgs {
+    /// The session (default with --continue: the latest in the workspace).
+    #[arg(long, conflicts_with = "continue_last")]
+    pub session: Option<String>,
+    /// The most recent session in this workspace.
+    #[arg(short = 'c', long = "continue")]
+    pub continue_last: bool,
+    /// The workspace, for --continue (default: the current directory).
+    #[arg(long)]
+    pub workspace: Option<PathBuf>,
+    /// Restore the files to their state before this user message.
+    #[arg(long, value_name = "USER_MESSAGE_UUID", conflicts_with = "list")]
+    pub to: Option<String>,
+    /// List the checkpoints (the default when --to is absent).
+    #[arg(long)]
+    pub list: bool,
+    /// Also rewind the conversation: a new session that stops before the message.
+    #[arg(long, requires = "to")]
+    pub conversation: bool,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn main(args: RewindArgs) -> ExitCode {
+    if args.session.is_none() && !args.continue_last {
+        eprintln!("cordon: name the session with --session ID, or use --continue");
+        return ExitCode::from(EXIT_USAGE);
+    }
+    match run(args) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("cordon: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: RewindArgs) -> anyhow::Result<ExitCode> {
+    let home = cordon::paths::cordon_home()?;
+    let store = SessionStore::open(&home).context("opening the session store")?;
+    let info = match &args.session {
+        Some(id) => store.get(id)?,
+        None => {
+            let ws = match &args.workspace {
+                Some(w) => w.clone(),
+                None => std::env::current_dir().context("reading the current directory")?,
+            };
+            let ws = ws
+                .canonicalize()
+                .with_context(|| format!("workspace {}", ws.display()))?;
+            store.latest_in(&ws)?
+        }
+    };
+    let checkpoints = Checkpoints::open(&home, &info.id, &info.workspace)
+        .context("opening the session's checkpoints")?;
+    let Some(to) = &args.to else {
+        let prompts = prompts_of(&info.transcript);
+        let list = checkpoints.list()?;
+        if args.json {
+            let rows: Vec<serde_json::Value> = list
+                .iter()
+                .map(|c| {
+                    serde_json::json!({
+                        "user_message_uuid": c.user_message_uuid,
+                        "created_at": c.created_at,
+                        "prompt": prompts.iter().find(|(u, _)| *u == c.user_message_uuid).map(|(_, p)| p),
+                        "skipped": c.skipped,
+                    })
+                })
+                .collect();
+            println!("{}", serde_json::Value::Array(rows));
+        } else if list.is_empty() {
+            println!("no checkpoints in session {}", info.id);
+        } else {
+            for c in &list {
+                let prompt = prompts
+                    .iter()
+                    .find(|(u, _)| *u == c.user_message_uuid)
+                    .map(|(_, p)| preview(p))
+                    .unwrap_or_default();
+                println!("{}  {}  {}", c.user_message_uuid, c.created_at, prompt);
+            }
+        }
+        return Ok(ExitCode::SUCCESS);
+    };
+    let report = checkpoints
+        .rewind(to)
+        .with_context(|| format!("rewinding session {} to {to}", info.id))?;
+    let forked = if args.conversation {
+        Some(rewind_conversation(&store, &info.id, to).context("rewinding the conversation")?)
+    } else {
+        None
+    };
+    if args.json {
+        let value = serde_json::json!({
+            "session_id": info.id,
+            "restored": report.restored,
+            "removed": report.removed,
+            "skipped": report.skipped,
+            "new_session_id": forked.as_ref().map(|f| f.id.clone()),
+        });
+        println!("{value}");
+    } else {
+        for p in &report.restored {
+            println!("restored {}", p.display());
+        }
+        for p in &report.removed {
+            println!("removed {}", p.display());
+        }
+        for p in &report.skipped {
+            println!("left as is (over 50 MiB) {}", p.display());
+        }
+        println!(
+            "rewound {} file(s), removed {} in {}",
+            report.restored.len(),
+            report.removed.len(),
+            info.workspace.display()
+        );
+        if let Some(f) = &forked {
+            println!(
+                "conversation rewound: continue with `cordon run --resume {}`",
+                f.id
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The prompts of a transcript: (user message uuid, text), for user records with text.
+fn prompts_of(transcript: &std::path::Path) -> Vec<(String, String)> {
+    let Ok(loaded) = Loaded::read(transcript) else {
+        return Vec::new();
+    };
+    loaded
+        .records
+        .iter()
+        .filter_map(|r| match &r.body {
+            RecordBody::User { message } => {
+                let text = cordon::session::transcript::text_of(message);
+                (!text.is_empty()).then(|| (r.uuid.clone(), text))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn preview(text: &str) -> String {
+    let line = text.lines().next().unwrap_or_default();
+    let mut out: String = line.chars().take(60).collect();
+    if line.chars().count() > 60 || text.lines().count() > 1 {
+        out.push('…');
+    }
+    out
+}
