@@ -36,7 +36,8 @@ impl AgentClient {
         Self::handshake_on(channel, PROTOCOL_VERSION).await
     }
 
-    /// Connects, retrying until the socket appears or `wait` passes (a starting agent).
+    /// Connects, retrying until the agent answers or `wait` passes (a starting agent: the
+    /// socket file appears at `bind`, a moment before the agent listens on it).
     pub async fn connect_unix_waiting(
         socket: impl AsRef<Path>,
         wait: Duration,
@@ -45,16 +46,24 @@ impl AgentClient {
         let start = std::time::Instant::now();
         let mut pause = Duration::from_micros(200);
         loop {
-            if socket.exists() {
-                return Self::connect_unix(socket).await;
-            }
+            let err = if socket.exists() {
+                match Self::connect_unix(socket).await {
+                    Ok(client) => return Ok(client),
+                    // Only a transport failure is worth retrying; an answer from the agent
+                    // (a refused protocol version) is final.
+                    Err(e) if e.code == ErrorCode::Io => e,
+                    Err(e) => return Err(e),
+                }
+            } else {
+                AgentError::new(
+                    ErrorCode::Io,
+                    format!("sandbox agent socket {} did not appear", socket.display()),
+                )
+            };
             if start.elapsed() > wait {
                 return Err(AgentError::new(
                     ErrorCode::Io,
-                    format!(
-                        "sandbox agent socket {} did not appear within {wait:?}",
-                        socket.display()
-                    ),
+                    format!("{} within {wait:?}", err.message),
                 ));
             }
             tokio::time::sleep(pause).await;
