@@ -370,7 +370,7 @@ fn hide_denied(
     }
     let mask = root.join("run/cordon-denied");
     touch(&mask)?;
-    std::fs::set_permissions(&mask, std::os::unix::fs::PermissionsExt::from_mode(0))
+    std::fs::set_permissions(&mask, std::os::unix::fs::PermissionsExt::from_mode(0o000))
         .map_err(|e| io_at("chmod", &mask, e))?;
     let ro = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
     for (rel, kind) in hidden {
