@@ -13,4 +13,5 @@ pub mod policy_gate;
 pub mod sandbox;
 pub mod scripted;
 pub mod session;
+pub mod settings;
 pub mod tools;

@@ -23,7 +23,7 @@ use crate::agent::gate::{GateVerdict, PermissionPrompter, PromptAnswer, ToolCall
 use crate::hooks::{HookEvent, Hooks, PermissionDecision, input};
 use crate::tools::ToolOutput;
 
-pub use engine_adapter::{Decision, Engine, RuleOrigin, Verdict};
+pub use crate::permissions::{Decision, Engine, RuleOrigin, Verdict};
 
 /// Most characters of a tool's output a PostToolUse hook is given.
 const MAX_RESPONSE_FOR_HOOKS: usize = 256 * 1024;
@@ -288,97 +288,6 @@ fn truncate(text: &str, max: usize) -> &str {
         end -= 1;
     }
     &text[..end]
-}
-
-/// ADAPTER, to be removed: the rules helper's `permissions::Engine` (with `Verdict`,
-/// `Decision::{Allow, Ask, Deny}`, `RuleOrigin`) is not in the tree yet. This wraps today's
-/// [`crate::permissions::Permissions`] in that interface so the gate compiles and runs;
-/// switch the `pub use` above to `crate::permissions::{...}` when the real engine lands.
-mod engine_adapter {
-    use std::sync::{Mutex, PoisonError};
-
-    use serde_json::Value;
-
-    use crate::permissions::{Decision as OldDecision, PermissionMode, Permissions};
-
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    pub enum Decision {
-        Allow,
-        Ask,
-        Deny,
-    }
-
-    #[derive(Debug, Clone, PartialEq, Eq)]
-    pub struct RuleOrigin {
-        pub rule: String,
-        pub source: String,
-    }
-
-    #[derive(Debug, Clone, PartialEq, Eq)]
-    pub struct Verdict {
-        pub decision: Decision,
-        pub reason: String,
-        pub rule: Option<RuleOrigin>,
-    }
-
-    #[derive(Debug)]
-    pub struct Engine {
-        permissions: Mutex<Permissions>,
-    }
-
-    impl Engine {
-        pub fn new(permissions: Permissions) -> Engine {
-            Engine {
-                permissions: Mutex::new(permissions),
-            }
-        }
-
-        fn lock(&self) -> std::sync::MutexGuard<'_, Permissions> {
-            self.permissions
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-        }
-
-        pub fn decide(&self, tool: &str, input: &Value, read_only: bool) -> Verdict {
-            let perms = self.lock();
-            match perms.decide(tool, input, read_only) {
-                OldDecision::Allow(reason) => Verdict {
-                    decision: Decision::Allow,
-                    reason,
-                    rule: None,
-                },
-                // Today's engine denies what it would ask about; a deny rule and plan mode
-                // deny outright.
-                OldDecision::Deny(reason)
-                    if reason.starts_with("denied by rule")
-                        || perms.mode == PermissionMode::Plan =>
-                {
-                    Verdict {
-                        decision: Decision::Deny,
-                        reason,
-                        rule: None,
-                    }
-                }
-                OldDecision::Deny(_) => Verdict {
-                    decision: Decision::Ask,
-                    reason: format!("{tool} is not pre-allowed in this permission mode"),
-                    rule: None,
-                },
-            }
-        }
-
-        pub fn offers(&self, tool: &str) -> bool {
-            self.lock().offers(tool)
-        }
-
-        pub fn mode(&self) -> PermissionMode {
-            self.lock().mode
-        }
-
-        pub fn set_mode(&self, mode: PermissionMode) {
-            self.lock().mode = mode;
-        }
-    }
 }
 
 #[cfg(test)]

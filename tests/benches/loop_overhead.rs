@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use cordon::agent::{AgentLoop, GateVerdict, LoopConfig, RulesGate, ToolCallInfo, ToolGate};
 use cordon::model::{Credentials, ModelClient, ModelConfig};
-use cordon::permissions::{PermissionMode, Permissions};
+use cordon::permissions::{Engine, PermissionMode};
 use cordon::sandbox::local::LocalBackend;
 use cordon::sandbox::{Backend, SandboxSpec};
 use cordon::session::SessionStore;
@@ -85,7 +85,7 @@ async fn one_in_process_run(root: &Path, backend: &LocalBackend) -> (Duration, D
     let (info, transcript) = store.create(ws.path(), "bench").unwrap();
     let sandbox = backend.start(&SandboxSpec::new(info.id.clone(), ws.path())).await.unwrap();
     let (ctx, _interrupter) = ToolContext::new(sandbox.client.clone(), ws.path());
-    let perms = Permissions::new(PermissionMode::BypassPermissions, &[], &[]).unwrap();
+    let perms = Engine::from_lists(PermissionMode::BypassPermissions, &[], &[], ws.path()).unwrap();
     let gate = Arc::new(TimingGate {
         inner: RulesGate(Arc::new(perms)),
         started: Mutex::new(HashMap::new()),

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::permissions::{Decision, Permissions};
+use crate::permissions::{Decision, Engine, Verdict};
 use crate::tools::ToolOutput;
 
 /// One tool call, as a gate sees it.
@@ -51,21 +51,27 @@ pub trait ToolGate: Send + Sync {
     }
 }
 
-/// The plain permission rules as a gate.
+/// The plain permission rules as a gate, for a run nobody can answer questions in: an
+/// "ask" is a denial that says which rule asked and how to allow the call.
 #[derive(Debug, Clone)]
-pub struct RulesGate(pub Arc<Permissions>);
+pub struct RulesGate(pub Arc<Engine>);
 
 #[tonic::async_trait]
 impl ToolGate for RulesGate {
     async fn before(&self, call: &ToolCallInfo) -> GateVerdict {
-        match self.0.decide(&call.name, &call.input, call.read_only) {
-            Decision::Allow(reason) => GateVerdict::Allow {
+        let verdict = self.0.decide(&call.name, &call.input, call.read_only);
+        match verdict.decision {
+            Decision::Allow => GateVerdict::Allow {
                 input: call.input.clone(),
-                reason,
+                reason: verdict.reason,
             },
-            Decision::Deny(reason) => GateVerdict::Deny {
-                message: format!("Permission denied: {reason}"),
-                reason,
+            Decision::Deny => GateVerdict::Deny {
+                message: format!("Permission denied: {}", verdict.reason),
+                reason: verdict.reason,
+            },
+            Decision::Ask => GateVerdict::Deny {
+                message: needs_approval_message(&call.name, &call.input, &verdict),
+                reason: verdict.reason,
             },
         }
     }
@@ -73,6 +79,38 @@ impl ToolGate for RulesGate {
     fn offers(&self, tool: &str) -> bool {
         self.0.offers(tool)
     }
+}
+
+/// The denial text for an "ask" nobody can answer: why it asked (the rule and its file, or
+/// the mode) and how the user can allow the call.
+pub fn needs_approval_message(tool: &str, input: &Value, verdict: &Verdict) -> String {
+    let asked_by = match &verdict.rule {
+        Some(origin) => format!(" (rule {origin})"),
+        None => String::new(),
+    };
+    let narrower = match tool {
+        "Bash" => {
+            let first = input
+                .get("command")
+                .and_then(Value::as_str)
+                .and_then(|c| c.split_whitespace().next())
+                .filter(|w| {
+                    w.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+                })
+                .unwrap_or("npm");
+            format!("\"Bash({first} *)\"")
+        }
+        "Edit" | "Write" => "\"Edit(src/**)\"".to_string(),
+        other => other.to_string(),
+    };
+    format!(
+        "Permission to use {tool} needs approval and nobody can approve it in this run: {reason}{asked_by}. \
+         The user can allow it with --allowedTools {tool} (or a narrower rule such as {narrower}), \
+         in permissions.allow of .claude/settings.json, or with another --permission-mode \
+         (acceptEdits for file edits, bypassPermissions for everything).",
+        reason = verdict.reason,
+    )
 }
 
 /// What to do with a submitted prompt.

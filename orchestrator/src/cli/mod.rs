@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 
 mod demo;
 mod doctor;
+mod permissions;
 mod rewind;
 mod run;
 mod sandbox;
@@ -33,6 +34,8 @@ enum Command {
     Sandbox(sandbox::SandboxArgs),
     /// What this host supports, and whether the chosen backend can confine.
     Doctor(doctor::DoctorArgs),
+    /// Explain what the permission rules decide about a tool call (exit 0 allow, 1 deny, 3 ask).
+    Permissions(permissions::PermissionsArgs),
 }
 
 /// Exit code for usage errors and unsupported requests.
@@ -49,6 +52,7 @@ pub fn main() -> ExitCode {
         Command::Rewind(args) => rewind::main(args),
         Command::Sandbox(args) => sandbox::main(args),
         Command::Doctor(args) => doctor::main(args),
+        Command::Permissions(args) => permissions::main(args),
     }
 }
 

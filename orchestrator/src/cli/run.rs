@@ -16,7 +16,8 @@ use cordon::checkpoints::{CheckpointObserver, Checkpoints};
 use cordon::hooks::{HookObserver, HookRunner, HookSet, Hooks, SessionFacts};
 use cordon::model::{ModelClient, ModelConfig};
 use cordon::output::{self, OutputFormat};
-use cordon::permissions::{PermissionMode, Permissions};
+use cordon::permissions::PermissionMode;
+use cordon::settings::{CliSettings, Settings};
 use cordon::policy_gate::{Engine, PolicyGate};
 use cordon::sandbox::{BackendKind, SandboxSpec};
 use cordon::session::SessionStore;
@@ -39,16 +40,17 @@ pub struct RunArgs {
     /// Docker image (docker backend).
     #[arg(long)]
     pub image: Option<String>,
-    #[arg(long, value_enum, default_value = "default")]
-    pub permission_mode: PermissionMode,
+    /// The permission mode (default: the settings' `permissions.defaultMode`, else default).
+    #[arg(long, value_enum)]
+    pub permission_mode: Option<PermissionMode>,
     /// Tools or rules to allow without asking, e.g. "Read Edit Bash(npm test:*)".
     #[arg(long = "allowedTools", alias = "allowed-tools", num_args = 1..)]
     pub allowed_tools: Vec<String>,
     /// Tools or rules to deny; a bare tool name removes the tool.
     #[arg(long = "disallowedTools", alias = "disallowed-tools", num_args = 1..)]
     pub disallowed_tools: Vec<String>,
-    /// A settings file (permissions and hooks come with the policy work; read for
-    /// compatibility, unknown parts are ignored with a warning).
+    /// A settings file in Claude Code's shape, above the workspace's and the user's settings
+    /// (below the managed ones and the flags).
     #[arg(long)]
     pub settings: Option<PathBuf>,
     /// The model (default: ANTHROPIC_MODEL, then Cordon's default).
@@ -118,17 +120,25 @@ pub async fn run_with_model(
     if prompt_text.trim().is_empty() {
         bail!("no prompt: pass it as an argument or on standard input");
     }
-    if args.settings.is_some() {
-        tracing::warn!(
-            "--settings is read for compatibility; permission rules and hooks from settings files are not applied yet"
-        );
-    }
+    // The settings' `env` is not applied to the session yet (the sandbox's environment is
+    // fixed by the backend); `model` is the default for --model.
+    let settings = Settings::load(
+        &workspace,
+        CliSettings {
+            settings_file: args.settings.clone(),
+            allowed_tools: args.allowed_tools.clone(),
+            disallowed_tools: args.disallowed_tools.clone(),
+            permission_mode: args.permission_mode,
+            model: args.model.clone(),
+        },
+    )
+    .context("loading the settings")?;
 
     let mut model_config = match model_override {
         Some(config) => config,
         None => ModelConfig::from_env().context("model configuration")?,
     };
-    if let Some(m) = &args.model {
+    if let Some(m) = &settings.model {
         model_config = model_config.with_model(m.clone());
     }
     let model_name = model_config.model.clone();
@@ -138,13 +148,7 @@ pub async fn run_with_model(
         SessionStore::open(&cordon::paths::cordon_home()?).context("opening the session store")?;
     let (session_id, history, transcript) = open_session(&store, &args, &workspace, &model_name)?;
 
-    let permissions = Permissions::new(
-        args.permission_mode,
-        &args.allowed_tools,
-        &args.disallowed_tools,
-    )
-    .map_err(anyhow::Error::msg)?;
-    let engine = Arc::new(Engine::new(permissions));
+    let engine = Arc::new(Engine::new(settings.engine_config(&workspace)));
     let (hook_sources, managed_hooks_only) =
         cordon::hooks::sources::settings_adapter::hooks_by_source(
             &workspace,
@@ -203,8 +207,8 @@ pub async fn run_with_model(
     let (tx, rx) = mpsc::unbounded_channel();
     let mut agent = AgentLoop::new(
         model,
-        ToolRegistry::default_tools(),
-        Arc::new(PolicyGate::new(engine, hooks, None)),
+        tools_for_mode(&engine, None),
+        Arc::new(PolicyGate::new(engine.clone(), hooks, None)),
         ctx.clone(),
         transcript,
         config,
@@ -235,7 +239,7 @@ pub async fn run_with_model(
             &workspace.display().to_string(),
             &tools,
             &model_name,
-            args.permission_mode.as_str(),
+            engine.mode().as_str(),
         );
         println_json(&init);
     }
@@ -281,6 +285,19 @@ pub async fn run_with_model(
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The built-in tools, plus ExitPlanMode when the session starts in plan mode.
+fn tools_for_mode(
+    engine: &Arc<Engine>,
+    prompter: Option<Arc<dyn cordon::agent::gate::PermissionPrompter>>,
+) -> ToolRegistry {
+    let tools = ToolRegistry::default_tools();
+    if engine.mode() == PermissionMode::Plan {
+        tools.with_exit_plan_mode(Some(engine.clone()), prompter)
+    } else {
+        tools
+    }
 }
 
 fn open_session(

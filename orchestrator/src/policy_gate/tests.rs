@@ -4,7 +4,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::hooks::{HookRunner, HookSet, HookSource, SessionFacts};
-use crate::permissions::{PermissionMode, Permissions};
+use crate::permissions::PermissionMode;
 
 /// A gate whose hooks are managed (host) scripts, so no sandbox is needed.
 fn gate(dir: &std::path::Path, hooks: Value, allow: &[&str], deny: &[&str]) -> PolicyGate {
@@ -24,8 +24,14 @@ fn gate(dir: &std::path::Path, hooks: Value, allow: &[&str], deny: &[&str]) -> P
         Arc::new(|| "default".to_string()),
     );
     let strings = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    let perms = Permissions::new(PermissionMode::Default, &strings(allow), &strings(deny)).unwrap();
-    PolicyGate::new(Arc::new(Engine::new(perms)), Arc::new(hooks), None)
+    let engine = Engine::from_lists(
+        PermissionMode::Default,
+        &strings(allow),
+        &strings(deny),
+        dir,
+    )
+    .unwrap();
+    PolicyGate::new(Arc::new(engine), Arc::new(hooks), None)
 }
 
 fn bash(command: &str) -> ToolCallInfo {

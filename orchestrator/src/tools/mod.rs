@@ -28,6 +28,7 @@
 pub mod bash;
 pub mod context;
 pub mod edit;
+pub mod exit_plan_mode;
 pub mod glob;
 pub mod grep;
 pub mod read;
@@ -103,6 +104,19 @@ impl ToolRegistry {
         reg.register(Arc::new(glob::GlobTool));
         reg.register(Arc::new(grep::GrepTool));
         reg
+    }
+
+    /// Adds ExitPlanMode, which ends plan mode when `prompter` approves the plan (offer it
+    /// only in plan mode).
+    pub fn with_exit_plan_mode(
+        mut self,
+        engine: Option<Arc<crate::permissions::Engine>>,
+        prompter: Option<Arc<dyn crate::agent::gate::PermissionPrompter>>,
+    ) -> Self {
+        self.register(Arc::new(exit_plan_mode::ExitPlanModeTool::new(
+            engine, prompter,
+        )));
+        self
     }
 
     /// Adds `tool`, replacing any tool of the same name.

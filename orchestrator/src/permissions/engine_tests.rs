@@ -1,0 +1,265 @@
+use serde_json::json;
+
+use super::*;
+
+fn engine(mode: PermissionMode, allow: &[&str], ask: &[&str], deny: &[&str]) -> Engine {
+    let rules = |l: &[&str]| {
+        l.iter()
+            .map(|r| ScopedRule::new(Rule::parse(r).unwrap(), "test.json", "/ws"))
+            .collect::<Vec<_>>()
+    };
+    let mut cfg = EngineConfig::new(mode, "/ws/sub");
+    cfg.home = Some("/home/u".into());
+    cfg.allow = rules(allow);
+    cfg.ask = rules(ask);
+    cfg.deny = rules(deny);
+    Engine::new(cfg)
+}
+
+fn bash(e: &Engine, cmd: &str) -> Decision {
+    e.decide("Bash", &json!({ "command": cmd }), false).decision
+}
+
+#[test]
+fn deny_then_ask_then_allow_then_mode() {
+    let e = engine(
+        PermissionMode::Default,
+        &["Bash(git *)"],
+        &["Bash(git push *)"],
+        &["Bash(git push --force *)"],
+    );
+    assert_eq!(bash(&e, "git status"), Decision::Allow);
+    assert_eq!(bash(&e, "git commit -m x"), Decision::Allow);
+    assert_eq!(bash(&e, "git push origin"), Decision::Ask);
+    assert_eq!(bash(&e, "git push --force origin"), Decision::Deny);
+    let v = e.decide("Bash", &json!({"command": "git push --force x"}), false);
+    assert_eq!(
+        v.rule,
+        Some(RuleOrigin {
+            rule: "Bash(git push --force *)".into(),
+            source: "test.json".into()
+        })
+    );
+    assert_eq!(bash(&e, "make"), Decision::Ask);
+}
+
+#[test]
+fn modes() {
+    let edit = json!({"file_path": "/ws/sub/a.rs"});
+    let outside = json!({"file_path": "/etc/a"});
+    let d = |m| engine(m, &[], &[], &[]);
+    assert_eq!(
+        d(PermissionMode::Default)
+            .decide("Edit", &edit, false)
+            .decision,
+        Decision::Ask
+    );
+    assert_eq!(
+        d(PermissionMode::Default)
+            .decide("Read", &edit, true)
+            .decision,
+        Decision::Allow
+    );
+    assert_eq!(
+        d(PermissionMode::AcceptEdits)
+            .decide("Edit", &edit, false)
+            .decision,
+        Decision::Allow
+    );
+    assert_eq!(
+        d(PermissionMode::AcceptEdits)
+            .decide("Edit", &outside, false)
+            .decision,
+        Decision::Ask
+    );
+    assert_eq!(bash(&d(PermissionMode::AcceptEdits), "make"), Decision::Ask);
+    assert_eq!(
+        d(PermissionMode::Plan)
+            .decide("Edit", &edit, false)
+            .decision,
+        Decision::Deny
+    );
+    assert_eq!(bash(&d(PermissionMode::Plan), "make"), Decision::Deny);
+    assert_eq!(bash(&d(PermissionMode::Plan), "ls -la"), Decision::Allow);
+    assert_eq!(bash(&d(PermissionMode::Plan), "ls > x"), Decision::Deny);
+    assert_eq!(bash(&d(PermissionMode::DontAsk), "make"), Decision::Deny);
+    assert_eq!(bash(&d(PermissionMode::DontAsk), "ls"), Decision::Allow);
+    assert_eq!(
+        bash(&d(PermissionMode::BypassPermissions), "make"),
+        Decision::Allow
+    );
+    assert_eq!(
+        bash(&d(PermissionMode::BypassPermissions), "if x; then y; fi"),
+        Decision::Allow
+    );
+    // Plan mode denies even what an allow rule allows.
+    let p = engine(PermissionMode::Plan, &["Bash(make)"], &[], &[]);
+    assert_eq!(bash(&p, "make"), Decision::Deny);
+    // Bypass still honours deny and ask rules.
+    let b = engine(
+        PermissionMode::BypassPermissions,
+        &[],
+        &["Bash(git push *)"],
+        &["Bash(rm *)"],
+    );
+    assert_eq!(bash(&b, "rm x"), Decision::Deny);
+    assert_eq!(bash(&b, "git push"), Decision::Ask);
+}
+
+#[test]
+fn set_mode_at_run_time() {
+    let e = engine(PermissionMode::Plan, &[], &[], &[]);
+    e.set_mode(PermissionMode::AcceptEdits);
+    assert_eq!(e.mode(), PermissionMode::AcceptEdits);
+    let mut cfg = EngineConfig::new(PermissionMode::BypassPermissions, "/ws");
+    cfg.bypass_disabled = true;
+    let e = Engine::new(cfg);
+    assert_eq!(e.mode(), PermissionMode::Default);
+    assert_eq!(
+        e.try_set_mode(PermissionMode::BypassPermissions),
+        Err(ModeError::BypassDisabled)
+    );
+    e.set_mode(PermissionMode::BypassPermissions);
+    assert_eq!(e.mode(), PermissionMode::Default);
+}
+
+#[test]
+fn path_rules() {
+    let e = engine(
+        PermissionMode::Default,
+        &["Edit(/src/**)", "Read(~/notes/**)"],
+        &[],
+        &["Read(./.env)", "Edit(//etc/**)", "Read(*.pem)"],
+    );
+    let d = |tool: &str, p: &str| {
+        e.decide(tool, &json!({"file_path": p}), tool == "Read")
+            .decision
+    };
+    assert_eq!(d("Read", "/ws/sub/.env"), Decision::Deny);
+    assert_eq!(d("Read", ".env"), Decision::Deny);
+    assert_eq!(d("Read", "/ws/sub/keys/a.pem"), Decision::Deny);
+    assert_eq!(d("Read", "/ws/sub/ok.txt"), Decision::Allow);
+    assert_eq!(d("Edit", "/ws/src/a/b.rs"), Decision::Allow);
+    assert_eq!(d("Write", "/ws/src/new.rs"), Decision::Allow);
+    assert_eq!(d("Edit", "/ws/sub/x.rs"), Decision::Ask);
+    assert_eq!(d("Edit", "/etc/passwd"), Decision::Deny);
+    assert_eq!(d("Edit", "/ws/src/../../etc/passwd"), Decision::Deny);
+    assert_eq!(
+        e.decide(
+            "Grep",
+            &json!({"pattern": "x", "path": "/ws/sub/.env"}),
+            true
+        )
+        .decision,
+        Decision::Deny
+    );
+    // Bash: reads and writes of denied files.
+    assert_eq!(bash(&e, "cat .env"), Decision::Deny);
+    assert_eq!(bash(&e, "grep x < .env"), Decision::Deny);
+    assert_eq!(bash(&e, "echo x > /etc/hosts"), Decision::Deny);
+    assert_eq!(bash(&e, "echo x > /ws/src/a.rs"), Decision::Allow);
+    assert_eq!(bash(&e, "echo x > out.txt"), Decision::Ask);
+    assert_eq!(bash(&e, "echo x > /dev/null 2>&1"), Decision::Allow);
+    assert_eq!(bash(&e, "echo x > \"$F\""), Decision::Ask);
+    assert_eq!(bash(&e, "cd /ws/src && echo x > a.rs"), Decision::Ask);
+}
+
+#[test]
+fn symlinks_must_pass_for_link_and_target() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    std::fs::create_dir_all(root.join("secret")).unwrap();
+    std::fs::write(root.join("secret/key"), "k").unwrap();
+    std::os::unix::fs::symlink(root.join("secret/key"), root.join("src/link")).unwrap();
+    let mut cfg = EngineConfig::new(PermissionMode::Default, &root);
+    cfg.allow = vec![ScopedRule::new(
+        Rule::parse("Edit(./src/**)").unwrap(),
+        "t",
+        &root,
+    )];
+    cfg.deny = vec![ScopedRule::new(
+        Rule::parse("Read(./secret/**)").unwrap(),
+        "t",
+        &root,
+    )];
+    let e = Engine::new(cfg);
+    let link = root.join("src/link").display().to_string();
+    assert_eq!(
+        e.decide("Read", &json!({"file_path": link}), true).decision,
+        Decision::Deny
+    );
+    assert_eq!(
+        e.decide("Edit", &json!({"file_path": link}), false)
+            .decision,
+        Decision::Ask
+    );
+    let plain = root.join("src/plain.rs").display().to_string();
+    assert_eq!(
+        e.decide("Edit", &json!({"file_path": plain}), false)
+            .decision,
+        Decision::Allow
+    );
+}
+
+#[test]
+fn web_fetch_and_mcp() {
+    let e = engine(
+        PermissionMode::Default,
+        &["WebFetch(domain:docs.rs)", "mcp__github", "mcp__db__query"],
+        &[],
+        &["WebFetch(domain:evil.com)", "mcp__db__drop"],
+    );
+    let fetch = |u: &str| {
+        e.decide("WebFetch", &json!({"url": u, "prompt": "x"}), false)
+            .decision
+    };
+    assert_eq!(fetch("https://docs.rs/x"), Decision::Allow);
+    assert_eq!(fetch("https://sub.docs.rs/x"), Decision::Ask);
+    assert_eq!(fetch("https://a.evil.com/"), Decision::Deny);
+    assert_eq!(fetch("https://example.org/"), Decision::Ask);
+    let mcp = |t: &str| e.decide(t, &json!({}), false).decision;
+    assert_eq!(mcp("mcp__github__create_issue"), Decision::Allow);
+    assert_eq!(mcp("mcp__db__query"), Decision::Allow);
+    assert_eq!(mcp("mcp__db__drop"), Decision::Deny);
+    assert!(!e.offers("mcp__db__drop"));
+    assert!(e.offers("mcp__db__query"));
+}
+
+#[test]
+fn bare_deny_removes_the_tool_and_specifier_deny_does_not() {
+    let e = engine(
+        PermissionMode::Default,
+        &[],
+        &[],
+        &["WebSearch", "Bash(rm *)"],
+    );
+    assert!(!e.offers("WebSearch"));
+    assert!(e.offers("Bash"));
+}
+
+#[test]
+fn unparseable_asks_and_is_never_allowed_by_a_specifier() {
+    let e = engine(
+        PermissionMode::Default,
+        &["Bash(if *)", "Bash(*)"],
+        &[],
+        &[],
+    );
+    let x = e.explain_bash("if true; then curl x; fi");
+    assert_eq!(x.verdict.decision, Decision::Ask);
+    assert!(x.unparseable.is_some());
+    let all = engine(PermissionMode::Default, &["Bash"], &[], &["Bash(*curl*)"]);
+    assert_eq!(bash(&all, "if true; then ls; fi"), Decision::Allow);
+    assert_eq!(bash(&all, "if true; then curl x; fi"), Decision::Deny);
+}
+
+#[test]
+fn explanations_name_the_part() {
+    let e = engine(PermissionMode::Default, &["Bash(npm test *)"], &[], &[]);
+    let x = e.explain_bash("npm test && curl x");
+    assert_eq!(x.parts.len(), 2);
+    assert_eq!(x.parts[0].1.decision, Decision::Allow);
+    assert_eq!(x.parts[1].1.decision, Decision::Ask);
+    assert!(x.verdict.reason.contains("curl x"), "{}", x.verdict.reason);
+}
