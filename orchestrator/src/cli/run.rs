@@ -149,16 +149,8 @@ pub async fn run_with_model(
     let (session_id, history, transcript) = open_session(&store, &args, &workspace, &model_name)?;
 
     let engine = Arc::new(Engine::new(settings.engine_config(&workspace)));
-    let (hook_sources, managed_hooks_only) =
-        cordon::hooks::sources::settings_adapter::hooks_by_source(
-            &workspace,
-            args.settings.as_deref(),
-        )
-        .context("reading hooks from the settings files")?;
-    let hook_set = Arc::new(
-        HookSet::from_sources(&hook_sources, managed_hooks_only)
-            .context("reading hooks from the settings files")?,
-    );
+    let hook_set =
+        Arc::new(HookSet::from_settings(&settings).context("reading hooks from the settings")?);
     let transcript_path = transcript.path().to_path_buf();
     let mut spec = SandboxSpec::new(session_id.clone(), &workspace);
     spec.image = args.image.clone();

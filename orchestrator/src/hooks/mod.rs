@@ -226,6 +226,26 @@ impl HookSet {
         Ok(HookSet::new(entries))
     }
 
+    /// The session's hooks from its merged settings: `hooks_by_source()` (which already
+    /// drops non-managed hooks under `allowManagedHooksOnly` and all under
+    /// `disableAllHooks`), with each source's file for messages.
+    pub fn from_settings(settings: &crate::settings::Settings) -> Result<HookSet, HooksError> {
+        let sources: Vec<(HookSource, String, Value)> = settings
+            .hooks_by_source()
+            .into_iter()
+            .map(|(source, hooks)| {
+                let origin = settings
+                    .files()
+                    .iter()
+                    .find(|f| f.source == source)
+                    .map(|f| f.origin.clone())
+                    .unwrap_or_else(|| source.as_str().to_string());
+                (HookSource::from(source), origin, hooks)
+            })
+            .collect();
+        Self::from_sources(&sources, settings.allow_managed_hooks_only)
+    }
+
     /// Registers a client callback (the Agent SDK's `hooks` option, sent in `initialize`).
     pub fn add_callback(
         &self,

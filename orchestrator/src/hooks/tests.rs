@@ -366,3 +366,84 @@ async fn callbacks_go_to_the_registered_client() {
     let out = hooks.run(entry, Map::new(), Some("tu1")).await;
     assert_eq!(out.context.as_deref(), Some("cb7 tu1"));
 }
+
+#[test]
+fn from_settings_keeps_provenance_and_honours_allow_managed_hooks_only() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(ws.path().join(".claude")).unwrap();
+    let project = ws.path().join(".claude/settings.json");
+    std::fs::write(
+        &project,
+        json!({"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "p"}]}]}}).to_string(),
+    )
+    .unwrap();
+    let managed = ws.path().join("managed.json");
+    let load = |managed_only: bool| {
+        std::fs::write(
+            &managed,
+            json!({"allowManagedHooksOnly": managed_only,
+                "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "m"}]}]}})
+            .to_string(),
+        )
+        .unwrap();
+        let settings = crate::settings::Settings::load_from(
+            ws.path(),
+            crate::settings::CliSettings::default(),
+            &managed,
+            None,
+            None,
+        )
+        .unwrap();
+        HookSet::from_settings(&settings).unwrap()
+    };
+    let all = load(false).for_event(HookEvent::Stop, None);
+    assert_eq!(all.len(), 2);
+    let m = all
+        .iter()
+        .find(|e| e.source == HookSource::Managed)
+        .unwrap();
+    assert!(matches!(
+        m.handler,
+        Handler::Command {
+            runs_on: RunsOn::Host,
+            ..
+        }
+    ));
+    let p = all
+        .iter()
+        .find(|e| e.source == HookSource::Project)
+        .unwrap();
+    assert_eq!(p.origin, project.display().to_string());
+    assert!(matches!(
+        p.handler,
+        Handler::Command {
+            runs_on: RunsOn::Sandbox,
+            ..
+        }
+    ));
+    let only = load(true).for_event(HookEvent::Stop, None);
+    assert_eq!(only.len(), 1);
+    assert_eq!(only[0].source, HookSource::Managed);
+}
+
+#[test]
+fn an_invalid_matcher_in_settings_names_the_file() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(ws.path().join(".claude")).unwrap();
+    let project = ws.path().join(".claude/settings.json");
+    std::fs::write(
+        &project,
+        json!({"hooks": {"PreToolUse": [{"matcher": "[", "hooks": []}]}}).to_string(),
+    )
+    .unwrap();
+    let settings = crate::settings::Settings::load_from(
+        ws.path(),
+        crate::settings::CliSettings::default(),
+        &ws.path().join("none.json"),
+        None,
+        None,
+    )
+    .unwrap();
+    let err = HookSet::from_settings(&settings).unwrap_err().to_string();
+    assert!(err.contains(&project.display().to_string()), "{err}");
+}
