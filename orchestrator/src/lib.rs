@@ -2,6 +2,7 @@
 
 pub mod agent;
 pub mod checkpoints;
+pub mod control;
 pub mod demo;
 pub mod doctor;
 pub mod hooks;

@@ -10,16 +10,22 @@ mod permissions;
 mod rewind;
 mod run;
 mod sandbox;
+mod stream_input;
 
 #[derive(Parser)]
 #[command(
     name = "cordon",
     version,
-    about = "Run AI coding agents in a kernel-enforced sandbox"
+    about = "Run AI coding agents in a kernel-enforced sandbox",
+    args_conflicts_with_subcommands = true
 )]
 struct Cli {
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
+    /// Without a subcommand, `cordon [-p] PROMPT` and `cordon --input-format stream-json
+    /// --output-format stream-json` are `cordon run` (as the Agent SDK invokes its CLI).
+    #[command(flatten)]
+    run: run::RunArgs,
 }
 
 #[derive(Subcommand)]
@@ -46,7 +52,16 @@ pub const EXIT_CORDON_FAILED: u8 = 125;
 pub fn main() -> ExitCode {
     init_tracing();
     let cli = Cli::parse();
-    match cli.command {
+    let Some(command) = cli.command else {
+        let stream = cli.run.stream.input_format == stream_input::InputFormat::StreamJson;
+        if !cli.run.print && !stream && cli.run.prompt.is_none() {
+            // No subcommand, no prompt, no -p: nothing to run; say what there is.
+            let _ = <Cli as clap::CommandFactory>::command().print_help();
+            return ExitCode::from(EXIT_USAGE);
+        }
+        return run::main(cli.run);
+    };
+    match command {
         Command::Demo(args) => demo::main(args),
         Command::Run(args) => run::main(args),
         Command::Rewind(args) => rewind::main(args),

@@ -17,10 +17,10 @@ use cordon::hooks::{HookObserver, HookRunner, HookSet, Hooks, SessionFacts};
 use cordon::model::{ModelClient, ModelConfig};
 use cordon::output::{self, OutputFormat};
 use cordon::permissions::PermissionMode;
-use cordon::settings::{CliSettings, Settings};
 use cordon::policy_gate::{Engine, PolicyGate};
 use cordon::sandbox::{BackendKind, SandboxSpec};
 use cordon::session::SessionStore;
+use cordon::settings::{CliSettings, Settings};
 use cordon::tools::{ToolContext, ToolRegistry};
 use tokio::sync::mpsc;
 
@@ -72,6 +72,9 @@ pub struct RunArgs {
     /// Print each message as it completes, also in text mode (to stderr).
     #[arg(long)]
     pub verbose: bool,
+    /// `--input-format` and the other flags of the stream-json protocol.
+    #[command(flatten)]
+    pub stream: super::stream_input::StreamArgs,
 }
 
 pub fn main(args: RunArgs) -> ExitCode {
@@ -82,7 +85,10 @@ pub fn main(args: RunArgs) -> ExitCode {
             return ExitCode::from(super::EXIT_CORDON_FAILED);
         }
     };
-    match runtime.block_on(run(args)) {
+    let result = runtime.block_on(run(args));
+    // Do not wait for a blocked stdin reader (stream-json input) at exit.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    match result {
         Ok(code) => code,
         Err(e) => {
             eprintln!("cordon: {e:#}");
@@ -108,8 +114,10 @@ pub async fn run_with_model(
     let workspace = workspace
         .canonicalize()
         .with_context(|| format!("workspace {} does not exist", workspace.display()))?;
+    let mut stream = super::stream_input::start(&args.stream, args.output_format)?;
     let prompt_text = match &args.prompt {
         Some(p) => p.clone(),
+        None if stream.is_some() => String::new(),
         None => {
             let mut s = String::new();
             std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
@@ -117,7 +125,7 @@ pub async fn run_with_model(
             s
         }
     };
-    if prompt_text.trim().is_empty() {
+    if stream.is_none() && prompt_text.trim().is_empty() {
         bail!("no prompt: pass it as an argument or on standard input");
     }
     // The settings' `env` is not applied to the session yet (the sandbox's environment is
@@ -184,6 +192,15 @@ pub async fn run_with_model(
         Arc::new(move || mode_engine.mode().as_str().to_string()),
     ));
     let observer = Arc::new(HookObserver::new(hooks.clone()));
+    let sdk_engine = engine.clone();
+    let sdk_prompter = stream.as_mut().and_then(|s| {
+        s.attach(
+            interrupter.clone(),
+            ctx.interrupt_signal(),
+            Arc::new(move |mode| sdk_engine.set_mode(mode)),
+            &hooks,
+        )
+    });
 
     let mut config = LoopConfig::new(model_name.clone(), &workspace);
     config.max_turns = args.max_turns;
@@ -199,8 +216,8 @@ pub async fn run_with_model(
     let (tx, rx) = mpsc::unbounded_channel();
     let mut agent = AgentLoop::new(
         model,
-        tools_for_mode(&engine, None),
-        Arc::new(PolicyGate::new(engine.clone(), hooks, None)),
+        tools_for_mode(&engine, sdk_prompter.clone()),
+        Arc::new(PolicyGate::new(engine.clone(), hooks, sdk_prompter)),
         ctx.clone(),
         transcript,
         config,
@@ -219,6 +236,40 @@ pub async fn run_with_model(
         .into_iter()
         .map(|d| d.name)
         .collect();
+    if let Some(stream) = stream {
+        let init = output::init_record(
+            &session_id,
+            &workspace.display().to_string(),
+            &tools,
+            &model_name,
+            engine.mode().as_str(),
+        );
+        let info = cordon::control::RecordInfo {
+            session_id: session_id.clone(),
+            model: model_name.clone(),
+        };
+        let mut interrupts = ctx.interrupt_signal();
+        let resumed = args.resume.is_some() || args.continue_last;
+        let code = stream
+            .serve(
+                &mut agent,
+                rx,
+                &mut interrupts,
+                init,
+                &observer,
+                resumed,
+                info,
+            )
+            .await;
+        drop(agent);
+        if let Err(e) = store.touch(&session_id) {
+            tracing::warn!(error = %e, "could not update the session index");
+        }
+        if let Err(e) = sandbox.destroy().await {
+            tracing::warn!(error = %e, "sandbox teardown reported an error");
+        }
+        return Ok(code);
+    }
     let printer = tokio::spawn(print_events(
         rx,
         args.output_format,

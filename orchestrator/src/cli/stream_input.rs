@@ -1,0 +1,270 @@
+//! `--input-format stream-json`: a multi-turn session driven over stdin and stdout by a
+//! client such as the Claude Agent SDK (which runs `cordon --output-format stream-json
+//! --verbose --input-format stream-json [--permission-prompt-tool stdio] ...`).
+//!
+//! Each user message on stdin is one run of the loop; its messages and its result go
+//! out as they happen; the client's control requests (initialize, interrupt,
+//! set_permission_mode, rewind_files) are answered while a run goes on. The session ends
+//! at stdin EOF. With `--permission-prompt-tool stdio`, questions the rules ask go to the
+//! client (can_use_tool) instead of being denied.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::bail;
+use clap::Args;
+use serde_json::{Value, json};
+use tokio::io::BufReader;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+use cordon::agent::gate::PermissionPrompter;
+use cordon::agent::{AgentLoop, LoopEvent, RunOutcome};
+use cordon::control::{
+    self, Controller, Event, ModeSetter, RecordInfo, SdkHookCallbacks, SdkPrompter, SessionControls,
+};
+use cordon::hooks::{HookObserver, Hooks};
+use cordon::output::OutputFormat;
+use cordon::tools::Interrupter;
+
+/// `--input-format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum InputFormat {
+    /// The prompt from the argument or standard input.
+    Text,
+    /// JSON lines: user messages and control requests (the Agent SDK's protocol).
+    #[value(name = "stream-json")]
+    StreamJson,
+}
+
+/// The flags of the stream-json protocol, and the Agent SDK's other flags: accepted so an
+/// SDK can drive Cordon unchanged; those Cordon does not apply are named in a warning.
+#[derive(Debug, Clone, Args)]
+pub struct StreamArgs {
+    /// `stream-json`: user messages and control requests as JSON lines on stdin (needs
+    /// --output-format stream-json).
+    #[arg(long, value_enum, default_value = "text")]
+    pub input_format: InputFormat,
+    /// `stdio`: permission questions go to the client as can_use_tool requests.
+    #[arg(long)]
+    pub permission_prompt_tool: Option<String>,
+    #[arg(long, hide = true)]
+    pub system_prompt: Option<String>,
+    #[arg(long, hide = true)]
+    pub system_prompt_file: Option<String>,
+    #[arg(long, hide = true)]
+    pub append_system_prompt: Option<String>,
+    #[arg(long, hide = true)]
+    pub tools: Option<String>,
+    #[arg(long, hide = true)]
+    pub max_budget_usd: Option<String>,
+    #[arg(long, hide = true)]
+    pub task_budget: Option<String>,
+    #[arg(long, hide = true)]
+    pub fallback_model: Option<String>,
+    #[arg(long, hide = true)]
+    pub betas: Option<String>,
+    #[arg(long, hide = true)]
+    pub session_id: Option<String>,
+    #[arg(long, hide = true)]
+    pub add_dir: Vec<String>,
+    #[arg(long, hide = true)]
+    pub mcp_config: Vec<String>,
+    #[arg(long, hide = true)]
+    pub include_partial_messages: bool,
+    #[arg(long, hide = true)]
+    pub include_hook_events: bool,
+    #[arg(long, hide = true)]
+    pub strict_mcp_config: bool,
+    #[arg(long, hide = true)]
+    pub replay_user_messages: bool,
+    #[arg(long, hide = true)]
+    pub resume_session_at: Option<String>,
+    #[arg(long, hide = true)]
+    pub resume_drops_turn: Option<String>,
+    #[arg(long, hide = true)]
+    pub session_mirror: bool,
+    #[arg(long, hide = true)]
+    pub setting_sources: Option<String>,
+    #[arg(long, hide = true)]
+    pub plugin_dir: Vec<String>,
+    #[arg(long, hide = true)]
+    pub thinking: Option<String>,
+    #[arg(long, hide = true)]
+    pub max_thinking_tokens: Option<String>,
+    #[arg(long, hide = true)]
+    pub thinking_display: Option<String>,
+    #[arg(long, hide = true)]
+    pub effort: Option<String>,
+    #[arg(long, hide = true)]
+    pub json_schema: Option<String>,
+}
+
+impl StreamArgs {
+    /// The accepted flags that change nothing (yet), for the warning.
+    fn not_applied(&self) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        let mut note = |set: bool, name: &'static str| {
+            if set {
+                out.push(name);
+            }
+        };
+        // The SDK passes `--system-prompt ""` when the caller set none: that keeps ours.
+        note(
+            self.system_prompt.as_deref().is_some_and(|s| !s.is_empty()),
+            "--system-prompt",
+        );
+        note(self.system_prompt_file.is_some(), "--system-prompt-file");
+        note(
+            self.append_system_prompt.is_some(),
+            "--append-system-prompt",
+        );
+        note(self.tools.is_some(), "--tools");
+        note(self.max_budget_usd.is_some(), "--max-budget-usd");
+        note(self.task_budget.is_some(), "--task-budget");
+        note(self.fallback_model.is_some(), "--fallback-model");
+        note(self.betas.is_some(), "--betas");
+        note(self.session_id.is_some(), "--session-id");
+        note(!self.add_dir.is_empty(), "--add-dir");
+        note(!self.mcp_config.is_empty(), "--mcp-config");
+        note(self.include_partial_messages, "--include-partial-messages");
+        note(self.include_hook_events, "--include-hook-events");
+        note(self.replay_user_messages, "--replay-user-messages");
+        note(self.resume_session_at.is_some(), "--resume-session-at");
+        note(self.resume_drops_turn.is_some(), "--resume-drops-turn");
+        note(self.session_mirror, "--session-mirror");
+        note(!self.plugin_dir.is_empty(), "--plugin-dir");
+        note(self.thinking.is_some(), "--thinking");
+        note(self.max_thinking_tokens.is_some(), "--max-thinking-tokens");
+        note(self.effort.is_some(), "--effort");
+        note(self.json_schema.is_some(), "--json-schema");
+        out
+    }
+}
+
+/// A stream-json connection: the writer and reader tasks over stdout and stdin.
+pub struct StreamSession {
+    controller: Arc<Controller>,
+    writer: JoinHandle<std::io::Result<()>>,
+    events: mpsc::UnboundedReceiver<Event>,
+    prompt_over_stdio: bool,
+    controls: Option<SessionControls>,
+}
+
+/// Starts the connection when `--input-format stream-json` was given (`None` otherwise).
+/// The client's first request (initialize) waits in the queue until the session is up.
+pub fn start(args: &StreamArgs, output: OutputFormat) -> anyhow::Result<Option<StreamSession>> {
+    if args.input_format == InputFormat::Text {
+        if args.permission_prompt_tool.is_some() {
+            bail!("--permission-prompt-tool needs --input-format stream-json");
+        }
+        return Ok(None);
+    }
+    if output != OutputFormat::StreamJson {
+        bail!("--input-format stream-json needs --output-format stream-json");
+    }
+    let prompt_over_stdio = match args.permission_prompt_tool.as_deref() {
+        None => false,
+        Some("stdio") => true,
+        Some(other) => bail!(
+            "--permission-prompt-tool {other:?} is not supported: only \"stdio\" (the control protocol)"
+        ),
+    };
+    let ignored = args.not_applied();
+    if !ignored.is_empty() {
+        tracing::warn!(flags = ?ignored, "accepted for compatibility, not applied");
+    }
+    let (controller, out) = Controller::new();
+    let writer = tokio::spawn(control::write_lines(out, tokio::io::stdout()));
+    let (tx, events) = mpsc::unbounded_channel();
+    tokio::spawn(control::read_lines(
+        BufReader::new(tokio::io::stdin()),
+        controller.clone(),
+        tx,
+    ));
+    Ok(Some(StreamSession {
+        controller,
+        writer,
+        events,
+        prompt_over_stdio,
+        controls: None,
+    }))
+}
+
+impl StreamSession {
+    /// Connects the session's handles: the client's hook callbacks run through `hooks`,
+    /// interrupts and mode changes reach the session. Returns the prompter for the gate
+    /// (with `--permission-prompt-tool stdio`).
+    pub fn attach(
+        &mut self,
+        interrupter: Interrupter,
+        interrupts: watch::Receiver<u64>,
+        set_mode: ModeSetter,
+        hooks: &Hooks,
+    ) -> Option<Arc<dyn PermissionPrompter>> {
+        hooks
+            .runner
+            .set_callbacks(Arc::new(SdkHookCallbacks::new(self.controller.clone())));
+        self.controls = Some(SessionControls {
+            interrupt: Arc::new(move || interrupter.interrupt()),
+            set_mode: Some(set_mode),
+            rewinder: None,
+            hooks: Some(hooks.set.clone()),
+        });
+        self.prompt_over_stdio.then(|| {
+            Arc::new(SdkPrompter::new(self.controller.clone()).with_interrupts(interrupts))
+                as Arc<dyn PermissionPrompter>
+        })
+    }
+
+    /// Serves prompts until the client closes stdin; `init` is the system/init record.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn serve(
+        self,
+        agent: &mut AgentLoop,
+        loop_events: mpsc::UnboundedReceiver<LoopEvent>,
+        interrupts: &mut watch::Receiver<u64>,
+        mut init: Value,
+        observer: &HookObserver,
+        resumed: bool,
+        info: RecordInfo,
+    ) -> ExitCode {
+        let Some(controls) = self.controls else {
+            tracing::error!("stream session served before attach");
+            return ExitCode::FAILURE;
+        };
+        init["uuid"] = json!(uuid::Uuid::new_v4().to_string());
+        init["slash_commands"] = json!([]);
+        init["output_style"] = json!("default");
+        self.controller.send(init);
+        observer
+            .session_start(if resumed { "resume" } else { "startup" })
+            .await;
+        let last = control::serve(
+            agent,
+            self.events,
+            loop_events,
+            &self.controller,
+            &controls,
+            interrupts,
+            &info,
+        )
+        .await;
+        observer.session_end("other").await;
+        self.controller.shutdown();
+        match self.writer.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "writing to stdout failed"),
+            Err(e) => tracing::warn!(error = %e, "the stdout writer failed"),
+        }
+        exit_code(last.as_ref())
+    }
+}
+
+/// Non-zero when the last prompt ended in error (an interrupt is the client's own doing).
+fn exit_code(last: Option<&RunOutcome>) -> ExitCode {
+    match last {
+        Some(o) if o.is_error && o.subtype != "interrupted" => ExitCode::FAILURE,
+        _ => ExitCode::SUCCESS,
+    }
+}

@@ -1,0 +1,251 @@
+//! One stream-json session: the reader over the client's lines, the handling of the
+//! client's requests, and the serve loop (each prompt is one run of the agent loop, its
+//! messages and result go out as they happen; requests are answered while a run goes on).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt};
+use tokio::sync::{mpsc, watch};
+
+use super::channel::Controller;
+use super::protocol::{self, Inbound, Request};
+use super::{records, sdk_hooks};
+use crate::agent::{AgentLoop, LoopEvent, RunOutcome};
+use crate::hooks::HookSet;
+use crate::permissions::PermissionMode;
+
+/// What the session loop gets from the reader.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    Prompt {
+        text: String,
+        uuid: Option<String>,
+    },
+    Request {
+        request_id: String,
+        request: Request,
+    },
+}
+
+/// Changes the session's permission mode (`set_permission_mode`).
+pub type ModeSetter = Arc<dyn Fn(PermissionMode) + Send + Sync>;
+
+/// Restores the workspace to its state at a user message (`rewind_files`).
+#[tonic::async_trait]
+pub trait Rewinder: Send + Sync {
+    /// Returns what was (or, with `dry_run`, would be) restored, as the response body.
+    async fn rewind(&self, user_message_id: &str, dry_run: bool) -> Result<Value, String>;
+}
+
+/// Interrupts the running prompt (the session's [`crate::tools::Interrupter`]).
+pub type InterruptFn = Arc<dyn Fn() + Send + Sync>;
+
+/// The session handles the client's requests act on.
+#[derive(Clone)]
+pub struct SessionControls {
+    pub interrupt: InterruptFn,
+    pub set_mode: Option<ModeSetter>,
+    pub rewinder: Option<Arc<dyn Rewinder>>,
+    /// Where the client's hook callbacks are registered (`initialize`).
+    pub hooks: Option<Arc<HookSet>>,
+}
+
+/// Reads the client's lines until EOF: answers to our requests go to the controller,
+/// prompts and requests to `events`. At EOF every open request of ours fails.
+pub async fn read_lines<R: AsyncBufRead + Unpin>(
+    reader: R,
+    controller: Arc<Controller>,
+    events: mpsc::UnboundedSender<Event>,
+) {
+    let mut lines = reader.lines();
+    loop {
+        let line = match lines.next_line().await {
+            Ok(Some(line)) => line,
+            Ok(None) => break,
+            Err(e) => {
+                tracing::warn!(error = %e, "reading the client's input failed");
+                break;
+            }
+        };
+        match protocol::parse_line(&line) {
+            Ok(None) => {}
+            Ok(Some(Inbound::User { text, uuid })) => {
+                let _ = events.send(Event::Prompt { text, uuid });
+            }
+            Ok(Some(Inbound::Request {
+                request_id,
+                request,
+            })) => {
+                let _ = events.send(Event::Request {
+                    request_id,
+                    request,
+                });
+            }
+            Ok(Some(Inbound::Response { request_id, result })) => {
+                if !controller.resolve(&request_id, result) {
+                    tracing::debug!(%request_id, "an answer to no open request");
+                }
+            }
+            Ok(Some(Inbound::Cancel { request_id })) => {
+                tracing::debug!(%request_id, "cancel for a request we do not run concurrently");
+            }
+            Ok(Some(Inbound::Ignored { kind })) => {
+                tracing::debug!(%kind, "ignored a client message");
+            }
+            Err(e) => tracing::warn!(error = %e, "ignored a line the client sent"),
+        }
+    }
+    controller.close();
+}
+
+/// Answers one client request.
+pub async fn handle_request(
+    controller: &Controller,
+    controls: &SessionControls,
+    request_id: &str,
+    request: Request,
+) {
+    let answer = match request {
+        Request::Initialize { hooks } => Ok(initialize(controls, &hooks)),
+        Request::Interrupt => {
+            (controls.interrupt)();
+            Ok(json!({}))
+        }
+        Request::SetPermissionMode { mode } => set_mode(controls, &mode),
+        Request::RewindFiles {
+            user_message_id,
+            dry_run,
+        } => match &controls.rewinder {
+            Some(r) => r.rewind(&user_message_id, dry_run).await,
+            None => Err("file checkpoints are not enabled for this session".into()),
+        },
+        Request::Unsupported { subtype } => {
+            Err(format!("unsupported control request subtype: {subtype}"))
+        }
+    };
+    controller.send(match answer {
+        Ok(body) => protocol::success_response(request_id, body),
+        Err(e) => protocol::error_response(request_id, &e),
+    });
+}
+
+fn initialize(
+    controls: &SessionControls,
+    hooks: &std::collections::BTreeMap<String, Vec<protocol::HookMatcherConfig>>,
+) -> Value {
+    let applied = match (&controls.hooks, hooks.is_empty()) {
+        (_, true) => true,
+        (Some(set), false) => match sdk_hooks::register(set, hooks) {
+            Ok(n) => {
+                tracing::debug!(callbacks = n, "registered the client's hooks");
+                true
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "the client's hooks could not be registered");
+                false
+            }
+        },
+        (None, false) => {
+            tracing::warn!("this session runs no hooks; the client's hooks are ignored");
+            false
+        }
+    };
+    json!({
+        "commands": [],
+        "output_style": "default",
+        "available_output_styles": ["default"],
+        "models": [],
+        "hooks_applied": applied,
+    })
+}
+
+fn set_mode(controls: &SessionControls, mode: &str) -> Result<Value, String> {
+    let parsed = <PermissionMode as clap::ValueEnum>::from_str(mode, false)
+        .map_err(|_| format!("unknown permission mode {mode:?}"))?;
+    let Some(setter) = &controls.set_mode else {
+        return Err("this session's permission mode cannot change".into());
+    };
+    setter(parsed);
+    Ok(json!({"mode": parsed.as_str()}))
+}
+
+/// Facts every record carries.
+#[derive(Debug, Clone)]
+pub struct RecordInfo {
+    pub session_id: String,
+    pub model: String,
+}
+
+/// Runs prompts as they arrive until the client closes its input; returns the outcome of
+/// the last run. Messages of a run go out as the loop reports them, its result after
+/// the last of them.
+pub async fn serve(
+    agent: &mut AgentLoop,
+    mut events: mpsc::UnboundedReceiver<Event>,
+    mut loop_events: mpsc::UnboundedReceiver<LoopEvent>,
+    controller: &Controller,
+    controls: &SessionControls,
+    interrupts: &mut watch::Receiver<u64>,
+    info: &RecordInfo,
+) -> Option<RunOutcome> {
+    let mut queued: VecDeque<Event> = VecDeque::new();
+    let mut input_open = true;
+    let mut last = None;
+    loop {
+        let next = match queued.pop_front() {
+            Some(event) => Some(event),
+            None if input_open => events.recv().await,
+            None => None,
+        };
+        let (text, _uuid) = match next {
+            None => break,
+            Some(Event::Request {
+                request_id,
+                request,
+            }) => {
+                handle_request(controller, controls, &request_id, request).await;
+                continue;
+            }
+            Some(Event::Prompt { text, uuid }) => (text, uuid),
+        };
+        let started = Instant::now();
+        let outcome = {
+            let run = agent.run(&text, interrupts);
+            tokio::pin!(run);
+            loop {
+                tokio::select! {
+                    outcome = &mut run => break outcome,
+                    Some(event) = loop_events.recv() => forward(controller, info, event),
+                    event = events.recv(), if input_open => match event {
+                        None => input_open = false,
+                        Some(Event::Request { request_id, request }) => {
+                            handle_request(controller, controls, &request_id, request).await;
+                        }
+                        Some(prompt) => queued.push_back(prompt),
+                    },
+                }
+            }
+        };
+        // The loop reports synchronously before it returns: all of this run's messages
+        // are queued now, and go out before its result.
+        while let Ok(event) = loop_events.try_recv() {
+            forward(controller, info, event);
+        }
+        let ms = started.elapsed().as_millis() as u64;
+        controller.send(records::result(&info.session_id, &outcome, ms, ms));
+        last = Some(outcome);
+    }
+    last
+}
+
+fn forward(controller: &Controller, info: &RecordInfo, event: LoopEvent) {
+    match event {
+        LoopEvent::Assistant(m) | LoopEvent::User(m) => {
+            controller.send(records::message(&info.session_id, &info.model, &m));
+        }
+        LoopEvent::TextDelta(_) | LoopEvent::Compacted { .. } => {}
+    }
+}

@@ -1,0 +1,169 @@
+//! The Claude Agent SDK (Python, from PyPI) drives `cordon` through its stream-json
+//! control protocol: tests/sdk/setup.sh installs the pinned SDK into a virtual
+//! environment, tests/sdk/sdk_test.py runs a session against the scripted model started
+//! here (can_use_tool denies a `rm` and allows a Write with an edited input, a PreToolUse
+//! hook callback watches Bash, an interrupt stops a `sleep 600`), and this side checks
+//! the disk and what the model was sent.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use cordon_tests::scripted_model::{ScriptedModel, Turn};
+use cordon_tests::{Workspace, bin_dir, cordon_bin};
+use serde_json::{Value, json};
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// The venv's python, after tests/sdk/setup.sh made sure the pinned SDK is installed.
+/// Setup failing is a test failure (PyPI is reachable where this runs), except when
+/// CORDON_SDK_TEST=skip says to skip, loudly.
+fn sdk_python() -> Option<PathBuf> {
+    if std::env::var("CORDON_SDK_TEST").as_deref() == Ok("skip") {
+        eprintln!("SKIPPED: the Agent SDK test (CORDON_SDK_TEST=skip)");
+        return None;
+    }
+    let venv = std::env::var_os("CORDON_SDK_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| bin_dir().parent().unwrap().join("sdk-venv"));
+    let out = std::process::Command::new(repo_root().join("tests/sdk/setup.sh"))
+        .env("CORDON_SDK_VENV", &venv)
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("run tests/sdk/setup.sh");
+    assert!(
+        out.status.success(),
+        "tests/sdk/setup.sh failed (python3 -m venv and pip install claude-agent-sdk are needed; \
+         set CORDON_SDK_TEST=skip to skip this test knowingly)"
+    );
+    let python = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    Some(PathBuf::from(python))
+}
+
+/// The tool_result blocks of the last user message of a recorded request.
+fn tool_results(body: &Value) -> Vec<Value> {
+    let last = body["messages"].as_array().unwrap().last().unwrap().clone();
+    last["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|b| b["type"] == "tool_result")
+        .cloned()
+        .collect()
+}
+
+fn text_of(result: &Value) -> String {
+    match &result["content"] {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_sdk_drives_a_session_with_permissions_hooks_and_an_interrupt() {
+    let Some(python) = sdk_python() else {
+        return;
+    };
+    let ws = Workspace::new();
+    std::fs::write(ws.join("victim.txt"), "keep me\n").unwrap();
+    let allowed = ws.join("allowed.txt").display().to_string();
+    let model = ScriptedModel::start(vec![
+        // First prompt: a denied rm, an allowed (edited) Write, the answer.
+        Turn::tool_use("b1", "Bash", json!({"command": "rm victim.txt"})),
+        Turn::tool_use(
+            "w1",
+            "Write",
+            json!({"file_path": allowed, "content": "what the model wrote\n"}),
+        ),
+        Turn::text("first task done"),
+        // Second prompt: a long command, interrupted by the client.
+        Turn::tool_use("b2", "Bash", json!({"command": "sleep 600"})),
+        // Third prompt: the session is still usable.
+        Turn::text("still here"),
+    ])
+    .await
+    .unwrap();
+    let home = tempfile::tempdir().unwrap();
+
+    // Output goes to files, so a hung session still shows what happened.
+    let logs = tempfile::tempdir().unwrap();
+    let (out_path, err_path) = (logs.path().join("stdout"), logs.path().join("stderr"));
+    let mut child = tokio::process::Command::new(&python)
+        .arg(repo_root().join("tests/sdk/sdk_test.py"))
+        .current_dir(ws.path())
+        .env("CORDON_BIN", cordon_bin())
+        .env("SDK_WORKSPACE", ws.path())
+        .env("ANTHROPIC_BASE_URL", model.base_url())
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .env_remove("ANTHROPIC_AUTH_TOKEN")
+        .env("CORDON_HOME", home.path())
+        // Cordon is not Claude Code and reports no claude_code_version.
+        .env("CLAUDE_AGENT_SDK_SKIP_VERSION_CHECK", "1")
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out_path).unwrap())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let status = tokio::time::timeout(
+        Duration::from_secs(
+            std::env::var("CORDON_SDK_TIMEOUT")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(240),
+        ),
+        child.wait(),
+    )
+    .await;
+    let stdout = std::fs::read_to_string(&out_path).unwrap_or_default();
+    let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
+    let Ok(status) = status else {
+        panic!("the SDK session hung\nstdout:\n{stdout}\nstderr:\n{stderr}");
+    };
+    let status = status.unwrap();
+    assert!(
+        status.success(),
+        "sdk_test.py failed ({status:?})\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+
+    // The disk: the denied rm never ran, the Write ran with the client's edited content.
+    assert_eq!(
+        std::fs::read_to_string(ws.join("victim.txt")).unwrap(),
+        "keep me\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("allowed.txt")).unwrap(),
+        "written with the input can_use_tool gave back\n"
+    );
+    // The model: the denial's message came back as an error result; the interrupted
+    // sleep was closed with a result too, before the third prompt.
+    let requests = model.requests();
+    let bodies: Vec<&Value> = requests
+        .iter()
+        .filter(|r| r.path.ends_with("/messages"))
+        .map(|r| &r.body)
+        .collect();
+    assert_eq!(bodies.len(), 5, "model calls: {bodies:#?}");
+    let denied = tool_results(bodies[1]);
+    assert_eq!(denied[0]["tool_use_id"], "b1");
+    assert_eq!(denied[0]["is_error"], true);
+    assert!(
+        text_of(&denied[0]).contains("deleting files is not allowed in this test"),
+        "{denied:?}"
+    );
+    let wrote = tool_results(bodies[2]);
+    assert_eq!(wrote[0]["tool_use_id"], "w1");
+    assert_ne!(wrote[0]["is_error"], true, "{wrote:?}");
+    let history = bodies[4]["messages"].to_string();
+    assert!(
+        history.contains("\"b2\""),
+        "the interrupted call is in the history"
+    );
+    model.shutdown().await;
+}
