@@ -269,6 +269,9 @@ impl Backend for LocalBackend {
     async fn start(&self, spec: &SandboxSpec) -> Result<Sandbox, SandboxError> {
         let (handle, socket) = self.spawn(spec)?;
         let started = Instant::now();
+        // Poll fast at first (a sandbox is usually up within tens of milliseconds), then
+        // back off: a fixed coarse interval would add half of itself to every start.
+        let mut pause = Duration::from_micros(250);
         let client = loop {
             if let Some(status) = handle.exited() {
                 let log = handle.log();
@@ -302,7 +305,8 @@ impl Backend for LocalBackend {
                     )),
                 });
             }
-            tokio::time::sleep(Duration::from_millis(10)).await;
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(5));
         };
         Ok(Sandbox {
             client,
@@ -410,7 +414,7 @@ impl SandboxHandle for LocalHandle {
             if self.child.lock().map(|g| g.is_none()).unwrap_or(true) {
                 break;
             }
-            tokio::time::sleep(Duration::from_millis(10)).await;
+            tokio::time::sleep(Duration::from_millis(1)).await;
         }
         let handle = *self;
         tokio::task::spawn_blocking(move || handle.kill_now(Duration::ZERO))

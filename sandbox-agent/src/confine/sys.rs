@@ -106,3 +106,27 @@ pub fn uid_gid() -> (u32, u32) {
     // SAFETY: getuid and getgid cannot fail and take no arguments.
     unsafe { (libc::getuid(), libc::getgid()) }
 }
+
+/// A pidfd for `pid` (one of our children): it becomes readable when the process exits,
+/// so the runtime can wait for the exit without a thread blocked in waitid.
+pub fn pidfd_open(pid: i32) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: pidfd_open takes a pid and flags, no memory. On success it returns a new
+    // file descriptor that nothing else owns, so wrapping it in OwnedFd is sound.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, libc::O_NONBLOCK) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: see above; the value is a valid, owned descriptor number.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// The pidfd of `pid`, registered with the tokio reactor: `readable().await` resolves when
+/// the process exits. Must be called inside a runtime.
+pub fn exit_watch(pid: i32) -> io::Result<tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>> {
+    let fd = pidfd_open(pid)?;
+    // SAFETY: the AsyncFd takes ownership of the OwnedFd, so the descriptor stays open and
+    // is not reused for as long as it is registered (the I/O-safety contract).
+    unsafe { tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) }
+        .map_err(|e| e.into_parts().1)
+}

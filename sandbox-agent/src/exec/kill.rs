@@ -197,6 +197,13 @@ fn members(leader: i32, marker: &str, procs: &[ProcInfo]) -> HashSet<i32> {
     found
 }
 
+/// One kill round: SIGKILLs the command's process group and reports whether anything of
+/// its tree is still alive. Cheap (one /proc scan); safe on an async thread.
+pub fn nothing_left(leader: i32, marker: &str) -> bool {
+    let _ = kill(Pid::from_raw(-leader), Signal::SIGKILL);
+    members(leader, marker, &scan()).is_empty()
+}
+
 /// SIGKILLs the command's whole tree, in rounds, until a scan finds none of it alive.
 /// Blocking: call from a blocking thread.
 pub fn kill_tree(leader: i32, marker: &str) {

@@ -309,14 +309,8 @@ impl Job {
         }
         // Wait for the leader to exit without reaping it: its pid stays reserved while
         // the rest of its tree is killed.
-        let (exit_tx, mut exit_rx) = tokio::sync::oneshot::channel();
-        tokio::task::spawn_blocking(move || {
-            let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT;
-            while let Err(nix::errno::Errno::EINTR) = waitid(Id::Pid(Pid::from_raw(leader)), flags)
-            {
-            }
-            let _ = exit_tx.send(());
-        });
+        let exit_rx = leader_exit(leader);
+        tokio::pin!(exit_rx);
 
         let mut timed_out = false;
         let mut abandoned = false;
@@ -411,6 +405,11 @@ impl Job {
 
     async fn kill_tree(&self) {
         let leader = self.started.leader;
+        // The common case, a command that left nothing behind, is one quick scan; only a
+        // tree that needs killing goes to the blocking pool (it may take several rounds).
+        if kill::nothing_left(leader, &self.marker) {
+            return;
+        }
         let marker = self.marker.clone();
         let _ = tokio::task::spawn_blocking(move || kill::kill_tree(leader, &marker)).await;
     }
@@ -434,18 +433,29 @@ impl Job {
 }
 
 /// Reaps the leader (already a zombie or about to be) and returns how it ended.
-async fn reap(leader: i32) -> Option<WaitStatus> {
-    tokio::task::spawn_blocking(move || {
-        loop {
-            match waitpid(Pid::from_raw(leader), None) {
-                Err(nix::errno::Errno::EINTR) => continue,
-                r => return r.ok(),
-            }
-        }
+/// Resolves once `leader` has exited, leaving it unreaped (its pid stays reserved while
+/// the rest of its tree is killed). A pidfd lets the runtime wait without a thread; where
+/// the kernel has none, a blocking waitid on the blocking pool does the same.
+async fn leader_exit(leader: i32) {
+    if let Ok(fd) = sys::exit_watch(leader) {
+        let _ = fd.readable().await;
+        return;
+    }
+    let _ = tokio::task::spawn_blocking(move || {
+        let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT;
+        while let Err(nix::errno::Errno::EINTR) = waitid(Id::Pid(Pid::from_raw(leader)), flags) {}
     })
-    .await
-    .ok()
-    .flatten()
+    .await;
+}
+
+/// Reaps the leader. Called only after it exited, so waitpid returns at once.
+async fn reap(leader: i32) -> Option<WaitStatus> {
+    loop {
+        match waitpid(Pid::from_raw(leader), None) {
+            Err(nix::errno::Errno::EINTR) => continue,
+            r => return r.ok(),
+        }
+    }
 }
 
 #[cfg(test)]
