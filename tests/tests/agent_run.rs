@@ -455,6 +455,7 @@ async fn kill_9_mid_turn_loses_no_completed_turn_and_resume_continues_validly() 
             "stream-json",
             "--allowedTools",
             "Bash",
+            "Edit",
         ],
     )
     .spawn()
