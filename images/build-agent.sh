@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUSTFLAGS='-C target-feature=+crt-static' \
-  cargo build --release --target x86_64-unknown-linux-gnu -p sandbox-agent "$@"
+  cargo build --release --target x86_64-unknown-linux-gnu -p sandbox-agent -p escape-probe "$@"
 bin=target/x86_64-unknown-linux-gnu/release/sandbox-agent
 # A dynamic binary would not run in the FROM-scratch image: fail here, not at session start.
 if file "$bin" 2>/dev/null | grep -q 'dynamically linked'; then

@@ -9,7 +9,8 @@ use serde_json::json;
 use crate::scripted::{Reply, Turn};
 
 /// The task the demo's session is given.
-pub const PROMPT: &str = "The greeting test fails. Find the bug, fix it, and check that the test passes.";
+pub const PROMPT: &str =
+    "The greeting test fails. Find the bug, fix it, and check that the test passes.";
 
 /// Writes the demo project into `dir` (which must exist).
 pub fn write_project(dir: &Path) -> std::io::Result<()> {
@@ -21,7 +22,10 @@ pub fn write_project(dir: &Path) -> std::io::Result<()> {
         dir.join("test_greet.py"),
         "from greet import greet\n\nassert greet(\"Ada\") == \"Hello, Ada!\", greet(\"Ada\")\nprint(\"all tests passed\")\n",
     )?;
-    std::fs::write(dir.join("README.md"), "# greet\n\nA one-function project for the Cordon demo.\n")
+    std::fs::write(
+        dir.join("README.md"),
+        "# greet\n\nA one-function project for the Cordon demo.\n",
+    )
 }
 
 /// The scripted model's side of the session.

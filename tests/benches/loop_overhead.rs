@@ -39,7 +39,10 @@ impl ToolGate for TimingGate {
     async fn before(&self, call: &ToolCallInfo) -> GateVerdict {
         let verdict = self.inner.before(call).await;
         // One call per turn: the tool starts right after planning.
-        self.started.lock().unwrap().insert(call.tool_use_id.clone(), Instant::now());
+        self.started
+            .lock()
+            .unwrap()
+            .insert(call.tool_use_id.clone(), Instant::now());
         verdict
     }
 
@@ -59,7 +62,11 @@ fn scenario(ws: &Path) -> Vec<Turn> {
         turns.push(match i % 4 {
             0 => Turn::tool_use(id, "Read", json!({"file_path": file})),
             1 => Turn::tool_use(id, "Glob", json!({"pattern": "**/*.rs"})),
-            2 => Turn::tool_use(id, "Grep", json!({"pattern": "fn ", "output_mode": "content"})),
+            2 => Turn::tool_use(
+                id,
+                "Grep",
+                json!({"pattern": "fn ", "output_mode": "content"}),
+            ),
             _ => Turn::tool_use(id, "Bash", json!({"command": "true"})),
         });
     }
@@ -70,20 +77,34 @@ fn scenario(ws: &Path) -> Vec<Turn> {
 fn make_workspace(root: &Path) -> tempfile::TempDir {
     let ws = tempfile::tempdir_in(root).unwrap();
     std::fs::create_dir_all(ws.path().join("src")).unwrap();
-    let body: String = (0..200).map(|i| format!("pub fn f{i}() -> u32 {{ {i} }}\n")).collect();
+    let body: String = (0..200)
+        .map(|i| format!("pub fn f{i}() -> u32 {{ {i} }}\n"))
+        .collect();
     std::fs::write(ws.path().join("src/lib.rs"), body).unwrap();
     ws
 }
 
 async fn one_in_process_run(root: &Path, backend: &LocalBackend) -> (Duration, Duration, u32) {
     let ws = make_workspace(root);
-    let opts = Options { zero_latency: true, ..Default::default() };
-    let model = ScriptedModel::start_with(scenario(ws.path()), opts).await.unwrap();
-    let client = ModelClient::new(ModelConfig::new(model.base_url(), Credentials::ApiKey("k".into()))).unwrap();
+    let opts = Options {
+        zero_latency: true,
+        ..Default::default()
+    };
+    let model = ScriptedModel::start_with(scenario(ws.path()), opts)
+        .await
+        .unwrap();
+    let client = ModelClient::new(ModelConfig::new(
+        model.base_url(),
+        Credentials::ApiKey("k".into()),
+    ))
+    .unwrap();
     let home = tempfile::tempdir_in(root).unwrap();
     let store = SessionStore::open(home.path()).unwrap();
     let (info, transcript) = store.create(ws.path(), "bench").unwrap();
-    let sandbox = backend.start(&SandboxSpec::new(info.id.clone(), ws.path())).await.unwrap();
+    let sandbox = backend
+        .start(&SandboxSpec::new(info.id.clone(), ws.path()))
+        .await
+        .unwrap();
     let (ctx, _interrupter) = ToolContext::new(sandbox.client.clone(), ws.path());
     let perms = Engine::from_lists(PermissionMode::BypassPermissions, &[], &[], ws.path()).unwrap();
     let gate = Arc::new(TimingGate {
@@ -91,7 +112,14 @@ async fn one_in_process_run(root: &Path, backend: &LocalBackend) -> (Duration, D
         started: Mutex::new(HashMap::new()),
         total: Mutex::new(Duration::ZERO),
     });
-    let mut agent = AgentLoop::new(client, ToolRegistry::default_tools(), gate.clone(), ctx.clone(), transcript, LoopConfig::new("bench", ws.path()));
+    let mut agent = AgentLoop::new(
+        client,
+        ToolRegistry::default_tools(),
+        gate.clone(),
+        ctx.clone(),
+        transcript,
+        LoopConfig::new("bench", ws.path()),
+    );
     let mut interrupts = ctx.interrupt_signal();
     let start = Instant::now();
     let outcome = agent.run("go", &mut interrupts).await;
@@ -108,11 +136,23 @@ fn peak_rss_of_cordon_run(root: &Path, rt: &tokio::runtime::Runtime) -> (Duratio
     let cordon = cordon_tests::bin_dir().join("cordon");
     let ws = make_workspace(root);
     let home = tempfile::tempdir_in(root).unwrap();
-    let opts = Options { zero_latency: true, ..Default::default() };
-    let model = rt.block_on(ScriptedModel::start_with(scenario(ws.path()), opts)).unwrap();
+    let opts = Options {
+        zero_latency: true,
+        ..Default::default()
+    };
+    let model = rt
+        .block_on(ScriptedModel::start_with(scenario(ws.path()), opts))
+        .unwrap();
     let start = Instant::now();
-    let mut child = std::process::Command::new(&cordon)
-        .args(["run", "--output-format", "json", "--permission-mode", "bypassPermissions", "--workspace"])
+    let child = std::process::Command::new(&cordon)
+        .args([
+            "run",
+            "--output-format",
+            "json",
+            "--permission-mode",
+            "bypassPermissions",
+            "--workspace",
+        ])
         .arg(ws.path())
         .arg("go")
         .env("ANTHROPIC_BASE_URL", model.base_url())
@@ -130,7 +170,10 @@ fn peak_rss_of_cordon_run(root: &Path, rt: &tokio::runtime::Runtime) -> (Duratio
     let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
     let wall = start.elapsed();
     assert_eq!(waited, pid);
-    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "cordon run failed: {status}");
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "cordon run failed: {status}"
+    );
     drop(child);
     (wall, usage.ru_maxrss as u64)
 }
@@ -138,9 +181,15 @@ fn peak_rss_of_cordon_run(root: &Path, rt: &tokio::runtime::Runtime) -> (Duratio
 fn main() {
     let root = cordon_tests::bin_dir().join("bench-workspaces");
     std::fs::create_dir_all(&root).unwrap();
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     let backend = LocalBackend::from_env().expect("local backend (build sandbox-agent first)");
-    println!("== agent loop overhead, {TOOL_CALLS} tool calls + final answer, zero-latency scripted model, local sandbox");
+    println!(
+        "== agent loop overhead, {TOOL_CALLS} tool calls + final answer, zero-latency scripted model, local sandbox"
+    );
     let mut per_turn = Vec::new();
     for run in 0..7 {
         let (wall, tools, turns) = rt.block_on(one_in_process_run(&root, &backend));
@@ -153,7 +202,10 @@ fn main() {
         }
     }
     per_turn.sort();
-    println!("harness overhead per turn: median {:?} (target <= 2 ms)", per_turn[per_turn.len() / 2]);
+    println!(
+        "harness overhead per turn: median {:?} (target <= 2 ms)",
+        per_turn[per_turn.len() / 2]
+    );
 
     println!("== whole `cordon run` process (release), same scenario");
     let mut rss = Vec::new();
@@ -163,5 +215,8 @@ fn main() {
         rss.push(kib);
     }
     rss.sort();
-    println!("peak RSS of cordon run: median {:.1} MiB", rss[1] as f64 / 1024.0);
+    println!(
+        "peak RSS of cordon run: median {:.1} MiB",
+        rss[1] as f64 / 1024.0
+    );
 }

@@ -45,18 +45,28 @@ async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let dir = match args.workspace {
         Some(dir) => dir,
         None => {
-            let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs();
-            cordon::paths::cordon_home()?.join("demo").join(format!("greet-{stamp}"))
+            let stamp = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_secs();
+            cordon::paths::cordon_home()?
+                .join("demo")
+                .join(format!("greet-{stamp}"))
         }
     };
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let dir = dir.canonicalize()?;
     cordon::demo::write_project(&dir).context("writing the demo project")?;
     eprintln!("cordon demo: project in {}", dir.display());
-    eprintln!("cordon demo: the model is scripted (offline); tools run for real in the local sandbox\n");
+    eprintln!(
+        "cordon demo: the model is scripted (offline); tools run for real in the local sandbox\n"
+    );
 
-    let model = ScriptedModel::start(cordon::demo::turns(&dir)).await.context("starting the scripted model")?;
-    let config = ModelConfig::new(model.base_url(), Credentials::ApiKey("demo".into())).with_model("cordon-demo");
+    let model = ScriptedModel::start(cordon::demo::turns(&dir))
+        .await
+        .context("starting the scripted model")?;
+    let config = ModelConfig::new(model.base_url(), Credentials::ApiKey("demo".into()))
+        .with_model("cordon-demo");
     let argv = [
         "cordon-run".into(),
         "--workspace".into(),
@@ -69,6 +79,9 @@ async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let flags = RunFlags::try_parse_from(argv).context("demo flags")?;
     let code = super::run::run_with_model(flags.run, Some(config)).await;
     model.shutdown().await;
-    eprintln!("\ncordon demo: greet.py now reads:\n{}", std::fs::read_to_string(dir.join("greet.py")).unwrap_or_default());
+    eprintln!(
+        "\ncordon demo: greet.py now reads:\n{}",
+        std::fs::read_to_string(dir.join("greet.py")).unwrap_or_default()
+    );
     code
 }
