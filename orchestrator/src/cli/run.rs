@@ -162,16 +162,10 @@ pub async fn run_with_model(
     let transcript_path = transcript.path().to_path_buf();
     let mut spec = SandboxSpec::new(session_id.clone(), &workspace);
     spec.image = args.image.clone();
-    // Read/Edit deny rules also bind the kernel (integrator: take the rules from
-    // settings.read_edit_deny_rules() once settings exist).
+    // Read/Edit deny rules also bind the kernel: the same rules, masked in the sandbox.
     let user_home = std::env::var_os("HOME").map(PathBuf::from);
     let denies = cordon::sandbox::deny::resolve(
-        &cordon::sandbox::deny::rules_from_settings_files(
-            &workspace,
-            args.settings.as_deref(),
-            &args.disallowed_tools,
-            user_home.as_deref(),
-        ),
+        &cordon::sandbox::deny::rules_from_settings(&settings),
         &workspace,
         user_home.as_deref(),
     );

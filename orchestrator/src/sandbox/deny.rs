@@ -15,9 +15,7 @@
 //! - files created after the start that match a glob are not covered in the kernel;
 //! - only paths inside the workspace are bound (outside it the sandbox sees only system
 //!   directories); a rule covering the whole workspace is left to the tool level;
-//! - the docker backend does not apply these masks yet: the integrator adds the same
-//!   entries as extra binds in the container spec (read: an empty 0000 file or tmpfs over
-//!   each path; write: a read-only bind of the path onto itself).
+//! - the docker backend applies the same masks as extra mounts in the container spec.
 
 use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
@@ -248,59 +246,15 @@ fn inside(path: &Path, workspace: &Path, keep_missing: bool) -> Option<PathBuf> 
     }
 }
 
-/// The `Read`/`Edit`/`Write` deny rules of the settings files that exist, with their
-/// project roots: managed (`/etc/cordon/managed-settings.json`), `extra` (`--settings`),
-/// `.claude/settings.local.json`, `.claude/settings.json`, `~/.cordon/settings.json`,
-/// plus `--disallowedTools` entries. Deny lists merge across every source, so their
-/// union is exact.
-///
-/// STUB for the integrator: replace with `settings.read_edit_deny_rules()` once the
-/// settings module exists; this reader only looks at `permissions.deny`.
-pub fn rules_from_settings_files(
-    workspace: &Path,
-    extra: Option<&Path>,
-    disallowed: &[String],
-    home: Option<&Path>,
-) -> Vec<PathRule> {
-    let mut files: Vec<(PathBuf, PathBuf)> = vec![
-        (
-            PathBuf::from("/etc/cordon/managed-settings.json"),
-            workspace.to_path_buf(),
-        ),
-        (
-            workspace.join(".claude/settings.local.json"),
-            workspace.to_path_buf(),
-        ),
-        (
-            workspace.join(".claude/settings.json"),
-            workspace.to_path_buf(),
-        ),
-    ];
-    if let Some(extra) = extra {
-        files.push((extra.to_path_buf(), workspace.to_path_buf()));
-    }
-    if let Some(home) = home {
-        files.push((home.join(".cordon/settings.json"), workspace.to_path_buf()));
-    }
-    let mut rules: Vec<PathRule> = disallowed
+/// The `Read`/`Edit`/`Write` deny rules of the merged settings (every source, CLI flags
+/// included, after the managed-only locks applied), with the project root each came from.
+pub fn rules_from_settings(settings: &crate::settings::Settings) -> Vec<PathRule> {
+    settings
+        .permissions
+        .deny
         .iter()
-        .filter_map(|r| PathRule::parse(r, workspace))
-        .collect();
-    for (file, root) in files {
-        let Ok(text) = std::fs::read_to_string(&file) else {
-            continue;
-        };
-        let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else {
-            continue;
-        };
-        let deny = value["permissions"]["deny"].as_array().cloned();
-        for rule in deny.unwrap_or_default() {
-            if let Some(r) = rule.as_str().and_then(|r| PathRule::parse(r, &root)) {
-                rules.push(r);
-            }
-        }
-    }
-    rules
+        .filter_map(|scoped| PathRule::parse(&scoped.origin.rule, &scoped.root))
+        .collect()
 }
 
 #[cfg(test)]

@@ -115,7 +115,7 @@ fn symlinks_are_replaced_by_their_targets_inside() {
 }
 
 #[test]
-fn settings_files_are_read_for_deny_rules() {
+fn deny_rules_come_from_the_merged_settings() {
     let ws = Ws::new(&[".env"]);
     let root = ws.root();
     std::fs::create_dir_all(root.join(".claude")).unwrap();
@@ -124,17 +124,17 @@ fn settings_files_are_read_for_deny_rules() {
         r#"{"permissions":{"deny":["Read(./.env)","Bash(curl *)","Edit(./config/**)"]}}"#,
     )
     .unwrap();
-    let rules = rules_from_settings_files(&root, None, &["Write(./out.txt)".into()], None);
-    let tools: Vec<(&str, &str)> = rules
-        .iter()
-        .map(|r| (r.tool.as_str(), r.pattern.as_str()))
+    let cli = crate::settings::CliSettings {
+        disallowed_tools: vec!["Write(./out.txt)".into()],
+        ..Default::default()
+    };
+    let missing = root.join("no-managed-settings.json");
+    let settings = crate::settings::Settings::load_from(&root, cli, &missing, None, None).unwrap();
+    let mut tools: Vec<(String, String)> = rules_from_settings(&settings)
+        .into_iter()
+        .map(|r| (r.tool, r.pattern))
         .collect();
-    assert_eq!(
-        tools,
-        [
-            ("Write", "./out.txt"),
-            ("Read", "./.env"),
-            ("Edit", "./config/**")
-        ]
-    );
+    tools.sort();
+    let want = [("Edit", "./config/**"), ("Read", "./.env"), ("Write", "./out.txt")];
+    assert_eq!(tools, want.map(|(a, b)| (a.to_string(), b.to_string())));
 }
