@@ -508,3 +508,131 @@ async fn kill_9_mid_turn_loses_no_completed_turn_and_resume_continues_validly() 
     assert_eq!(closing[0]["is_error"], true);
     assert!(closing.to_string().contains("go on"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thinking_blocks_go_back_unchanged_with_the_tool_results() {
+    let ws = Workspace::new();
+    std::fs::write(ws.join("a.txt"), "alpha\n").unwrap();
+    let turns = vec![
+        Turn::Reply(
+            Reply::default()
+                .with_thinking("I should read a.txt first.", "sig-abc123")
+                .with_redacted_thinking("opaque-redacted-bytes")
+                .with_tool_use("r1", "Read", json!({"file_path": ws.join("a.txt")}))
+                .stop("tool_use"),
+        ),
+        Turn::text("read it"),
+    ];
+    let model = ScriptedModel::start(turns).await.unwrap();
+    let home = home();
+    let run = cordon_run(
+        &model,
+        home.path(),
+        ws.path(),
+        &["--output-format", "json", "go"],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let second = &model.requests()[1].body;
+    let assistant = &second["messages"][1];
+    assert_eq!(assistant["role"], "assistant");
+    assert_eq!(
+        assistant["content"][0],
+        json!({"type": "thinking", "thinking": "I should read a.txt first.", "signature": "sig-abc123"})
+    );
+    assert_eq!(
+        assistant["content"][1],
+        json!({"type": "redacted_thinking", "data": "opaque-redacted-bytes"})
+    );
+    assert_eq!(assistant["content"][2]["type"], "tool_use");
+    assert_eq!(second["messages"][2]["content"][0]["tool_use_id"], "r1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn manual_compact_and_the_context_report_act_on_a_resumed_session() {
+    let ws = Workspace::new();
+    let turns = vec![
+        Turn::text("the answer is 42"),
+        Turn::text("SUMMARY: asked a question; answered 42"),
+    ];
+    let model = ScriptedModel::start(turns).await.unwrap();
+    let home = home();
+    let first = cordon_run(
+        &model,
+        home.path(),
+        ws.path(),
+        &["--output-format", "json", "what is the answer?"],
+    )
+    .await;
+    assert_eq!(first.code, 0, "{}", first.stderr);
+
+    let context = cordon_run(
+        &model,
+        home.path(),
+        ws.path(),
+        &["--output-format", "json", "--continue", "/context"],
+    )
+    .await;
+    assert_eq!(context.code, 0, "{}", context.stderr);
+    let report = context.json()["result"].as_str().unwrap().to_string();
+    for category in [
+        "system prompt",
+        "tool definitions",
+        "user messages",
+        "assistant messages",
+        "tool results",
+    ] {
+        assert!(
+            report.contains(category),
+            "{category} missing from {report}"
+        );
+    }
+    assert_eq!(model.requests().len(), 1, "/context makes no model call");
+
+    let compact = cordon_run(
+        &model,
+        home.path(),
+        ws.path(),
+        &["--output-format", "json", "--continue", "/compact"],
+    )
+    .await;
+    assert_eq!(compact.code, 0, "{}", compact.stderr);
+    assert!(
+        compact.json()["result"]
+            .as_str()
+            .unwrap()
+            .contains("compacted")
+    );
+    let requests = model.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(
+        requests[1].body.get("tools").is_none(),
+        "the summary call offers no tools"
+    );
+    assert!(
+        requests[1].body["messages"]
+            .to_string()
+            .contains("the answer is 42")
+    );
+
+    // The next turn starts from the summary.
+    model.push_turns([Turn::text("still 42")]);
+    let next = cordon_run(
+        &model,
+        home.path(),
+        ws.path(),
+        &["--output-format", "json", "--continue", "and again?"],
+    )
+    .await;
+    assert_eq!(next.code, 0, "{}", next.stderr);
+    let messages = model.requests()[2].body["messages"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(messages.len(), 1, "{messages:#?}");
+    let text = messages[0].to_string();
+    assert!(
+        text.contains("SUMMARY: asked a question") && text.contains("and again?"),
+        "{text}"
+    );
+}

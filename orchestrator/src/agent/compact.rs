@@ -45,15 +45,32 @@ impl AgentLoop {
             });
             return Ok(before - estimate);
         }
-        self.summarise(before).await?;
+        self.summarise(before, false).await?;
         self.emit(super::LoopEvent::Compacted {
             tokens_before: before,
         });
         Ok(before.saturating_sub(self.context_tokens))
     }
 
-    async fn summarise(&mut self, before: u64) -> Result<(), crate::model::ModelError> {
-        let keep_from = tail_start(&self.messages);
+    /// Replaces the conversation before the verbatim tail with a model-written summary.
+    /// `whole`: also summarise the tail when it is a finished exchange (manual compact).
+    pub(crate) async fn summarise(
+        &mut self,
+        before: u64,
+        whole: bool,
+    ) -> Result<(), crate::model::ModelError> {
+        let finished = self.messages.last().is_some_and(|m| {
+            m.role == Role::Assistant
+                && !m
+                    .content
+                    .iter()
+                    .any(|b| matches!(b, ContentBlock::ToolUse { .. }))
+        });
+        let keep_from = if whole && finished {
+            self.messages.len()
+        } else {
+            tail_start(&self.messages)
+        };
         if keep_from == 0 {
             return Ok(());
         }

@@ -223,6 +223,16 @@ impl AgentLoop {
             usage: Usage::default(),
             stop_reason: None,
         };
+        // Session commands, as users of Claude Code type them: they act on the session
+        // instead of going to the model.
+        match prompt.trim() {
+            "/compact" => return self.manual_compact(outcome).await,
+            "/context" => {
+                let report = self.context_report().to_string();
+                return self.finish(outcome, false, "success", report);
+            }
+            _ => {}
+        }
         match self.observer.user_prompt(prompt).await {
             PromptVerdict::Block { reason } => {
                 return self.finish(
@@ -355,6 +365,35 @@ impl AgentLoop {
                     return self.finish(outcome, false, "success", text);
                 }
             }
+        }
+    }
+
+    /// `/compact`: summarise the conversation now, whatever its size.
+    async fn manual_compact(&mut self, outcome: RunOutcome) -> RunOutcome {
+        self.observer.pre_compact(true).await;
+        if self.messages.is_empty() {
+            return self.finish(outcome, false, "success", "nothing to compact yet".into());
+        }
+        let before = self
+            .context_tokens
+            .max(compact::estimate_tokens(&self.messages));
+        match self.summarise(before, true).await {
+            Ok(()) => {
+                self.emit(LoopEvent::Compacted {
+                    tokens_before: before,
+                });
+                let text = format!(
+                    "compacted the conversation: about {before} tokens before, about {} after",
+                    self.context_tokens
+                );
+                self.finish(outcome, false, "success", text)
+            }
+            Err(e) => self.finish(
+                outcome,
+                true,
+                "error_during_execution",
+                format!("compaction failed: {e}"),
+            ),
         }
     }
 
