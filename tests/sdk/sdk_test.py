@@ -22,6 +22,8 @@ from claude_agent_sdk import (
     PermissionResultDeny,
     ResultMessage,
     SystemMessage,
+    ToolResultBlock,
+    UserMessage,
 )
 
 CLI = os.environ["CORDON_BIN"]
@@ -80,6 +82,8 @@ async def main():
         cwd=WS,
         can_use_tool=can_use_tool,
         hooks={"PreToolUse": [HookMatcher(matcher="Bash", hooks=[pre_bash])]},
+        enable_file_checkpointing=True,
+        extra_args={"replay-user-messages": None},
         stderr=lambda line: print(f"[cordon] {line}", file=sys.stderr),
     )
     async with ClaudeSDKClient(options=options) as client:
@@ -135,6 +139,18 @@ async def main():
             "the session goes on after the interrupt",
             third[-1],
         )
+        # Rewind to the first prompt: the file its run created goes away again.
+        prompts = [
+            m
+            for m in first
+            if isinstance(m, UserMessage)
+            and m.uuid
+            and not (isinstance(m.content, list) and any(isinstance(b, ToolResultBlock) for b in m.content))
+        ]
+        check(len(prompts) == 1, "the first prompt's user record carries a uuid", first)
+        await client.rewind_files(prompts[0].uuid)
+        check(not os.path.exists(os.path.join(WS, "allowed.txt")), "rewind_files removed the file the run created")
+        check(os.path.exists(os.path.join(WS, "victim.txt")), "rewind_files kept what was there before")
     print(json.dumps({"permission_calls": permission_calls, "hook_calls": hook_calls}))
 
 

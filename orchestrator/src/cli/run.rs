@@ -207,6 +207,16 @@ pub async fn run_with_model(
     let home = std::env::var_os("HOME").map(PathBuf::from);
     config.memory = prompt::memory_text(&prompt::memory_files(&workspace, home.as_deref()));
 
+    let checkpoints = Checkpoints::open(&cordon::paths::cordon_home()?, &session_id, &workspace)
+        .context("opening the checkpoint store")?;
+    let mut observers: Vec<Arc<dyn cordon::agent::LoopObserver>> = Vec::new();
+    if let Some(stream) = stream.as_mut() {
+        // First: it tags the prompt's record with its transcript uuid (rewind_files).
+        observers.extend(stream.prompt_uuids());
+        stream.set_checkpoints(checkpoints.clone());
+    }
+    observers.push(observer.clone());
+    observers.push(Arc::new(CheckpointObserver::new(checkpoints)));
     let (tx, rx) = mpsc::unbounded_channel();
     let mut agent = AgentLoop::new(
         model,
@@ -217,13 +227,7 @@ pub async fn run_with_model(
         config,
     )
     .with_history(history)
-    .with_observer(Arc::new(cordon::agent::gate::Observers(vec![
-        observer.clone(),
-        Arc::new(CheckpointObserver::new(
-            Checkpoints::open(&cordon::paths::cordon_home()?, &session_id, &workspace)
-                .context("opening the checkpoint store")?,
-        )),
-    ])))
+    .with_observer(Arc::new(cordon::agent::gate::Observers(observers)))
     .with_events(tx);
     let tools: Vec<String> = agent
         .tool_definitions()

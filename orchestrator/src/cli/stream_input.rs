@@ -19,9 +19,11 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use cordon::agent::gate::PermissionPrompter;
-use cordon::agent::{AgentLoop, LoopEvent, RunOutcome};
+use cordon::agent::{AgentLoop, LoopEvent, LoopObserver, RunOutcome};
+use cordon::checkpoints::Checkpoints;
 use cordon::control::{
-    self, Controller, Event, ModeSetter, RecordInfo, SdkHookCallbacks, SdkPrompter, SessionControls,
+    self, Controller, Event, ModeSetter, PromptUuids, RecordInfo, Rewinder, SdkHookCallbacks,
+    SdkPrompter, SessionControls,
 };
 use cordon::hooks::{HookObserver, Hooks};
 use cordon::output::OutputFormat;
@@ -76,6 +78,7 @@ pub struct StreamArgs {
     pub include_hook_events: bool,
     #[arg(long, hide = true)]
     pub strict_mcp_config: bool,
+    /// Prompts are always echoed as user records (with the uuid rewind_files takes).
     #[arg(long, hide = true)]
     pub replay_user_messages: bool,
     #[arg(long, hide = true)]
@@ -129,7 +132,6 @@ impl StreamArgs {
         note(!self.mcp_config.is_empty(), "--mcp-config");
         note(self.include_partial_messages, "--include-partial-messages");
         note(self.include_hook_events, "--include-hook-events");
-        note(self.replay_user_messages, "--replay-user-messages");
         note(self.resume_session_at.is_some(), "--resume-session-at");
         note(self.resume_drops_turn.is_some(), "--resume-drops-turn");
         note(self.session_mirror, "--session-mirror");
@@ -210,11 +212,27 @@ impl StreamSession {
             set_mode: Some(set_mode),
             rewinder: None,
             hooks: Some(hooks.set.clone()),
+            prompt_uuids: Arc::new(PromptUuids::default()),
         });
         self.prompt_over_stdio.then(|| {
             Arc::new(SdkPrompter::new(self.controller.clone()).with_interrupts(interrupts))
                 as Arc<dyn PermissionPrompter>
         })
+    }
+
+    /// `rewind_files` restores the workspace from these checkpoints.
+    pub fn set_checkpoints(&mut self, checkpoints: Checkpoints) {
+        if let Some(controls) = &mut self.controls {
+            controls.rewinder = Some(Arc::new(CheckpointRewinder(Arc::new(checkpoints))));
+        }
+    }
+
+    /// The observer that lets prompt records carry their transcript uuid (put it first
+    /// among the loop's observers).
+    pub fn prompt_uuids(&self) -> Option<Arc<dyn LoopObserver>> {
+        self.controls
+            .as_ref()
+            .map(|c| c.prompt_uuids.clone() as Arc<dyn LoopObserver>)
     }
 
     /// Serves prompts until the client closes stdin; `init` is the system/init record.
@@ -266,5 +284,30 @@ fn exit_code(last: Option<&RunOutcome>) -> ExitCode {
     match last {
         Some(o) if o.is_error && o.subtype != "interrupted" => ExitCode::FAILURE,
         _ => ExitCode::SUCCESS,
+    }
+}
+
+/// `rewind_files` over the session's checkpoint store.
+struct CheckpointRewinder(Arc<Checkpoints>);
+
+#[tonic::async_trait]
+impl Rewinder for CheckpointRewinder {
+    async fn rewind(&self, user_message_id: &str, dry_run: bool) -> Result<Value, String> {
+        let store = self.0.clone();
+        let id = user_message_id.to_string();
+        let work = tokio::task::spawn_blocking(move || {
+            if dry_run {
+                return store
+                    .get(&id)
+                    .map(|cp| json!({"dry_run": true, "checkpoint": cp}));
+            }
+            store.rewind(&id).map(|report| {
+                json!({"restored": report.restored, "removed": report.removed, "skipped": report.skipped})
+            })
+        });
+        match work.await {
+            Ok(result) => result.map_err(|e| e.to_string()),
+            Err(e) => Err(format!("the rewind task failed: {e}")),
+        }
     }
 }

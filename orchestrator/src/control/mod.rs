@@ -27,7 +27,8 @@ pub use channel::{ControlError, Controller, write_lines};
 pub use prompter::SdkPrompter;
 pub use sdk_hooks::SdkHookCallbacks;
 pub use session::{
-    Event, InterruptFn, ModeSetter, RecordInfo, Rewinder, SessionControls, read_lines, serve,
+    Event, InterruptFn, ModeSetter, PromptUuids, RecordInfo, Rewinder, SessionControls, read_lines,
+    serve,
 };
 
 #[cfg(test)]

@@ -43,6 +43,28 @@ pub trait Rewinder: Send + Sync {
 /// Interrupts the running prompt (the session's [`crate::tools::Interrupter`]).
 pub type InterruptFn = Arc<dyn Fn() + Send + Sync>;
 
+/// Remembers the transcript uuid of the latest prompt, so the prompt's user record names
+/// it: checkpoints are recorded against that uuid, and `rewind_files` takes it back.
+/// Put it first among the loop's observers (it then runs before the prompt's record can
+/// be forwarded).
+#[derive(Debug, Default)]
+pub struct PromptUuids(std::sync::Mutex<Option<String>>);
+
+impl PromptUuids {
+    fn take(&self) -> Option<String> {
+        self.0.lock().ok().and_then(|mut u| u.take())
+    }
+}
+
+#[tonic::async_trait]
+impl crate::agent::LoopObserver for PromptUuids {
+    async fn prompt_recorded(&self, user_message_uuid: &str) {
+        if let Ok(mut u) = self.0.lock() {
+            *u = Some(user_message_uuid.to_string());
+        }
+    }
+}
+
 /// The session handles the client's requests act on.
 #[derive(Clone)]
 pub struct SessionControls {
@@ -51,6 +73,7 @@ pub struct SessionControls {
     pub rewinder: Option<Arc<dyn Rewinder>>,
     /// Where the client's hook callbacks are registered (`initialize`).
     pub hooks: Option<Arc<HookSet>>,
+    pub prompt_uuids: Arc<PromptUuids>,
 }
 
 /// Reads the client's lines until EOF: answers to our requests go to the controller,
@@ -218,7 +241,7 @@ pub async fn serve(
             loop {
                 tokio::select! {
                     outcome = &mut run => break outcome,
-                    Some(event) = loop_events.recv() => forward(controller, info, event),
+                    Some(event) = loop_events.recv() => forward(controller, controls, info, event),
                     event = events.recv(), if input_open => match event {
                         None => input_open = false,
                         Some(Event::Request { request_id, request }) => {
@@ -232,19 +255,35 @@ pub async fn serve(
         // The loop reports synchronously before it returns: all of this run's messages
         // are queued now, and go out before its result.
         while let Ok(event) = loop_events.try_recv() {
-            forward(controller, info, event);
+            forward(controller, controls, info, event);
         }
-        let ms = started.elapsed().as_millis() as u64;
+        let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         controller.send(records::result(&info.session_id, &outcome, ms, ms));
         last = Some(outcome);
     }
     last
 }
 
-fn forward(controller: &Controller, info: &RecordInfo, event: LoopEvent) {
+fn forward(
+    controller: &Controller,
+    controls: &SessionControls,
+    info: &RecordInfo,
+    event: LoopEvent,
+) {
     match event {
-        LoopEvent::Assistant(m) | LoopEvent::User(m) => {
+        LoopEvent::Assistant(m) => {
             controller.send(records::message(&info.session_id, &info.model, &m));
+        }
+        LoopEvent::User(m) => {
+            let mut record = records::message(&info.session_id, &info.model, &m);
+            let is_prompt = m
+                .content
+                .iter()
+                .all(|b| !matches!(b, crate::model::ContentBlock::ToolResult { .. }));
+            if is_prompt && let Some(uuid) = controls.prompt_uuids.take() {
+                record["uuid"] = json!(uuid);
+            }
+            controller.send(record);
         }
         LoopEvent::TextDelta(_) | LoopEvent::Compacted { .. } => {}
     }

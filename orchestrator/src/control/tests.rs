@@ -26,6 +26,7 @@ fn controls(hooks: Option<Arc<HookSet>>) -> (SessionControls, Probe) {
         set_mode: Some(Arc::new(move |mode| *m.lock().unwrap() = Some(mode))),
         rewinder: None,
         hooks,
+        prompt_uuids: Arc::default(),
     };
     (controls, Probe { interrupts, mode })
 }
