@@ -116,3 +116,87 @@ mod tests {
         assert_eq!(result["is_error"], false);
     }
 }
+
+/// A message as a person reads it in a terminal (`--verbose` text output): assistant text
+/// as is, each tool call on one line, each result's first lines indented.
+pub fn human(message: &Message) -> String {
+    use crate::model::{ContentBlock, ToolResultContent};
+    const RESULT_LINES: usize = 4;
+    const LINE_CHARS: usize = 160;
+    let clip = |s: &str| -> String {
+        let mut line: String = s.chars().take(LINE_CHARS).collect();
+        if s.chars().count() > LINE_CHARS {
+            line.push('…');
+        }
+        line
+    };
+    let mut out = String::new();
+    for block in &message.content {
+        match block {
+            ContentBlock::Text { text, .. } if message.role == Role::Assistant => {
+                out.push_str(&format!("● {}\n", text.trim()));
+            }
+            ContentBlock::Text { text, .. } => out.push_str(&format!("> {}\n", clip(text.trim()))),
+            ContentBlock::ToolUse { name, input, .. } => {
+                out.push_str(&format!("  → {name} {}\n", clip(&input.to_string())));
+            }
+            ContentBlock::ToolResult {
+                content, is_error, ..
+            } => {
+                let text = match content {
+                    ToolResultContent::Text(t) => t.clone(),
+                    ToolResultContent::Blocks(b) => serde_json::to_string(b).unwrap_or_default(),
+                };
+                let mark = if *is_error { "✗" } else { "←" };
+                let lines: Vec<&str> = text.lines().collect();
+                for (i, line) in lines.iter().take(RESULT_LINES).enumerate() {
+                    let lead = if i == 0 { mark } else { " " };
+                    out.push_str(&format!("    {lead} {}\n", clip(line)));
+                }
+                if lines.len() > RESULT_LINES {
+                    out.push_str(&format!(
+                        "      … {} more lines\n",
+                        lines.len() - RESULT_LINES
+                    ));
+                }
+            }
+            ContentBlock::Thinking { .. } | ContentBlock::RedactedThinking { .. } => {
+                out.push_str("  (thinking)\n");
+            }
+            ContentBlock::Image { .. } => out.push_str("  (image)\n"),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod human_tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::model::ContentBlock;
+
+    #[test]
+    fn tool_calls_and_results_read_as_one_line_each() {
+        let call = Message::assistant(vec![
+            ContentBlock::text("Reading it."),
+            ContentBlock::ToolUse {
+                id: "t".into(),
+                name: "Read".into(),
+                input: json!({"file_path": "/w/a"}),
+            },
+        ]);
+        assert_eq!(
+            human(&call),
+            "● Reading it.\n  → Read {\"file_path\":\"/w/a\"}\n"
+        );
+        let result = Message::user(vec![ContentBlock::tool_result(
+            "t",
+            "a\nb\nc\nd\ne\nf",
+            true,
+        )]);
+        let text = human(&result);
+        assert!(text.starts_with("    ✗ a\n      b\n"), "{text}");
+        assert!(text.ends_with("      … 2 more lines\n"), "{text}");
+    }
+}

@@ -403,17 +403,8 @@ async fn print_events(
             (OutputFormat::StreamJson, LoopEvent::Assistant(m) | LoopEvent::User(m)) => {
                 println_json(&output::message_record(&session_id, &m));
             }
-            (OutputFormat::Text, LoopEvent::Assistant(m)) if verbose => {
-                eprintln!(
-                    "[assistant] {}",
-                    serde_json::to_string(&m.content).unwrap_or_default()
-                );
-            }
-            (OutputFormat::Text, LoopEvent::User(m)) if verbose => {
-                eprintln!(
-                    "[user] {}",
-                    serde_json::to_string(&m.content).unwrap_or_default()
-                );
+            (OutputFormat::Text, LoopEvent::Assistant(m) | LoopEvent::User(m)) if verbose => {
+                eprint!("{}", output::human(&m));
             }
             (_, LoopEvent::Compacted { tokens_before }) if verbose => {
                 eprintln!("[compacted the conversation; it held about {tokens_before} tokens]");

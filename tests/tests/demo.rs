@@ -1,0 +1,33 @@
+//! The README's main job: `cordon demo` runs a real sandboxed session, offline, that fixes
+//! the demo project and shows the sandbox refusing to reach outside.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use cordon_tests::{Workspace, cordon_bin};
+
+#[test]
+fn the_offline_demo_fixes_the_project_and_the_sandbox_holds() {
+    let ws = Workspace::new();
+    let home = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(cordon_bin())
+        .args(["demo", "--workspace"])
+        .arg(ws.path())
+        .env("CORDON_HOME", home.path())
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("ANTHROPIC_AUTH_TOKEN")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let code = std::fs::read_to_string(ws.join("greet.py")).unwrap();
+    assert!(code.contains("\"Hello, \" + name + \"!\""), "{code}");
+    assert!(stderr.contains("all tests passed"), "{stderr}");
+    assert!(
+        stderr.contains("Read-only file system"),
+        "writing /etc must fail: {stderr}"
+    );
+    assert!(
+        stderr.contains("/etc/shadow: Permission denied"),
+        "{stderr}"
+    );
+    assert!(!std::path::Path::new("/etc/cordon-demo").exists());
+}
