@@ -3,7 +3,8 @@
 //! Every probe asks the kernel (or the Docker daemon) directly rather than trusting
 //! version numbers: a Landlock ruleset version query, the seccomp fields of
 //! /proc/self/status, a real user namespace, a real idmapped mount of the workspace's
-//! filesystem, the cgroup filesystem type, and a `GET /_ping` on Docker's socket.
+//! filesystem, the cgroup filesystem type, and the Docker engine's own version, security
+//! options and image labels.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -121,7 +122,7 @@ pub fn cgroup_version() -> String {
     let magic = |p: &str| {
         nix::sys::statfs::statfs(p)
             .ok()
-            .map(|s| s.filesystem_type().0 as i64)
+            .map(|s| s.filesystem_type().0)
     };
     match magic("/sys/fs/cgroup") {
         Some(CGROUP2_SUPER_MAGIC) => "v2 (unified)".into(),
@@ -159,6 +160,85 @@ pub fn docker_ping() -> Result<String, String> {
     } else {
         Err(format!("unexpected answer: {status_line:?}"))
     }
+}
+
+/// The docker lines: engine and API version, seccomp support, and each Cordon image with
+/// whether its agent is the one `cordon images build` would put in it now.
+pub fn docker_checks(needed: bool) -> Vec<Check> {
+    let report = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt.block_on(crate::sandbox::docker::probe()),
+        Err(e) => {
+            return vec![check("docker", Err(format!("runtime: {e}")), needed)];
+        }
+    };
+    docker_lines(&report, needed)
+}
+
+fn docker_lines(report: &crate::sandbox::docker::DockerReport, needed: bool) -> Vec<Check> {
+    use crate::sandbox::docker::images::{DEV, MINIMAL};
+    if !report.reachable {
+        let why = report.error.clone().unwrap_or_else(|| "unreachable".into());
+        return vec![check("docker", Err(why), needed)];
+    }
+    let mut checks = vec![check(
+        "docker",
+        Ok(format!(
+            "engine {}, API {}",
+            report.engine_version.as_deref().unwrap_or("?"),
+            report.api_version.as_deref().unwrap_or("?")
+        )),
+        needed,
+    )];
+    checks.push(check(
+        "docker seccomp",
+        if report.seccomp {
+            Ok("the engine applies seccomp profiles".into())
+        } else {
+            Err("the engine has no seccomp support: containers would run unfiltered".into())
+        },
+        needed,
+    ));
+    for name in [MINIMAL, DEV] {
+        let found = report
+            .images
+            .iter()
+            .find(|i| i.name == name || i.name == format!("{name}:latest"));
+        // A missing or stale image is a warning, never a failure: a session builds a
+        // missing one itself, and `cordon images build` refreshes a stale one.
+        let (status, detail) = match found {
+            None => (
+                Status::Warn,
+                "not built (built on first use, or `cordon images build`)".into(),
+            ),
+            Some(i) if i.current => (
+                Status::Ok,
+                format!(
+                    "present, agent {} (current)",
+                    i.agent_version.as_deref().unwrap_or("?")
+                ),
+            ),
+            Some(i) => (
+                Status::Warn,
+                format!(
+                    "present, agent {} differs from the current build: run `cordon images build`",
+                    i.agent_version.as_deref().unwrap_or("?")
+                ),
+            ),
+        };
+        checks.push(Check {
+            name: if name == MINIMAL {
+                "image cordon-minimal"
+            } else {
+                "image cordon-dev"
+            },
+            status,
+            detail,
+        });
+    }
+    checks
 }
 
 fn check(name: &'static str, result: Result<String, String>, needed: bool) -> Check {
@@ -223,11 +303,7 @@ pub fn run(backend: BackendKind, workspace: &Path) -> Report {
             .map(|p| p.display().to_string()),
         true,
     ));
-    checks.push(check(
-        "docker",
-        docker_ping(),
-        backend == BackendKind::Docker,
-    ));
+    checks.extend(docker_checks(backend == BackendKind::Docker));
     checks.push(Check {
         name: "protected paths",
         status: if local::protected_paths().is_ok() {
@@ -256,6 +332,37 @@ mod tests {
         report.checks.push(check("c", Err("gone".into()), true));
         assert!(!report.can_confine());
         assert!(report.render().contains("cannot confine"));
+    }
+
+    #[test]
+    fn docker_lines_fail_only_when_docker_is_needed_and_unreachable() {
+        use crate::sandbox::docker::{DockerReport, ImageReport};
+        let down = DockerReport {
+            error: Some("no socket".into()),
+            ..DockerReport::default()
+        };
+        assert_eq!(docker_lines(&down, true)[0].status, Status::Fail);
+        assert_eq!(docker_lines(&down, false)[0].status, Status::Warn);
+        let up = DockerReport {
+            reachable: true,
+            engine_version: Some("20.10.24".into()),
+            api_version: Some("1.41".into()),
+            seccomp: true,
+            images: vec![ImageReport {
+                name: "cordon-minimal:latest".into(),
+                agent_version: Some("1".into()),
+                agent_sha256: Some("x".into()),
+                current: false,
+            }],
+            ..DockerReport::default()
+        };
+        let lines = docker_lines(&up, true);
+        assert!(lines[0].detail.contains("20.10.24") && lines[0].detail.contains("1.41"));
+        assert_eq!(lines[1].status, Status::Ok, "seccomp");
+        assert_eq!(lines[2].status, Status::Warn, "stale minimal image");
+        assert!(lines[2].detail.contains("cordon images build"));
+        assert_eq!(lines[3].status, Status::Warn, "dev image missing");
+        assert!(lines.iter().all(|c| c.status != Status::Fail));
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! The Docker backend against the real engine. Needs a reachable Docker daemon; builds the
 //! static agent (images/build-agent.sh) and the `cordon-minimal` image when missing.
 //! Skips loudly, passing, only when Docker itself is unreachable.
+// Test support: a failed setup step should panic with its message, which is the report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -180,30 +182,128 @@ async fn session_starts_labelled_and_destroy_removes_everything() {
     assert!(!run_dir.exists(), "socket dir removed");
 }
 
+/// The labelled containers whose run directory lies under `run_root`.
+async fn containers_under(f: &Fixture, run_root: &Path) -> Vec<adopt::Orphan> {
+    adopt::find(f.backend.docker())
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|o| o.run_dir.as_ref().is_some_and(|d| d.starts_with(run_root)))
+        .collect()
+}
+
+/// A second, real `cordon` process with its own session container: `cordon sandbox
+/// --backend docker -- sleep 60` on `home` as `$CORDON_HOME`. Returns the child once its
+/// container exists.
+// The child is handed to the caller, which kills and waits for it.
+#[allow(clippy::zombie_processes)]
+async fn second_process(f: &Fixture, home: &Path, ws: &Path) -> (std::process::Child, String) {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_cordon"))
+        .env("CORDON_HOME", home)
+        .args(["sandbox", "--backend", "docker", "--workspace"])
+        .arg(ws)
+        .args(["--", "sleep", "60"])
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let run_root = home.join("docker/run");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(o) = containers_under(f, &run_root).await.into_iter().next() {
+            return (child, o.container_id);
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the second process never started its container");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reconcile_removes_containers_left_by_a_crash() {
+async fn reconcile_spares_a_live_process_and_removes_what_a_killed_one_left() {
     require_docker!();
     let f = fixture(0).await;
+    let home = tempfile::tempdir().unwrap();
     let ws = tempfile::tempdir().unwrap();
-    let sid = session_id("orphan");
-    let sandbox = f
+    let (mut child, id) = second_process(&f, home.path(), ws.path()).await;
+    let run_root = home.path().join("docker/run");
+    let labels = f
         .backend
-        .start(&SandboxSpec::new(&sid, ws.path()))
+        .docker()
+        .inspect_container(&id, None)
+        .await
+        .unwrap()
+        .config
+        .and_then(|c| c.labels)
+        .unwrap();
+    assert_eq!(labels["cordon.owner-pid"], child.id().to_string());
+    assert!(labels["cordon.owner-start"].parse::<u64>().is_ok());
+
+    // A backend starting on the same home while the other process lives (a second
+    // `cordon run`): its reconcile must leave the live container alone.
+    let config = DockerConfig {
+        pool_size: 0,
+        run_root: run_root.clone(),
+        ..DockerConfig::default()
+    };
+    let other = DockerBackend::new(config).await.unwrap();
+    let (running, _, _) = docker::container::state(other.docker(), &id).await.unwrap();
+    assert!(running, "a live process's container was removed");
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "its command still runs"
+    );
+
+    // Now the owner dies without cleaning up (kill -9): the next reconcile removes what
+    // it left, with its run directory.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let removed = adopt::reconcile(f.backend.docker(), &run_root, &HashSet::new())
         .await
         .unwrap();
-    // A crash: nothing runs the handle's destroy or Drop.
-    std::mem::forget(sandbox);
-    assert!(container_labels(&f, &sid).await.is_some());
-    let removed = adopt::reconcile(f.backend.docker(), f.run_root.path(), &HashSet::new())
+    assert!(removed.iter().any(|o| o.container_id == id), "{removed:?}");
+    assert!(containers_under(&f, &run_root).await.is_empty());
+    let dirs: Vec<_> = std::fs::read_dir(&run_root).unwrap().flatten().collect();
+    assert!(dirs.is_empty(), "orphan's run dir removed: {dirs:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_backends_on_one_home_keep_each_others_sessions_and_uids_apart() {
+    require_docker!();
+    let f = fixture(0).await;
+    let wa = tempfile::tempdir().unwrap();
+    let wb = tempfile::tempdir().unwrap();
+    let a = f
+        .backend
+        .start(&SandboxSpec::new(session_id("owner-a"), wa.path()))
         .await
         .unwrap();
-    assert!(removed.iter().any(|o| o.session_id == sid));
-    assert!(container_labels(&f, &sid).await.is_none(), "orphan removed");
-    let run_dir = f
-        .run_root
-        .path()
-        .join(docker::container::container_name(&sid));
-    assert!(!run_dir.exists(), "orphan's run dir removed");
+    // Another backend instance on the same run root stands for a second process (its
+    // reconcile runs now, while a's session is live).
+    let config = DockerConfig {
+        pool_size: 0,
+        run_root: f.run_root.path().to_path_buf(),
+        ..DockerConfig::default()
+    };
+    let other = DockerBackend::new(config).await.unwrap();
+    let b = other
+        .start(&SandboxSpec::new(session_id("owner-b"), wb.path()))
+        .await
+        .unwrap();
+    assert!(
+        a.handle.is_alive(),
+        "a survived the other backend's reconcile"
+    );
+    let mut client_a = a.client.clone();
+    let mut client_b = b.client.clone();
+    let (ua, code_a) = sh(&mut client_a, "id -u").await.unwrap();
+    let (ub, code_b) = sh(&mut client_b, "id -u").await.unwrap();
+    assert_eq!((code_a, code_b), (0, 0));
+    assert_ne!(ua.trim(), ub.trim(), "two allocators handed out one uid");
+    a.destroy().await.unwrap();
+    b.destroy().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

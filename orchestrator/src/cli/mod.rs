@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 
 mod demo;
 mod doctor;
+mod images;
 mod permissions;
 mod rewind;
 mod run;
@@ -40,6 +41,8 @@ enum Command {
     Sandbox(sandbox::SandboxArgs),
     /// What this host supports, and whether the chosen backend can confine.
     Doctor(doctor::DoctorArgs),
+    /// Build the sandbox images (docker backend) from `images/`.
+    Images(images::ImagesArgs),
     /// Explain what the permission rules decide about a tool call (exit 0 allow, 1 deny, 3 ask).
     Permissions(permissions::PermissionsArgs),
 }
@@ -67,6 +70,7 @@ pub fn main() -> ExitCode {
         Command::Rewind(args) => rewind::main(args),
         Command::Sandbox(args) => sandbox::main(args),
         Command::Doctor(args) => doctor::main(args),
+        Command::Images(args) => images::main(args),
         Command::Permissions(args) => permissions::main(args),
     }
 }

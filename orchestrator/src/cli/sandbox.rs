@@ -1,13 +1,13 @@
-//! `cordon sandbox [--backend local|docker] [--workspace DIR] [--allow-domain D]... -- CMD
-//! ARGS...`: runs one command (an argv, not a shell string) in a fresh sandbox, streams
-//! its output as it comes and passes its exit status through (a signal N gives 128+N).
+//! `cordon sandbox [--backend local|docker] [--image NAME] [--workspace DIR]
+//! [--allow-domain D]... -- CMD ARGS...`: runs one command (an argv, not a shell string) in
+//! a fresh sandbox, streams its output as it comes and passes its exit status through (a
+//! signal N gives 128+N). The docker backend builds a missing Cordon image first.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
-use cordon::sandbox::local::LocalBackend;
-use cordon::sandbox::{Backend, BackendKind, Sandbox, SandboxSpec};
+use cordon::sandbox::{BackendKind, Sandbox, SandboxSpec};
 use futures::StreamExt;
 use sandbox_agent::limits::MAX_EXEC_TIMEOUT_MS;
 use sandbox_agent::proto::{ExecRequest, ExitStatus, exec_event, output_chunk};
@@ -20,6 +20,9 @@ pub struct SandboxArgs {
     /// Where the sandbox runs.
     #[arg(long, value_enum, default_value = "local")]
     backend: BackendKind,
+    /// Docker image (docker backend; default cordon-minimal).
+    #[arg(long, value_name = "NAME")]
+    image: Option<String>,
     /// The writable workspace, visible at the same path inside (default: cwd).
     #[arg(long)]
     workspace: Option<PathBuf>,
@@ -46,10 +49,8 @@ pub fn main(args: SandboxArgs) -> ExitCode {
         );
         return ExitCode::from(EXIT_USAGE);
     }
-    if args.backend == BackendKind::Docker {
-        eprintln!(
-            "cordon: the docker backend is not available in `cordon sandbox` yet; use --backend local"
-        );
+    if args.image.is_some() && args.backend != BackendKind::Docker {
+        eprintln!("cordon: --image needs --backend docker");
         return ExitCode::from(EXIT_USAGE);
     }
     let runtime = match tokio::runtime::Runtime::new() {
@@ -75,13 +76,15 @@ async fn run(args: SandboxArgs) -> anyhow::Result<ExitCode> {
     };
     let workspace = std::fs::canonicalize(&workspace)
         .with_context(|| format!("workspace {}", workspace.display()))?;
-    let backend = LocalBackend::from_env().context("local backend")?;
     let session = format!("sandbox-{}", uuid::Uuid::new_v4().simple());
     let mut spec = SandboxSpec::new(session, &workspace);
     // Relative paths are taken from the workspace; the launcher refuses anything outside.
     spec.denied_read = args.deny_read.iter().map(|p| workspace.join(p)).collect();
     spec.denied_write = args.deny_write.iter().map(|p| workspace.join(p)).collect();
-    let sandbox = backend.start(&spec).await.context("starting the sandbox")?;
+    spec.image = args.image;
+    let sandbox = cordon::sandbox::start(args.backend, &spec)
+        .await
+        .context("starting the sandbox")?;
     // The working directory carries in when it lies inside the workspace.
     let cwd = std::env::current_dir()
         .ok()
@@ -173,6 +176,7 @@ mod tests {
     fn allow_domain_is_refused_not_faked() {
         let args = SandboxArgs {
             backend: BackendKind::Local,
+            image: None,
             workspace: None,
             allow_domain: vec!["example.com".into()],
             deny_read: Vec::new(),

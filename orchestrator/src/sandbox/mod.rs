@@ -4,7 +4,7 @@
 //! [`Sandbox`]: a handshaken [`AgentClient`] plus a handle that tears the sandbox down.
 //! - [`local`]: the embedded default; the agent in its own user, mount, pid, ipc, uts and
 //!   network namespaces, no Docker needed.
-//! - `docker`: one container per session through bollard.
+//! - [`docker`]: one container per session through bollard.
 
 use std::path::PathBuf;
 
@@ -117,9 +117,25 @@ pub trait Backend: Send + Sync {
 pub async fn start(kind: BackendKind, spec: &SandboxSpec) -> Result<Sandbox, SandboxError> {
     match kind {
         BackendKind::Local => local::LocalBackend::from_env()?.start(spec).await,
-        BackendKind::Docker => Err(SandboxError::Unsupported {
-            backend: "docker",
-            why: "the docker backend is not wired into `cordon run` yet".into(),
-        }),
+        BackendKind::Docker => {
+            // One-shot use (a CLI command, one session): no warm pool, which only pays off
+            // in a long-lived server that starts many sessions.
+            let config = docker::DockerConfig {
+                pool_size: 0,
+                ..docker::DockerConfig::default()
+            };
+            let backend = docker::DockerBackend::new(config).await?;
+            let image = spec
+                .image
+                .clone()
+                .unwrap_or_else(|| backend.config().default_image.clone());
+            // A missing Cordon image is built on the spot (seconds for the minimal one),
+            // with its progress on stderr: what a CLI user expects from a first run.
+            docker::images::ensure(backend.docker(), &image, |line| {
+                eprintln!("cordon: {line}");
+            })
+            .await?;
+            backend.start(spec).await
+        }
     }
 }

@@ -17,11 +17,11 @@
 //! The grant uses `setfacl` (Debian package `acl`); a host without it cannot run sessions
 //! on workspaces the sandbox uid cannot already write.
 
-use std::collections::BTreeSet;
-use std::os::unix::fs::MetadataExt;
-use std::path::Path;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Mutex;
+
+use nix::fcntl::{Flock, FlockArg};
 
 use crate::sandbox::SandboxError;
 
@@ -30,38 +30,80 @@ pub const UID_BASE: u32 = 300_000;
 /// How many sandbox uids exist (sessions alive at once on one host).
 pub const UID_RANGE: u32 = 60_000;
 
-/// Hands out distinct uids to live sessions.
+/// Where the uid locks live by default. Uids are a host-wide resource (the container's uid
+/// is the host's), so the lock directory must be shared by every Cordon process on the
+/// host, whatever its `$CORDON_HOME`: `/run/cordon-docker/uids` as root (only root can
+/// create entries under /run, so nobody else can plant or hold these locks), else
+/// `$CORDON_HOME/docker/uids` (a non-root user's sessions only meet their own).
+pub fn default_lock_dir() -> PathBuf {
+    if nix::unistd::geteuid().is_root() {
+        PathBuf::from("/run/cordon-docker/uids")
+    } else {
+        super::cordon_home().join("docker/uids")
+    }
+}
+
+/// Hands out distinct uids to live sessions, across processes: uid `u` is taken while some
+/// process holds an exclusive `flock` on `<lock_dir>/<u>.lock`. The lock lives in the
+/// [`UidLease`] the session keeps, and the kernel drops it when the holder exits or dies,
+/// so a crashed orchestrator never strands a uid (its containers are removed by
+/// [`super::adopt::reconcile`] before any new session starts).
 #[derive(Debug)]
 pub struct UidAllocator {
     base: u32,
-    used: Mutex<BTreeSet<u32>>,
+    lock_dir: PathBuf,
+}
+
+/// One reserved uid; dropping it frees the uid.
+#[derive(Debug)]
+pub struct UidLease {
+    uid: u32,
+    _lock: Flock<std::fs::File>,
+}
+
+impl UidLease {
+    pub fn uid(&self) -> u32 {
+        self.uid
+    }
 }
 
 impl UidAllocator {
-    pub fn new(base: u32) -> Self {
+    pub fn new(base: u32, lock_dir: impl Into<PathBuf>) -> Self {
         Self {
             base,
-            used: Mutex::new(BTreeSet::new()),
+            lock_dir: lock_dir.into(),
         }
     }
 
-    /// Reserves the lowest free uid.
-    pub fn allocate(&self) -> Option<u32> {
-        let mut used = self.used.lock().unwrap_or_else(|p| p.into_inner());
-        let uid = (self.base..self.base.saturating_add(UID_RANGE)).find(|u| !used.contains(u))?;
-        used.insert(uid);
-        Some(uid)
-    }
-
-    /// Marks a uid as used (an adopted container's).
-    pub fn reserve(&self, uid: u32) {
-        let mut used = self.used.lock().unwrap_or_else(|p| p.into_inner());
-        used.insert(uid);
-    }
-
-    pub fn release(&self, uid: u32) {
-        let mut used = self.used.lock().unwrap_or_else(|p| p.into_inner());
-        used.remove(&uid);
+    /// Reserves the lowest uid no live session (of any process) holds.
+    pub fn allocate(&self) -> Result<UidLease, SandboxError> {
+        let setup = |step| move |source| SandboxError::Setup { step, source };
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&self.lock_dir)
+            .map_err(setup("create uid lock dir"))?;
+        for uid in self.base..self.base.saturating_add(UID_RANGE) {
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .mode(0o600)
+                // A planted symlink must not make us create or lock a file elsewhere.
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .open(self.lock_dir.join(format!("{uid}.lock")))
+                .map_err(setup("open uid lock"))?;
+            match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+                Ok(lock) => return Ok(UidLease { uid, _lock: lock }),
+                Err((_, nix::errno::Errno::EWOULDBLOCK)) => continue,
+                Err((_, e)) => return Err(setup("lock uid")(e.into())),
+            }
+        }
+        Err(SandboxError::Unsupported {
+            backend: "docker",
+            why: "no free sandbox uid".into(),
+        })
     }
 }
 
@@ -118,14 +160,60 @@ mod tests {
 
     #[test]
     fn uids_are_distinct_and_reused_after_release() {
-        let a = UidAllocator::new(UID_BASE);
+        let dir = tempfile::tempdir().unwrap();
+        let a = UidAllocator::new(UID_BASE, dir.path());
         let u1 = a.allocate().unwrap();
         let u2 = a.allocate().unwrap();
-        assert_ne!(u1, u2);
-        assert!(u1 >= UID_BASE && u2 >= UID_BASE);
-        a.release(u1);
-        assert_eq!(a.allocate(), Some(u1));
-        a.reserve(u2 + 1);
-        assert_ne!(a.allocate(), Some(u2 + 1));
+        assert_ne!(u1.uid(), u2.uid());
+        assert!(u1.uid() >= UID_BASE && u2.uid() >= UID_BASE);
+        let first = u1.uid();
+        drop(u1);
+        assert_eq!(a.allocate().unwrap().uid(), first);
+    }
+
+    #[test]
+    fn two_allocators_on_one_lock_dir_never_share_a_uid() {
+        // Two allocators stand for two orchestrator processes: flock locks belong to the
+        // open file description, so they exclude each other within one process too.
+        let dir = tempfile::tempdir().unwrap();
+        let a = UidAllocator::new(UID_BASE, dir.path());
+        let b = UidAllocator::new(UID_BASE, dir.path());
+        let mut held = Vec::new();
+        for _ in 0..4 {
+            held.push(a.allocate().unwrap());
+            held.push(b.allocate().unwrap());
+        }
+        let mut uids: Vec<u32> = held.iter().map(UidLease::uid).collect();
+        uids.sort_unstable();
+        uids.dedup();
+        assert_eq!(uids.len(), 8, "{uids:?}");
+    }
+
+    #[test]
+    fn a_uid_held_by_another_process_is_skipped_and_freed_when_it_dies() {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = dir.path().join(format!("{UID_BASE}.lock"));
+        std::fs::write(&lock, "").unwrap();
+        // A real second process holds the lowest uid's lock: a shell takes it on fd 9
+        // with flock(1) from util-linux, then becomes `sleep` (same pid, same fd).
+        let script = format!("exec 9>>'{}'; flock -x 9 && exec sleep 30", lock.display());
+        let mut holder = Command::new("sh").args(["-c", &script]).spawn().unwrap();
+        let a = UidAllocator::new(UID_BASE, dir.path());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let lease = a.allocate().unwrap();
+            if lease.uid() != UID_BASE {
+                break;
+            }
+            drop(lease);
+            assert!(
+                std::time::Instant::now() < deadline,
+                "flock never took the lock"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        holder.kill().unwrap();
+        holder.wait().unwrap();
+        assert_eq!(a.allocate().unwrap().uid(), UID_BASE, "the kernel freed it");
     }
 }

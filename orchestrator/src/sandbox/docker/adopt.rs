@@ -1,6 +1,11 @@
 //! After an orchestrator crash: find the containers it left (by their `cordon.session`
 //! label) and remove them, with their run directories and workspace grants, so none leak.
 //!
+//! Several orchestrator processes may share one engine and one `$CORDON_HOME` (two
+//! `cordon run` sessions, a server and a CLI, parallel tests). Each container is labelled
+//! with its owner (pid and process start time); reconcile removes only containers whose
+//! owner is gone, never a live one of another process.
+//!
 //! Removal rather than re-adoption: a session's agent accepts one controller for its whole
 //! life (the dead orchestrator was it), so a surviving container cannot be talked to
 //! again; the next call of that session starts a fresh sandbox on the same workspace.
@@ -22,6 +27,45 @@ pub struct Orphan {
     pub session_id: String,
     pub uid: Option<u32>,
     pub run_dir: Option<PathBuf>,
+    /// The process that created it, when labelled.
+    pub owner: Option<Owner>,
+}
+
+/// An orchestrator process, named so that a reused pid is not mistaken for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Owner {
+    pub pid: u32,
+    /// Field 22 of `/proc/PID/stat`: the start time in clock ticks since boot.
+    pub start: u64,
+}
+
+impl Owner {
+    /// Whether this process still runs (same pid, same start time).
+    pub fn is_alive(&self) -> bool {
+        start_time(self.pid) == Some(self.start)
+    }
+}
+
+/// This process as an [`Owner`].
+pub fn this_process() -> Option<Owner> {
+    let pid = std::process::id();
+    Some(Owner {
+        pid,
+        start: start_time(pid)?,
+    })
+}
+
+/// The start time of process `pid`, `None` when there is no such process.
+fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_start_time(&stat)
+}
+
+/// Field 22 of a `/proc/PID/stat` line. The command name (field 2) may hold spaces and
+/// parentheses, so fields are counted after its last `)`: the next field is number 3.
+fn parse_start_time(stat: &str) -> Option<u64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(22 - 3)?.parse().ok()
 }
 
 /// Every container carrying Cordon's session label, running or not.
@@ -44,15 +88,24 @@ pub async fn find(docker: &Docker) -> Result<Vec<Orphan>, SandboxError> {
                 session_id: labels.get(labels::SESSION)?.clone(),
                 uid: labels.get(labels::UID).and_then(|u| u.parse().ok()),
                 run_dir: labels.get(labels::RUN_DIR).map(PathBuf::from),
+                owner: owner_label(&labels),
             })
         })
         .collect())
 }
 
+fn owner_label(labels: &HashMap<String, String>) -> Option<Owner> {
+    Some(Owner {
+        pid: labels.get(labels::OWNER_PID)?.parse().ok()?,
+        start: labels.get(labels::OWNER_START)?.parse().ok()?,
+    })
+}
+
 /// Removes every labelled container of this installation (its run directory lies under
-/// `run_root`, i.e. the same `$CORDON_HOME`) whose session is not in `keep`, and any
-/// labelled container whose run directory no longer exists; returns what it removed.
-/// Live containers of other installations on the same engine are left alone.
+/// `run_root`, i.e. the same `$CORDON_HOME`) whose owner process is gone and whose session
+/// is not in `keep`, and any labelled container whose run directory no longer exists;
+/// returns what it removed. Containers of live processes (this one included: another
+/// backend instance may be using them) and of other installations are left alone.
 pub async fn reconcile(
     docker: &Docker,
     run_root: &Path,
@@ -67,7 +120,10 @@ pub async fn reconcile(
         // A container whose run directory is gone (any installation's) can never be
         // reached again: its socket went with the directory.
         let unreachable = orphan.run_dir.as_ref().is_some_and(|d| !d.exists());
-        if !(ours || unreachable) || keep.contains(&orphan.session_id) {
+        // Unlabelled (older) containers count as ownerless.
+        let owner_alive = orphan.owner.is_some_and(|o| o.is_alive());
+        let removable = (ours && !owner_alive) || unreachable;
+        if !removable || keep.contains(&orphan.session_id) {
             continue;
         }
         if let Err(e) = container::remove(docker, &orphan.container_id).await {
@@ -106,4 +162,33 @@ fn clean_run_dir(dir: &Path) {
         tracing::warn!("revoking workspace access of uid {uid}: {e}");
     }
     let _ = std::fs::remove_dir_all(dir);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn start_time_is_field_22_even_with_odd_command_names() {
+        let stat = "42 (a) b (c)) S 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 \
+                    987654 1000 200 18446744073709551615";
+        assert_eq!(parse_start_time(stat), Some(987_654));
+        assert_eq!(parse_start_time("garbage"), None);
+    }
+
+    #[test]
+    fn this_process_is_alive_and_a_different_start_is_not() {
+        let me = this_process().unwrap();
+        assert!(me.is_alive());
+        let reused = Owner {
+            start: me.start + 1,
+            ..me
+        };
+        assert!(!reused.is_alive(), "a reused pid is not the owner");
+        let gone = Owner {
+            pid: u32::MAX - 1,
+            start: me.start,
+        };
+        assert!(!gone.is_alive());
+    }
 }

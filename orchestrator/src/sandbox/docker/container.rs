@@ -15,7 +15,7 @@ use bollard::query_parameters::{
 use futures::StreamExt;
 use sandbox_agent::config::{AgentConfig, Rlimits};
 
-use super::access::{self, UidAllocator};
+use super::access::{self, UidAllocator, UidLease};
 use super::{CONTAINER_RUN_DIR, DockerConfig, SOCKET_NAME, docker_err, labels, seccomp_profile};
 use crate::sandbox::{SandboxError, SandboxSpec};
 
@@ -42,6 +42,8 @@ pub struct Session {
     pub uid: u32,
     pub run_dir: PathBuf,
     granted: bool,
+    /// Holds the uid for this session's life (across processes, see [`access`]).
+    _lease: UidLease,
 }
 
 /// What `session.json` holds.
@@ -76,10 +78,8 @@ impl Session {
         uids: &UidAllocator,
         name: &str,
     ) -> Result<Self, SandboxError> {
-        let uid = uids.allocate().ok_or_else(|| SandboxError::Unsupported {
-            backend: "docker",
-            why: "no free sandbox uid".into(),
-        })?;
+        let lease = uids.allocate()?;
+        let uid = lease.uid();
         let run_dir = config.run_root.join(container_name(name));
         let session = Self {
             session_id: name.to_string(),
@@ -88,9 +88,10 @@ impl Session {
             uid,
             run_dir,
             granted: false,
+            _lease: lease,
         };
         if let Err(e) = session.make_run_dir() {
-            session.release(uids);
+            session.release();
             return Err(e);
         }
         Ok(session)
@@ -163,20 +164,19 @@ impl Session {
         }
     }
 
-    /// Frees the uid only (when nothing was granted or created yet).
-    pub fn release(&self, uids: &UidAllocator) {
+    /// Removes the run directory and frees the uid (when nothing was granted yet).
+    pub fn release(self) {
         let _ = std::fs::remove_dir_all(&self.run_dir);
-        uids.release(self.uid);
     }
 
     /// Revokes the workspace grant, removes the run directory, frees the uid.
-    pub fn cleanup(self, uids: &UidAllocator) {
+    pub fn cleanup(self) {
         if let (true, Some(ws)) = (self.granted, &self.workspace)
             && let Err(e) = access::revoke(ws, self.uid)
         {
             tracing::warn!("revoking workspace access for uid {}: {e}", self.uid);
         }
-        self.release(uids);
+        self.release();
     }
 }
 
@@ -288,6 +288,11 @@ pub async fn create_and_start(
             session.run_dir.display().to_string(),
         ),
     ]);
+    // Who owns the container: reconcile in another process leaves it alone while we live.
+    if let Some(owner) = super::adopt::this_process() {
+        label_map.insert(labels::OWNER_PID.to_string(), owner.pid.to_string());
+        label_map.insert(labels::OWNER_START.to_string(), owner.start.to_string());
+    }
     if let Some(ws) = &workspace {
         label_map.insert(labels::WORKSPACE.to_string(), ws.display().to_string());
     }

@@ -61,6 +61,14 @@ pub async fn build_images(
         step: "read agent binary",
         source,
     })?;
+    if !is_static_elf(&bytes) {
+        // The images have no dynamic loader: a dynamic agent would fail at session start
+        // with nothing but "agent did not come up".
+        return Err(SandboxError::Setup {
+            step: "check agent binary (run images/build-agent.sh for a static one)",
+            source: std::io::Error::other(format!("{} is not a static binary", agent.display())),
+        });
+    }
     progress(format!(
         "agent binary {} ({} bytes)",
         agent.display(),
@@ -99,11 +107,74 @@ pub fn agent_binary() -> Result<PathBuf, SandboxError> {
     }
     candidates
         .into_iter()
-        .find(|p| p.is_file())
+        .find(|p| std::fs::read(p).is_ok_and(|b| is_static_elf(&b)))
         .ok_or_else(|| SandboxError::Setup {
             step: "find static agent binary (run images/build-agent.sh)",
             source: std::io::Error::from(std::io::ErrorKind::NotFound),
         })
+}
+
+/// Whether `elf` is an x86-64 ELF executable without a program interpreter (`PT_INTERP`),
+/// i.e. one that runs in an image with no dynamic loader.
+pub fn is_static_elf(elf: &[u8]) -> bool {
+    const PT_INTERP: u32 = 3;
+    let u16_at = |o: usize| elf.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
+    let u32_at = |o: usize| {
+        elf.get(o..o + 4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    let u64_at = |o: usize| {
+        elf.get(o..o + 8)
+            .and_then(|b| <[u8; 8]>::try_from(b).ok())
+            .map(u64::from_le_bytes)
+    };
+    // ELF magic, 64-bit class, little endian.
+    if elf.get(..6) != Some(&[0x7f, b'E', b'L', b'F', 2, 1][..]) {
+        return false;
+    }
+    let (Some(phoff), Some(phentsize), Some(phnum)) = (u64_at(0x20), u16_at(0x36), u16_at(0x38))
+    else {
+        return false;
+    };
+    let Ok(phoff) = usize::try_from(phoff) else {
+        return false;
+    };
+    (0..usize::from(phnum)).all(|i| {
+        let at = phoff + i * usize::from(phentsize);
+        u32_at(at).is_some_and(|t| t != PT_INTERP)
+    })
+}
+
+/// Makes sure `image` exists in the engine. A missing Cordon image (`cordon-minimal`,
+/// `cordon-dev`) is built now, reporting through `progress`; any other missing image is
+/// an error (no registry is reachable to pull it from).
+pub async fn ensure(
+    docker: &Docker,
+    image: &str,
+    mut progress: impl FnMut(String),
+) -> Result<(), SandboxError> {
+    if image_labels(docker, image).await.is_some() {
+        return Ok(());
+    }
+    let (set, name) = match image {
+        MINIMAL => (ImageSet::Minimal, "minimal"),
+        DEV => (ImageSet::Dev, "dev"),
+        other => {
+            return Err(SandboxError::Docker(format!(
+                "image {other} is not in the docker engine (no registry is reachable: build or \
+                 import it first)"
+            )));
+        }
+    };
+    progress(format!(
+        "image {image} is not built: building it now (as `cordon images build {name}` does)"
+    ));
+    build_images(set, progress).await.map(drop).map_err(|e| {
+        SandboxError::Docker(format!(
+            "image {image} is not built and building it failed: {e}; run \
+             `images/build-agent.sh` then `cordon images build {name}`"
+        ))
+    })
 }
 
 fn sha256_hex(parts: &[&[u8]]) -> String {
@@ -407,6 +478,19 @@ pub async fn report(docker: &Docker) -> Vec<ImageReport> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn static_elf_detection() {
+        assert!(!is_static_elf(b"#!/bin/sh\n"));
+        assert!(!is_static_elf(&[]));
+        // This test binary is dynamic (cargo's default); /bin/busybox from busybox-static
+        // is static where installed.
+        let me = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+        assert!(!is_static_elf(&me), "a dynamic test binary");
+        if let Ok(bb) = std::fs::read("/bin/busybox") {
+            assert!(is_static_elf(&bb), "busybox-static");
+        }
+    }
 
     #[test]
     fn labels_change_with_the_agent() {

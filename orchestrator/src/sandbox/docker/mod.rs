@@ -53,6 +53,11 @@ pub mod labels {
     /// Set on idle pool containers (value: the pool slot); removed from nothing, since a
     /// claimed pool container keeps its labels: the session label says who owns it.
     pub const POOL: &str = "cordon.pool";
+    /// Pid of the orchestrator process that created the container.
+    pub const OWNER_PID: &str = "cordon.owner-pid";
+    /// That process's start time (field 22 of /proc/PID/stat, clock ticks since boot):
+    /// with the pid, names the process even after its pid is reused.
+    pub const OWNER_START: &str = "cordon.owner-start";
 }
 
 /// Where the agent socket directory is mounted inside every container.
@@ -81,6 +86,8 @@ pub struct DockerConfig {
     pub run_root: PathBuf,
     /// First sandbox uid; each live session gets a distinct one above it.
     pub uid_base: u32,
+    /// Where the cross-process uid locks live (see [`access::default_lock_dir`]).
+    pub uid_lock_dir: PathBuf,
     /// How long to wait for the agent socket after the container starts.
     pub ready_timeout: Duration,
 }
@@ -94,8 +101,11 @@ impl Default for DockerConfig {
             cpus: 1.0,
             tmpfs_bytes: 256 * 1024 * 1024,
             pool_size: 2,
-            run_root: cordon_home().join("run"),
+            // Not `$CORDON_HOME/run`: the local backend sweeps entries there that carry
+            // no launcher pid file, which would take a live container's socket with them.
+            run_root: cordon_home().join("docker/run"),
             uid_base: access::UID_BASE,
+            uid_lock_dir: access::default_lock_dir(),
             ready_timeout: Duration::from_secs(15),
         }
     }
@@ -200,7 +210,10 @@ impl DockerBackend {
     pub async fn new(config: DockerConfig) -> Result<Self, SandboxError> {
         let docker = connect().await?;
         adopt::reconcile(&docker, &config.run_root, &Default::default()).await?;
-        let uids = Arc::new(access::UidAllocator::new(config.uid_base));
+        let uids = Arc::new(access::UidAllocator::new(
+            config.uid_base,
+            config.uid_lock_dir.clone(),
+        ));
         let pool = if config.pool_size > 0 {
             Some(pool::WarmPool::start(
                 docker.clone(),
@@ -250,11 +263,11 @@ impl DockerBackend {
         let id = match created {
             Ok(id) => id,
             Err(e) => {
-                session.release(&self.uids);
+                session.release();
                 return Err(e);
             }
         };
-        finish(&self.docker, &self.config, &self.uids, session, id).await
+        finish(&self.docker, &self.config, session, id).await
     }
 }
 
@@ -262,11 +275,10 @@ impl DockerBackend {
 pub(crate) async fn finish(
     docker: &Docker,
     config: &DockerConfig,
-    uids: &Arc<access::UidAllocator>,
     session: container::Session,
     id: String,
 ) -> Result<Sandbox, SandboxError> {
-    let handle = DockerSandboxHandle::new(docker.clone(), id, session, uids.clone());
+    let handle = DockerSandboxHandle::new(docker.clone(), id, session);
     match AgentClient::connect_unix_waiting(handle.socket_path(), config.ready_timeout).await {
         Ok(client) => Ok(Sandbox {
             client,
@@ -312,18 +324,12 @@ pub struct DockerSandboxHandle {
     docker: Docker,
     container_id: String,
     session: Option<container::Session>,
-    uids: Arc<access::UidAllocator>,
     alive: Arc<AtomicBool>,
     watcher: tokio::task::JoinHandle<()>,
 }
 
 impl DockerSandboxHandle {
-    pub(crate) fn new(
-        docker: Docker,
-        container_id: String,
-        session: container::Session,
-        uids: Arc<access::UidAllocator>,
-    ) -> Self {
+    pub(crate) fn new(docker: Docker, container_id: String, session: container::Session) -> Self {
         let alive = Arc::new(AtomicBool::new(true));
         let watcher = tokio::spawn(container::watch_exit(
             docker.clone(),
@@ -334,7 +340,6 @@ impl DockerSandboxHandle {
             docker,
             container_id,
             session: Some(session),
-            uids,
             alive,
             watcher,
         }
@@ -375,7 +380,7 @@ impl SandboxHandle for DockerSandboxHandle {
         self.alive.store(false, Ordering::SeqCst);
         let removed = container::remove(&self.docker, &self.container_id).await;
         if let Some(session) = self.session.take() {
-            session.cleanup(&self.uids);
+            session.cleanup();
         }
         removed
     }
@@ -400,7 +405,7 @@ impl Drop for DockerSandboxHandle {
                 let _ = container::remove(&docker, &id).await;
             });
         }
-        session.cleanup(&self.uids);
+        session.cleanup();
     }
 }
 

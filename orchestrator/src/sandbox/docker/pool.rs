@@ -129,13 +129,12 @@ impl WarmPool {
         let prepared = prepare_claim(inner, &mut slot, spec).await;
         if let Err(e) = prepared {
             let _ = container::remove(&inner.docker, &slot.container_id).await;
-            slot.session.cleanup(&inner.uids);
+            slot.session.cleanup();
             return Err(e);
         }
         super::finish(
             &inner.docker,
             &inner.config,
-            &inner.uids,
             slot.session,
             slot.container_id,
         )
@@ -165,7 +164,7 @@ impl Drop for WarmPool {
 
 async fn remove_slot(inner: &Inner, slot: Slot) {
     let _ = container::remove(&inner.docker, &slot.container_id).await;
-    slot.session.cleanup(&inner.uids);
+    slot.session.cleanup();
 }
 
 async fn drain(inner: &Inner) {
@@ -227,7 +226,7 @@ async fn new_slot(inner: &Inner, name: &str) -> Result<Slot, SandboxError> {
             nix::unistd::chown(&fifo, id, gid)
         });
     if let Err(e) = made {
-        session.release(&inner.uids);
+        session.release();
         return Err(SandboxError::Setup {
             step: "make start fifo",
             source: e.into(),
@@ -247,7 +246,7 @@ async fn new_slot(inner: &Inner, name: &str) -> Result<Slot, SandboxError> {
             container_id,
         }),
         Err(e) => {
-            session.release(&inner.uids);
+            session.release();
             Err(e)
         }
     }
