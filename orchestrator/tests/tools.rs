@@ -1,6 +1,7 @@
 //! The model's tools end to end against the real sandbox agent binary, spawned on the host
 //! in serve mode with a socket in a temp dir (build it first: `cargo build -p sandbox-agent`;
 //! a workspace `cargo test` builds it).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a failed test step panics with its message
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};

@@ -6,6 +6,7 @@
 //!
 //! Run: `cargo bench -p cordon-tests --bench agent_rpc` (builds release binaries first:
 //! `cargo build --release --bins`).
+#![allow(clippy::cast_possible_truncation)] // statistics over small sample counts
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;

@@ -6,6 +6,7 @@
 //!
 //! `cargo bench -p cordon-tests --bench docker_ready` (needs Docker and the static agent:
 //! images/build-agent.sh). Prints one line per measure; asserts nothing.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a failed test step panics with its message
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -169,12 +170,11 @@ async fn run() -> Result<(), String> {
         "idle session PSS (agent + init)      p50 {median} KiB over {} sessions",
         pss.len()
     );
-    if median > 0 {
-        let avail = mem_available_kib();
+    let avail = mem_available_kib();
+    if let Some(fit) = avail.checked_div(median) {
         println!(
-            "idle sessions that fit in MemAvailable ({} MiB): ~{} by memory; the uid range allows {}",
+            "idle sessions that fit in MemAvailable ({} MiB): ~{fit} by memory; the uid range allows {}",
             avail / 1024,
-            avail / median,
             docker::access::UID_RANGE
         );
     }

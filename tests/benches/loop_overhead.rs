@@ -7,6 +7,7 @@
 //! - peak RSS of the whole `cordon run` process for the same scenario (release binary).
 //!
 //! Run: `cargo build --release --bins && cargo bench -p cordon-tests --bench loop_overhead`.
+#![allow(clippy::cast_possible_truncation)] // statistics over small sample counts
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;

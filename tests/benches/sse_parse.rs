@@ -4,6 +4,7 @@
 //! `stream()` runs it, and as `complete()` runs it (no per-delta events).
 //!
 //! Run: `cargo bench -p cordon-tests --bench sse_parse`
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a failed test step panics with its message
 
 use std::hint::black_box;
 use std::process::ExitCode;

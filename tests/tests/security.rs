@@ -172,10 +172,12 @@ pub fn host_home_and_root_are_invisible(backend: Backend) {
     let secret = HostMarker::new("/root", "secret");
     assert_denied(backend, &ws, "read", Some(secret.path()));
     assert_denied(backend, &ws, "readdir", Some("/root"));
-    if let Ok(home) = std::env::var("HOME") {
-        if home != "/root" && Path::new(&home).is_dir() && !ws.path().starts_with(&home) {
-            assert_denied(backend, &ws, "readdir", Some(&home));
-        }
+    if let Ok(home) = std::env::var("HOME")
+        && home != "/root"
+        && Path::new(&home).is_dir()
+        && !ws.path().starts_with(&home)
+    {
+        assert_denied(backend, &ws, "readdir", Some(&home));
     }
 }
 

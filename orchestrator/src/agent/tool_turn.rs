@@ -160,5 +160,8 @@ async fn run_one(
     let start = Instant::now();
     let out = tools.call(&call.info.name, ctx, call.input.clone()).await;
     let out = gate.after(&call.info, out).await;
-    (out, start.elapsed().as_millis() as u64)
+    (
+        out,
+        u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX),
+    )
 }

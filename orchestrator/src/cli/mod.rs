@@ -34,7 +34,7 @@ enum Command {
     /// A real sandboxed session on a scripted model, offline: watch it fix a small project.
     Demo(demo::DemoArgs),
     /// Run one agent task headless: a prompt in, tool calls in the sandbox, an answer out.
-    Run(run::RunArgs),
+    Run(Box<run::RunArgs>),
     /// List a session's checkpoints, or restore the workspace to before a user message.
     Rewind(rewind::RewindArgs),
     /// Run one command under exactly the confinement the Bash tool gets.
@@ -66,7 +66,7 @@ pub fn main() -> ExitCode {
     };
     match command {
         Command::Demo(args) => demo::main(args),
-        Command::Run(args) => run::main(args),
+        Command::Run(args) => run::main(*args),
         Command::Rewind(args) => rewind::main(args),
         Command::Sandbox(args) => sandbox::main(args),
         Command::Doctor(args) => doctor::main(args),

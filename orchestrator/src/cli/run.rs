@@ -308,7 +308,7 @@ pub async fn run_with_model(
         tracing::warn!(error = %e, "sandbox teardown reported an error");
     }
 
-    let duration_ms = started.elapsed().as_millis() as u64;
+    let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     match args.output_format {
         OutputFormat::Text => {
             if outcome.is_error {

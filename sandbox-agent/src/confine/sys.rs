@@ -117,8 +117,10 @@ pub fn pidfd_open(pid: i32) -> io::Result<std::os::fd::OwnedFd> {
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
+    // A descriptor number always fits a c_int; the syscall returns it widened to c_long.
+    let fd = libc::c_int::try_from(fd).map_err(|_| io::Error::other("pidfd out of range"))?;
     // SAFETY: see above; the value is a valid, owned descriptor number.
-    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) })
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
 }
 
 /// The pidfd of `pid`, registered with the tokio reactor: `readable().await` resolves when

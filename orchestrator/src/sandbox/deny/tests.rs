@@ -135,6 +135,10 @@ fn deny_rules_come_from_the_merged_settings() {
         .map(|r| (r.tool, r.pattern))
         .collect();
     tools.sort();
-    let want = [("Edit", "./config/**"), ("Read", "./.env"), ("Write", "./out.txt")];
+    let want = [
+        ("Edit", "./config/**"),
+        ("Read", "./.env"),
+        ("Write", "./out.txt"),
+    ];
     assert_eq!(tools, want.map(|(a, b)| (a.to_string(), b.to_string())));
 }
