@@ -537,3 +537,77 @@ async fn dev_image_builds_and_serves_a_session() {
     }
     sandbox.destroy().await.unwrap();
 }
+
+/// Protected paths, denied writes and denied reads hold in the kernel, for a cold start and
+/// for a warm-pool claim (where the mounts are injected), and leave nothing behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn protected_and_denied_paths_hold_cold_and_from_the_pool() {
+    require_docker!();
+    let f = fixture(1).await;
+    let pool = f.backend.pool().unwrap();
+    for claimed in [true, false] {
+        let ws = tempfile::tempdir().unwrap();
+        let root = ws.path().canonicalize().unwrap();
+        std::fs::create_dir_all(root.join(".git/hooks")).unwrap();
+        std::fs::write(root.join(".git/config"), "[core]\n").unwrap();
+        std::fs::write(root.join(".env"), "KEY=secret\n").unwrap();
+        std::fs::create_dir_all(root.join("private")).unwrap();
+        std::fs::write(root.join("private/key"), "secret\n").unwrap();
+        std::fs::create_dir_all(root.join("config")).unwrap();
+        std::fs::write(root.join("config/app.toml"), "a = 1\n").unwrap();
+        let mut spec = SandboxSpec::new(session_id("masks"), &root);
+        spec.denied_read = vec![root.join(".env"), root.join("private")];
+        spec.denied_write = vec![root.join("config")];
+        if claimed {
+            assert_eq!(pool.wait_ready(1, Duration::from_secs(30)).await, 1);
+        }
+        let sandbox = if claimed {
+            f.backend.start(&spec).await.unwrap()
+        } else {
+            f.backend.start_cold(&spec).await.unwrap()
+        };
+        let labels = container_labels(&f, &spec.session_id).await;
+        // A claimed pool container keeps its pool name; a cold one is named after the session.
+        assert_eq!(labels.is_none(), claimed, "claimed={claimed}");
+        let mut client = sandbox.client.clone();
+        let script = "for p in .git/hooks/pre-commit .git/config .claude/settings.json .mcp.json \
+                      .bashrc config/app.toml config/new; do \
+                        (mkdir -p \"$(dirname $p)\"; echo pwned >> $p) 2>/dev/null && echo WROTE $p; \
+                      done; \
+                      (mv .git .git.old) 2>/dev/null && echo MOVED; \
+                      cat .env 2>/dev/null && echo READ-ENV; \
+                      cat private/key 2>/dev/null && echo READ-KEY; \
+                      ls private 2>/dev/null && echo LISTED; \
+                      cat config/app.toml; echo ok > ordinary; echo done";
+        let (out, code) = sh(&mut client, script).await.unwrap();
+        assert_eq!(code, 0, "{out}");
+        assert!(
+            out.contains("a = 1"),
+            "denied-write paths stay readable: {out}"
+        );
+        assert!(out.trim_end().ends_with("done"), "{out}");
+        for bad in ["WROTE", "MOVED", "READ-ENV", "READ-KEY", "LISTED", "secret"] {
+            assert!(!out.contains(bad), "claimed={claimed}: {bad}: {out}");
+        }
+        assert!(
+            root.join("ordinary").exists(),
+            "the workspace stays writable"
+        );
+        sandbox.destroy().await.unwrap();
+        assert_eq!(
+            std::fs::read_to_string(root.join(".git/config")).unwrap(),
+            "[core]\n"
+        );
+        for left in [".claude", ".mcp.json", ".bashrc", ".envrc", "config/new"] {
+            assert!(
+                !root.join(left).exists(),
+                "{left} left behind (claimed={claimed})"
+            );
+        }
+        assert_eq!(
+            std::fs::read_to_string(root.join(".env")).unwrap(),
+            "KEY=secret\n"
+        );
+    }
+    pool.shutdown().await;
+}

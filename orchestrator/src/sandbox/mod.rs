@@ -42,7 +42,7 @@ pub struct SandboxSpec {
     pub tenant: Option<String>,
     /// Absolute paths inside the workspace no sandboxed process may read: `Read(...)`
     /// deny rules bound in the kernel (resolved by [`deny::resolve`] before the start).
-    /// The docker backend does not apply these yet (see [`deny`]).
+    /// Both backends bind them (local: the launcher's mounts; docker: [`docker::masks`]).
     pub denied_read: Vec<PathBuf>,
     /// Absolute paths inside the workspace no sandboxed process may change: `Edit(...)`
     /// deny rules bound in the kernel.

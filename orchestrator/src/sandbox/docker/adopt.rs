@@ -161,6 +161,7 @@ fn clean_run_dir(dir: &Path) {
     {
         tracing::warn!("revoking workspace access of uid {uid}: {e}");
     }
+    super::masks::remove_placeholders(dir);
     let _ = std::fs::remove_dir_all(dir);
 }
 

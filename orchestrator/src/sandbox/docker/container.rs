@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use bollard::Docker;
-use bollard::models::{ContainerCreateBody, HostConfig};
+use bollard::models::{ContainerCreateBody, HostConfig, Mount, MountType};
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, LogsOptionsBuilder, RemoveContainerOptionsBuilder,
 };
@@ -16,6 +16,7 @@ use futures::StreamExt;
 use sandbox_agent::config::{AgentConfig, Rlimits};
 
 use super::access::{self, UidAllocator, UidLease};
+use super::masks::{self, Masks};
 use super::{CONTAINER_RUN_DIR, DockerConfig, SOCKET_NAME, docker_err, labels, seccomp_profile};
 use crate::sandbox::{SandboxError, SandboxSpec};
 
@@ -42,6 +43,8 @@ pub struct Session {
     pub uid: u32,
     pub run_dir: PathBuf,
     granted: bool,
+    /// Protected, denied-write and denied-read paths mounted over the workspace.
+    pub masks: Masks,
     /// Holds the uid for this session's life (across processes, see [`access`]).
     _lease: UidLease,
 }
@@ -68,8 +71,19 @@ impl Session {
             })?;
         let mut session = Self::slot(config, uids, &spec.session_id)?;
         session.tenant = spec.tenant.clone();
-        session.attach_workspace(&workspace)?;
+        if let Err(e) = session.attach(&workspace, spec) {
+            session.cleanup();
+            return Err(e);
+        }
         Ok(session)
+    }
+
+    /// Grants the workspace and plans the mounts over it (placeholders made on the host).
+    /// On error the caller cleans up (revoke, placeholders, run dir).
+    pub fn attach(&mut self, workspace: &Path, spec: &SandboxSpec) -> Result<(), SandboxError> {
+        self.attach_workspace(workspace)?;
+        self.masks = masks::prepare(workspace, spec, &self.run_dir)?;
+        Ok(())
     }
 
     /// A session without a workspace yet (a warm-pool slot).
@@ -88,6 +102,7 @@ impl Session {
             uid,
             run_dir,
             granted: false,
+            masks: Masks::default(),
             _lease: lease,
         };
         if let Err(e) = session.make_run_dir() {
@@ -154,7 +169,7 @@ impl Session {
             workspace: workspace.to_path_buf(),
             tmp_dir: PathBuf::from("/tmp"),
             extra_writable: Vec::new(),
-            protected_paths: Vec::new(),
+            protected_paths: self.masks.protected.clone(),
             network,
             best_effort: false,
             rlimits: Rlimits::default(),
@@ -164,8 +179,9 @@ impl Session {
         }
     }
 
-    /// Removes the run directory and frees the uid (when nothing was granted yet).
+    /// Removes the placeholders (those still empty), the run directory, and frees the uid.
     pub fn release(self) {
+        masks::remove_placeholders(&self.run_dir);
         let _ = std::fs::remove_dir_all(&self.run_dir);
     }
 
@@ -215,8 +231,25 @@ pub fn session_host_config(
         format!("rw,nosuid,nodev,size={},mode=1777", config.tmpfs_bytes),
     )]);
     let seccomp = seccomp_profile::docker_profile_json()?;
+    // Protected and denied paths over the workspace (cold start; a pool claim injects
+    // them). Typed mounts: a missing source fails the create instead of being made.
+    let mounts = workspace.map(|_| {
+        session
+            .masks
+            .binds
+            .iter()
+            .map(|b| Mount {
+                target: Some(b.target.display().to_string()),
+                source: Some(b.source.display().to_string()),
+                typ: Some(MountType::BIND),
+                read_only: Some(b.read_only),
+                ..Mount::default()
+            })
+            .collect()
+    });
     Ok(HostConfig {
         binds: Some(binds),
+        mounts,
         // No network namespace peers, no route out (egress comes through a bridged socket).
         network_mode: Some("none".into()),
         // Nothing outside the workspace, /tmp and the run dir is writable.

@@ -10,12 +10,15 @@
 //! - [`adopt`]: after an orchestrator crash, finds labelled containers and removes them.
 //! - [`seccomp_profile`]: the Docker-JSON seccomp profile, generated from `policies/seccomp`.
 //! - [`access`]: per-session uids and how the workspace is made writable for them.
+//! - [`masks`]: protected paths, denied-write and denied-read paths over the workspace.
 //!
 //! Security properties of every session container (see [`container::session_host_config`]):
 //! network none, read-only root, workspace bind-mounted at the same absolute path, a
 //! size-capped /tmp tmpfs, all capabilities dropped, no-new-privileges, the generated
 //! seccomp profile, pids/memory/cpu limits, an init that reaps, a distinct non-root uid,
-//! and only the session's own run directory (holding the agent socket) shared with the host.
+//! and only the session's own run directory (holding the agent socket) shared with the host;
+//! the protected paths (`policies/protected-paths.json`) and the session's denied-write paths
+//! read-only, its denied-read paths masked ([`masks`]).
 //! The Docker socket is never mounted.
 
 use std::collections::HashMap;
@@ -33,6 +36,7 @@ pub mod access;
 pub mod adopt;
 pub mod container;
 pub mod images;
+pub mod masks;
 pub mod pool;
 pub mod seccomp_profile;
 

@@ -34,6 +34,7 @@ use bollard::Docker;
 
 use super::access::UidAllocator;
 use super::container::{self, Mode, Session};
+use super::masks::Bind;
 use super::{CONTAINER_RUN_DIR, DockerConfig, docker_err};
 use crate::sandbox::{Sandbox, SandboxError, SandboxSpec};
 
@@ -279,7 +280,7 @@ async fn prepare_claim(
         })?;
     slot.session.session_id = spec.session_id.clone();
     slot.session.tenant = spec.tenant.clone();
-    slot.session.attach_workspace(&workspace)?;
+    slot.session.attach(&workspace, spec)?;
     if let Some(merged) = merged {
         // The mount point, in the container's own writable layer (read-only from inside).
         let rel = workspace.strip_prefix("/").unwrap_or(&workspace);
@@ -288,7 +289,8 @@ async fn prepare_claim(
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     let pid = pid as u32;
     let ws = workspace.clone();
-    tokio::task::spawn_blocking(move || inject_mount(pid, &ws))
+    let binds = slot.session.masks.binds.clone();
+    tokio::task::spawn_blocking(move || inject_mounts(pid, &ws, &binds))
         .await
         .map_err(|e| SandboxError::Docker(format!("inject workspace mount: {e}")))??;
     let config = slot.session.agent_config(&workspace, false);
@@ -340,25 +342,22 @@ async fn signal_start(fifo: &Path) -> Result<(), SandboxError> {
 const OPEN_TREE_CLONE: libc::c_uint = 1;
 const AT_RECURSIVE: libc::c_uint = 0x8000;
 const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
+const MOUNT_ATTR_RDONLY: u64 = 0x1;
 
-/// Attaches a recursive clone of `workspace` at the same path inside the mount namespace of
-/// process `pid` (the container's init). Blocking: forks a child that joins the namespace.
-fn inject_mount(pid: u32, workspace: &Path) -> Result<(), SandboxError> {
+/// `struct mount_attr` of mount_setattr(2).
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+/// A detached recursive clone of `source` (open_tree), made read-only when asked.
+fn detached_clone(source: &Path, read_only: bool) -> Result<OwnedFd, SandboxError> {
     let err = |step| move |source| SandboxError::Setup { step, source };
-    let ns = std::fs::File::open(format!("/proc/{pid}/ns/mnt")).map_err(err("open mount ns"))?;
-    let path = CString::new(workspace.as_os_str().as_bytes())
-        .map_err(|e| SandboxError::Docker(format!("workspace path: {e}")))?;
-    // Every prefix of the path, to create mount points that live on a writable mount
-    // inside the container (e.g. under its /tmp tmpfs); prepared before fork (no allocation
-    // in the child).
-    let prefixes: Vec<CString> = workspace
-        .ancestors()
-        .filter(|p| p.as_os_str().len() > 1)
-        .collect::<Vec<_>>()
-        .into_iter()
-        .rev()
-        .filter_map(|p| CString::new(p.as_os_str().as_bytes()).ok())
-        .collect();
+    let path = CString::new(source.as_os_str().as_bytes())
+        .map_err(|e| SandboxError::Docker(format!("mount source path: {e}")))?;
     // SAFETY: open_tree takes a valid NUL-terminated path and flags; it returns a new fd or
     // -1, which is checked before use.
     let raw = unsafe {
@@ -370,11 +369,66 @@ fn inject_mount(pid: u32, workspace: &Path) -> Result<(), SandboxError> {
         )
     };
     if raw < 0 {
-        return Err(err("open_tree workspace")(std::io::Error::last_os_error()));
+        return Err(err("open_tree mount source")(
+            std::io::Error::last_os_error(),
+        ));
     }
-    #[allow(clippy::cast_possible_truncation)]
+    let raw = i32::try_from(raw).map_err(|e| SandboxError::Docker(format!("open_tree: {e}")))?;
     // SAFETY: `raw` is a fresh fd we own exclusively (checked non-negative above).
-    let tree = unsafe { OwnedFd::from_raw_fd(raw as i32) };
+    let tree = unsafe { OwnedFd::from_raw_fd(raw) };
+    if read_only {
+        let attr = MountAttr {
+            attr_set: MOUNT_ATTR_RDONLY,
+            attr_clr: 0,
+            propagation: 0,
+            userns_fd: 0,
+        };
+        // SAFETY: `tree` is a live fd of a detached mount, the empty path is a valid C
+        // string, and `attr` is a valid mount_attr that outlives the call, passed with its
+        // size. Read-only only ever narrows what the clone allows.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_mount_setattr,
+                tree.as_raw_fd(),
+                c"".as_ptr(),
+                libc::AT_EMPTY_PATH as libc::c_uint | AT_RECURSIVE,
+                &raw const attr,
+                std::mem::size_of::<MountAttr>(),
+            )
+        };
+        if r != 0 {
+            return Err(err("make mount read-only")(std::io::Error::last_os_error()));
+        }
+    }
+    Ok(tree)
+}
+
+/// Attaches a recursive clone of `workspace` at the same path inside the mount namespace of
+/// process `pid` (the container's init), then the protected and denied binds over it
+/// (parents first). Blocking: forks a child that joins the namespace.
+fn inject_mounts(pid: u32, workspace: &Path, binds: &[Bind]) -> Result<(), SandboxError> {
+    let err = |step| move |source| SandboxError::Setup { step, source };
+    let ns = std::fs::File::open(format!("/proc/{pid}/ns/mnt")).map_err(err("open mount ns"))?;
+    // Every prefix of the workspace path, to create mount points that live on a writable
+    // mount inside the container (e.g. under its /tmp tmpfs). Everything the child uses is
+    // prepared before the fork (no allocation in the child).
+    let prefixes: Vec<CString> = workspace
+        .ancestors()
+        .filter(|p| p.as_os_str().len() > 1)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .filter_map(|p| CString::new(p.as_os_str().as_bytes()).ok())
+        .collect();
+    let mut trees: Vec<(OwnedFd, CString)> = Vec::with_capacity(binds.len() + 1);
+    let target = |p: &Path| {
+        CString::new(p.as_os_str().as_bytes())
+            .map_err(|e| SandboxError::Docker(format!("mount target path: {e}")))
+    };
+    trees.push((detached_clone(workspace, false)?, target(workspace)?));
+    for b in binds {
+        trees.push((detached_clone(&b.source, b.read_only)?, target(&b.target)?));
+    }
     // SAFETY: the child only makes raw syscalls (setns, mkdir, move_mount) on memory
     // prepared before the fork and then calls _exit: async-signal-safe, no allocation, no
     // locks, as required after fork in a multi-threaded process.
@@ -388,19 +442,24 @@ fn inject_mount(pid: u32, workspace: &Path) -> Result<(), SandboxError> {
                 for p in &prefixes {
                     libc::mkdir(p.as_ptr(), 0o755);
                 }
-                let r = libc::syscall(
-                    libc::SYS_move_mount,
-                    tree.as_raw_fd(),
-                    c"".as_ptr(),
-                    libc::AT_FDCWD,
-                    path.as_ptr(),
-                    MOVE_MOUNT_F_EMPTY_PATH,
-                );
-                libc::_exit(if r == 0 { 0 } else { 202 });
+                for (tree, path) in &trees {
+                    let r = libc::syscall(
+                        libc::SYS_move_mount,
+                        tree.as_raw_fd(),
+                        c"".as_ptr(),
+                        libc::AT_FDCWD,
+                        path.as_ptr(),
+                        MOVE_MOUNT_F_EMPTY_PATH,
+                    );
+                    if r != 0 {
+                        libc::_exit(202);
+                    }
+                }
+                libc::_exit(0);
             }
         }
         nix::unistd::ForkResult::Parent { child } => {
-            drop(tree);
+            drop(trees);
             match nix::sys::wait::waitpid(child, None) {
                 Ok(nix::sys::wait::WaitStatus::Exited(_, 0)) => Ok(()),
                 Ok(nix::sys::wait::WaitStatus::Exited(_, 201)) => Err(SandboxError::Docker(
