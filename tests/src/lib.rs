@@ -42,6 +42,98 @@ pub fn probe_bin() -> PathBuf {
     built_binary("escape-probe")
 }
 
+/// The target directory (`target/`), above `bin_dir()`.
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| bin_dir().parent().expect("target dir").to_path_buf())
+}
+
+/// Where `images/build-agent.sh` puts the static builds (agent and escape probe).
+fn static_dir() -> PathBuf {
+    target_dir().join("x86_64-unknown-linux-gnu/release")
+}
+
+/// The statically linked escape probe, if `images/build-agent.sh` built it: it runs in any
+/// image (the busybox-only `cordon-minimal` has no dynamic loader) and on the host alike.
+pub fn static_probe_bin() -> Option<PathBuf> {
+    Some(static_dir().join("escape-probe")).filter(|p| p.is_file())
+}
+
+/// The repository root (the workspace's `Cargo.toml` is there).
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("repo root")
+        .to_path_buf()
+}
+
+/// Makes the Docker backend usable for tests, once per test binary and one test binary at
+/// a time (a file lock: several test binaries may start together): the static agent and
+/// probe (`images/build-agent.sh`) when missing, then `cordon images build minimal` (a
+/// no-op when the image is current). `Err` only when the Docker engine is unreachable, the
+/// one reason a Docker test may skip; any other failure panics.
+pub fn docker_ready() -> Result<(), String> {
+    static READY: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    READY.get_or_init(prepare_docker).clone()
+}
+
+fn prepare_docker() -> Result<(), String> {
+    let reachable = std::thread::spawn(|| {
+        let rt = tokio::runtime::Runtime::new().expect("runtime");
+        rt.block_on(cordon::sandbox::docker::probe())
+    })
+    .join()
+    .expect("docker probe");
+    if !reachable.reachable {
+        return Err(format!("docker engine unreachable: {:?}", reachable.error));
+    }
+    let lock_path = target_dir().join("docker-images.lock");
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .expect("open docker-images.lock");
+    let _held = nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusive)
+        .map_err(|(_, e)| e)
+        .expect("lock docker-images.lock");
+    let have_static = static_dir().join("sandbox-agent").is_file() && static_probe_bin().is_some();
+    if !have_static {
+        eprintln!("building the static agent and probe (images/build-agent.sh)");
+        let status = Command::new("bash")
+            .arg(repo_root().join("images/build-agent.sh"))
+            .status()
+            .expect("run images/build-agent.sh");
+        assert!(status.success(), "images/build-agent.sh failed: {status}");
+    }
+    let out = Command::new(cordon_bin())
+        .args(["images", "build", "minimal"])
+        .output()
+        .expect("run cordon images build");
+    assert!(
+        out.status.success(),
+        "cordon images build minimal failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(())
+}
+
+/// Whether tests of `backend` can run here; for Docker, says LOUDLY why not when the
+/// engine is unreachable (the test then returns, passing).
+pub fn backend_ready(backend: Backend) -> bool {
+    match backend {
+        Backend::Local => true,
+        Backend::Docker => match docker_ready() {
+            Ok(()) => true,
+            Err(why) => {
+                eprintln!("\n!!!!! SKIPPING docker test: {why} !!!!!\n");
+                false
+            }
+        },
+    }
+}
+
 /// A throwaway workspace under the target directory (not /tmp: the sandbox has its own
 /// private /tmp, and the workspace must be visible at the same absolute path). Removed on
 /// drop.
@@ -68,10 +160,12 @@ impl Workspace {
         self.dir.path().join(rel)
     }
 
-    /// Copies the escape probe into the workspace so it can run inside any image.
+    /// Copies the escape probe into the workspace so it can run inside any image: the
+    /// static build when there is one (needed in `cordon-minimal`), else the dynamic one.
     pub fn with_probe(&self) -> PathBuf {
         let dst = self.join("escape-probe");
-        std::fs::copy(probe_bin(), &dst).expect("copy probe");
+        let src = static_probe_bin().unwrap_or_else(probe_bin);
+        std::fs::copy(src, &dst).expect("copy probe");
         dst
     }
 }
