@@ -67,8 +67,12 @@ fn run(cli: Cli) -> Result<(), String> {
     runtime.block_on(async move {
         let listener = tokio::net::UnixListener::from_std(listener).map_err(|e| e.to_string())?;
         let executor = Executor::new(&config);
-        let gate = Arc::new(ControllerGate::new(config.require_outside_peer));
+        let require_outside_peer = config.require_outside_peer;
         let service = AgentService::new(config, report, executor).map_err(|e| e.to_string())?;
+        let gate = Arc::new(ControllerGate::new(
+            require_outside_peer,
+            service.handshaken(),
+        ));
         let shutdown = service.shutdown_signal();
         serve_unix(listener, service.into_server(), gate, shutdown)
             .await

@@ -27,7 +27,9 @@ pub use listener::{ControllerGate, serve_unix};
 pub struct AgentService {
     config: AgentConfig,
     report: ConfinementReport,
-    handshaken: AtomicBool,
+    /// Shared with the listener: a controller that leaves before its handshake frees the
+    /// slot instead of ending the agent.
+    handshaken: Arc<AtomicBool>,
     resolver: Arc<Resolver>,
     cwd: Arc<Mutex<PathBuf>>,
     executor: Arc<Executor>,
@@ -45,11 +47,16 @@ impl AgentService {
             cwd: Arc::new(Mutex::new(config.workspace.clone())),
             config,
             report,
-            handshaken: AtomicBool::new(false),
+            handshaken: Arc::new(AtomicBool::new(false)),
             resolver: Arc::new(resolver),
             executor: Arc::new(executor),
             shutdown: Arc::new(Notify::new()),
         })
+    }
+
+    /// Set once a controller completed the handshake.
+    pub fn handshaken(&self) -> Arc<AtomicBool> {
+        self.handshaken.clone()
     }
 
     /// Resolves when a controller asked the agent to shut down.

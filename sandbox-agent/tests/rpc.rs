@@ -324,3 +324,30 @@ async fn shutdown_is_answered_then_the_agent_exits() {
         "agent did not exit after shutdown"
     );
 }
+
+#[tokio::test]
+async fn a_connection_abandoned_before_its_handshake_does_not_end_the_agent() {
+    let mut agent = Agent::start();
+    // Connect at the transport level and go away without a handshake (an aborted attempt).
+    let raw = agent.raw().await;
+    drop(raw);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        !agent.exited_within(Duration::from_millis(200)).await,
+        "the agent exited"
+    );
+    // The real controller still gets the agent, and then owns it for good.
+    let mut client = AgentClient::connect_unix_waiting(&agent.socket, Duration::from_secs(5))
+        .await
+        .unwrap();
+    let err = client
+        .read(&agent.workspace.join("missing").display().to_string(), 0, 0)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::NotFound);
+    drop(client);
+    assert!(
+        agent.exited_within(Duration::from_secs(10)).await,
+        "agent outlived its controller"
+    );
+}

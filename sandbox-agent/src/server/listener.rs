@@ -2,7 +2,9 @@
 //! its controller for life. Every later connection is closed unanswered, so a process
 //! inside the sandbox that finds the socket cannot drive the agent. When the controller's
 //! connection ends (session over, orchestrator dead), the agent shuts down and takes every
-//! process it started with it.
+//! process it started with it. A connection that ends before its handshake completed (a
+//! connect attempt the orchestrator abandoned) frees the slot instead: the orchestrator
+//! retries, and only a handshaken controller owns the agent for good.
 
 use std::io;
 use std::pin::Pin;
@@ -19,17 +21,30 @@ use tonic::transport::server::Connected;
 #[derive(Debug)]
 pub struct ControllerGate {
     taken: AtomicBool,
+    /// Set by the service when a controller completes the handshake.
+    handshaken: Arc<AtomicBool>,
     /// Refuse peers whose pid is visible in our pid namespace: the real controller lives
     /// outside the sandbox, so a visible pid means a sandboxed process is knocking.
     require_outside_peer: bool,
 }
 
 impl ControllerGate {
-    pub fn new(require_outside_peer: bool) -> Self {
+    pub fn new(require_outside_peer: bool, handshaken: Arc<AtomicBool>) -> Self {
         Self {
             taken: AtomicBool::new(false),
+            handshaken,
             require_outside_peer,
         }
+    }
+
+    /// The controller's connection ended: true when the agent should shut down (the
+    /// controller had handshaken); otherwise the slot is freed for another attempt.
+    fn controller_left(&self) -> bool {
+        if self.handshaken.load(Ordering::Acquire) {
+            return true;
+        }
+        self.taken.store(false, Ordering::Release);
+        false
     }
 
     /// Admits `stream` as the controller, or says why not.
@@ -83,6 +98,7 @@ where
                             let conn = ControllerConn {
                                 inner: stream,
                                 gone: gone.clone(),
+                                gate: gate.clone(),
                             };
                             return Some((Ok::<_, io::Error>(conn), (listener, gate, gone)));
                         }
@@ -109,12 +125,17 @@ where
 struct ControllerConn {
     inner: UnixStream,
     gone: Arc<Notify>,
+    gate: Arc<ControllerGate>,
 }
 
 impl Drop for ControllerConn {
     fn drop(&mut self) {
-        tracing::info!("controller disconnected; shutting down");
-        self.gone.notify_one();
+        if self.gate.controller_left() {
+            tracing::info!("controller disconnected; shutting down");
+            self.gone.notify_one();
+        } else {
+            tracing::info!("a connection left before its handshake; waiting for the controller");
+        }
     }
 }
 
