@@ -132,6 +132,8 @@ fn continue_finds_the_latest_session_of_the_workspace_and_fork_copies_turns() {
         store.latest_in(std::path::Path::new("/w")).unwrap().id,
         second.id
     );
+    // Timestamps have millisecond precision: let the clock move past `second`'s.
+    std::thread::sleep(std::time::Duration::from_millis(5));
     store.touch(&first.id).unwrap();
     assert_eq!(
         store.latest_in(std::path::Path::new("/w")).unwrap().id,
