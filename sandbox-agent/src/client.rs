@@ -240,16 +240,51 @@ pub async fn unix_channel(socket: PathBuf) -> Result<Channel, AgentError> {
     endpoint
         .connect_with_connector(tower::service_fn(move |_: Uri| {
             let path = path.clone();
-            async move { UnixStream::connect(path).await.map(TokioIo::new) }
+            async move { connect_socket(&path).await.map(TokioIo::new) }
         }))
         .await
         .map_err(|e| {
             AgentError::new(
                 ErrorCode::Io,
                 format!(
-                    "cannot connect to sandbox agent at {}: {e}",
-                    socket.display()
+                    "cannot connect to sandbox agent at {}: {}",
+                    socket.display(),
+                    error_chain(&e)
                 ),
             )
         })
+}
+
+/// `sun_path` holds 108 bytes; a socket deep in a long `$CORDON_HOME` has a longer path.
+const MAX_SOCKET_PATH: usize = 100;
+
+/// Connects to the socket at `path`, however long: a long path is reached through a
+/// descriptor of its directory (`/proc/self/fd/N/NAME`), which the kernel resolves to the
+/// same socket.
+async fn connect_socket(path: &Path) -> std::io::Result<UnixStream> {
+    if path.as_os_str().len() <= MAX_SOCKET_PATH {
+        return UnixStream::connect(path).await;
+    }
+    use std::os::fd::AsRawFd;
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return UnixStream::connect(path).await;
+    };
+    let dir = std::fs::File::open(dir)?;
+    let short = PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd())).join(name);
+    let stream = UnixStream::connect(&short).await;
+    drop(dir);
+    stream
+}
+
+/// An error and its sources, joined: tonic's own message ("transport error") hides the
+/// cause in the chain.
+fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }

@@ -351,3 +351,25 @@ async fn a_connection_abandoned_before_its_handshake_does_not_end_the_agent() {
         "agent outlived its controller"
     );
 }
+
+#[tokio::test]
+async fn a_socket_path_longer_than_sun_path_still_connects() {
+    let dir = tempfile::tempdir().unwrap();
+    let deep = dir.path().join("a".repeat(60)).join("b".repeat(60));
+    std::fs::create_dir_all(&deep).unwrap();
+    let socket = deep.join("agent.sock");
+    assert!(socket.as_os_str().len() > 108);
+    // Bind through a short alias of the same directory, as a sandbox does from inside.
+    let alias = dir.path().join("s");
+    std::os::unix::fs::symlink(&deep, &alias).unwrap();
+    let listener = tokio::net::UnixListener::bind(alias.join("agent.sock")).unwrap();
+    let accepted = tokio::spawn(async move { listener.accept().await.is_ok() });
+    // A transport-level connect is enough to prove the path is reachable.
+    let _ = sandbox_agent::client::unix_channel(socket).await;
+    assert!(
+        tokio::time::timeout(Duration::from_secs(5), accepted)
+            .await
+            .unwrap()
+            .unwrap()
+    );
+}
