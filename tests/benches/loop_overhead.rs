@@ -203,6 +203,28 @@ fn main() {
         }
     }
     per_turn.sort();
+    // The transcript is fsynced at every turn boundary (the durability the loop promises):
+    // measure that cost alone on the same filesystem, to read the figure above.
+    let probe = tempfile::tempdir_in(&root).unwrap();
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(probe.path().join("t.jsonl"))
+        .unwrap();
+    let mut syncs: Vec<Duration> = (0..50)
+        .map(|_| {
+            use std::io::Write;
+            let start = Instant::now();
+            file.write_all(b"{\"type\":\"user\"}\n").unwrap();
+            file.sync_data().unwrap();
+            start.elapsed()
+        })
+        .collect();
+    syncs.sort();
+    println!(
+        "baseline: one append + fdatasync on the same filesystem: median {:?}",
+        syncs[syncs.len() / 2]
+    );
     println!(
         "harness overhead per turn: median {:?} (target <= 2 ms)",
         per_turn[per_turn.len() / 2]
