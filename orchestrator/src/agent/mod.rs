@@ -23,7 +23,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::model::{
     AssistantMessage, CacheControl, ContentBlock, Message, MessagesRequest, ModelClient,
-    StopReason, StreamEvent, ToolDefinition, Usage,
+    StopReason, StreamEvent, SystemBlock, ToolDefinition, Usage,
 };
 use crate::session::{RecordBody, Transcript};
 use crate::tools::{ToolContext, ToolRegistry};
@@ -107,6 +107,10 @@ pub struct AgentLoop {
     events: Option<mpsc::UnboundedSender<LoopEvent>>,
     /// Input tokens of the last model call (what the conversation occupies).
     context_tokens: u64,
+    /// The system blocks, built once: the environment (git status among it) is a snapshot
+    /// taken at the start, so the cached prefix stays identical from turn to turn and no
+    /// process is spawned per request.
+    system: Vec<SystemBlock>,
 }
 
 /// How many times in a row the loop asks the model to go on after it hit max_tokens.
@@ -131,9 +135,10 @@ impl AgentLoop {
             ctx,
             transcript,
             messages: Vec::new(),
-            config,
             events: None,
             context_tokens: 0,
+            system: prompt::system_blocks(&config.cwd, config.memory.as_deref(), &config.today),
+            config,
         }
     }
 
@@ -417,13 +422,12 @@ impl AgentLoop {
     }
 
     fn request(&self) -> MessagesRequest {
-        let memory = self.config.memory.as_deref();
         let mut req = MessagesRequest::new(
             self.config.model.clone(),
             self.config.max_tokens,
             self.messages.clone(),
         );
-        req.system = prompt::system_blocks(&self.config.cwd, memory, &self.config.today);
+        req.system = self.system.clone();
         req.tools = self.tool_definitions();
         // A breakpoint on the latest turn: the next call reads the whole conversation from
         // the cache and only pays for what is new.
