@@ -2,7 +2,11 @@
 //! - `docker run --rm --network none cordon-minimal true` (the engine's own floor);
 //! - a cold session: create + start + agent handshake;
 //! - a warm-pool claim: workspace injection + agent start + handshake;
-//! - idle memory per session (PSS of the container's processes) and how many fit.
+//! - idle memory per session (PSS of the container's processes) and how many fit;
+//! - tool round trips through the agent (Read of a 4 KiB file, `true` through exec) vs
+//!   `docker exec CONTAINER true`, the engine's own way into a running container;
+//! - holding `CORDON_BENCH_SESSIONS` (default 200) idle sessions at once, every one of them
+//!   answering a Read, and the rate they were started at.
 //!
 //! `cargo bench -p cordon-tests --bench docker_ready` (needs Docker and the static agent:
 //! images/build-agent.sh). Prints one line per measure; asserts nothing.
@@ -177,6 +181,116 @@ async fn run() -> Result<(), String> {
             avail / 1024,
             docker::access::UID_RANGE
         );
+    }
+    tool_round_trips(&cold, ws.path()).await?;
+    hold_many(&cold, ws.path()).await?;
+    Ok(())
+}
+
+/// Read and exec through the agent vs `docker exec`, on one live session.
+async fn tool_round_trips(backend: &DockerBackend, ws: &std::path::Path) -> Result<(), String> {
+    use sandbox_agent::proto::ExecRequest;
+    let file = ws.join("four-k.txt");
+    std::fs::write(&file, "x".repeat(63).repeat(64).chars().collect::<String>())
+        .map_err(|e| e.to_string())?;
+    let sandbox = backend
+        .start_cold(&SandboxSpec::new("bench-rt", ws))
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut client = sandbox.client.clone();
+    let path = file.display().to_string();
+    let mut reads = Vec::new();
+    for i in 0..520 {
+        let t = Instant::now();
+        client.read(&path, 0, 0).await.map_err(|e| e.to_string())?;
+        if i >= 20 {
+            reads.push(t.elapsed());
+        }
+    }
+    let mut execs = Vec::new();
+    for i in 0..120 {
+        let req = ExecRequest {
+            exec_id: format!("rt{i}"),
+            argv: vec!["true".into()],
+            ..Default::default()
+        };
+        let t = Instant::now();
+        let (_, status) = client.exec_collect(req).await.map_err(|e| e.to_string())?;
+        if status.code != Some(0) {
+            return Err(format!("exec true failed: {status:?}"));
+        }
+        if i >= 20 {
+            execs.push(t.elapsed());
+        }
+    }
+    let name = docker::container::container_name("bench-rt");
+    let mut docker_exec = Vec::new();
+    for _ in 0..RUNS {
+        let t = Instant::now();
+        let status = Command::new("docker")
+            .args(["exec", &name, "true"])
+            .status()
+            .map_err(|e| e.to_string())?;
+        docker_exec.push(t.elapsed());
+        if !status.success() {
+            return Err(format!("docker exec failed: {status}"));
+        }
+    }
+    let (read, exec, baseline) = (p50(reads), p50(execs), p50(docker_exec));
+    println!("tool Read (4 KiB) through the agent    p50 {read:?}");
+    println!("tool exec `true` through the agent     p50 {exec:?}");
+    println!(
+        "baseline: docker exec CONTAINER true   p50 {}",
+        ms(baseline)
+    );
+    println!(
+        "   speed-up: Read {:.0}x, exec {:.0}x (target >= 50x)",
+        baseline.as_secs_f64() / read.as_secs_f64(),
+        baseline.as_secs_f64() / exec.as_secs_f64()
+    );
+    sandbox.destroy().await.map_err(|e| e.to_string())
+}
+
+/// Starts many idle sessions, a few at a time, checks every one answers, then ends them.
+async fn hold_many(backend: &DockerBackend, ws: &std::path::Path) -> Result<(), String> {
+    let n: usize = std::env::var("CORDON_BENCH_SESSIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200);
+    const AT_ONCE: usize = 8;
+    let started = Instant::now();
+    let mut live = Vec::with_capacity(n);
+    for batch in (0..n).collect::<Vec<_>>().chunks(AT_ONCE) {
+        let starts = batch.iter().map(|i| {
+            let spec = SandboxSpec::new(format!("bench-many-{i}"), ws);
+            async move { backend.start_cold(&spec).await }
+        });
+        for result in futures::future::join_all(starts).await {
+            live.push(result.map_err(|e| format!("session {} failed to start: {e}", live.len()))?);
+        }
+    }
+    let took = started.elapsed();
+    let mut answering = 0;
+    for sandbox in &live {
+        let mut client = sandbox.client.clone();
+        if client
+            .read(&ws.join("four-k.txt").display().to_string(), 0, 1)
+            .await
+            .is_ok()
+        {
+            answering += 1;
+        }
+    }
+    let avail_after = mem_available_kib();
+    println!(
+        "held {} idle sessions at once ({answering} answering a Read); started in {:.1} s = {:.1} sessions/s; MemAvailable now {} MiB",
+        live.len(),
+        took.as_secs_f64(),
+        live.len() as f64 / took.as_secs_f64(),
+        avail_after / 1024
+    );
+    for sandbox in live {
+        sandbox.destroy().await.map_err(|e| e.to_string())?;
     }
     Ok(())
 }
