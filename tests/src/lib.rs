@@ -7,6 +7,8 @@
 /// tests reach it under its old name.
 pub use cordon::scripted as scripted_model;
 
+pub mod agent;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 

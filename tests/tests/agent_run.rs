@@ -3,30 +3,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use cordon_tests::agent::{Output, run_command, tool_results};
 use cordon_tests::scripted_model::{Reply, ReplyUsage, ScriptedModel, Turn};
-use cordon_tests::{Workspace, cordon_bin, host_processes_matching};
+use cordon_tests::{Workspace, host_processes_matching};
 use serde_json::{Value, json};
 
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    fn json(&self) -> Value {
-        let last = self
-            .stdout
-            .lines()
-            .last()
-            .unwrap_or_else(|| panic!("no output: {}", self.stderr));
-        serde_json::from_str(last)
-            .unwrap_or_else(|e| panic!("{e}: {last}\nstderr: {}", self.stderr))
-    }
-}
+type Run = Output;
 
 fn command(
     model: &ScriptedModel,
@@ -34,59 +18,11 @@ fn command(
     ws: &Path,
     args: &[&str],
 ) -> tokio::process::Command {
-    let mut cmd = tokio::process::Command::new(cordon_bin());
-    cmd.arg("run")
-        .arg("--workspace")
-        .arg(ws)
-        .args(args)
-        .env("ANTHROPIC_BASE_URL", model.base_url())
-        .env("ANTHROPIC_API_KEY", "test-key")
-        .env_remove("ANTHROPIC_AUTH_TOKEN")
-        .env("CORDON_HOME", home)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    cmd
+    run_command(model, home, ws, args)
 }
 
 async fn cordon_run(model: &ScriptedModel, home: &Path, ws: &Path, args: &[&str]) -> Run {
-    let out = tokio::time::timeout(
-        Duration::from_secs(120),
-        command(model, home, ws, args).output(),
-    )
-    .await
-    .expect("cordon run hung")
-    .unwrap();
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
-/// The tool_result blocks of the last user message of a recorded request, by id.
-fn tool_results(body: &Value) -> Vec<(String, String, bool)> {
-    let messages = body["messages"].as_array().unwrap();
-    let last = messages.last().unwrap();
-    assert_eq!(last["role"], "user");
-    last["content"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|b| b["type"] == "tool_result")
-        .map(|b| {
-            let content = match &b["content"] {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
-            (
-                b["tool_use_id"].as_str().unwrap().to_string(),
-                content,
-                b["is_error"].as_bool().unwrap_or(false),
-            )
-        })
-        .collect()
+    Output::of(run_command(model, home, ws, args)).await
 }
 
 fn home() -> tempfile::TempDir {
@@ -415,12 +351,7 @@ async fn the_context_is_compacted_near_the_window() {
         &["--output-format", "json", "read big.txt"],
     );
     cmd.env("CORDON_CONTEXT_WINDOW", "1000");
-    let out = cmd.output().await.unwrap();
-    let run = Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into(),
-        stderr: String::from_utf8_lossy(&out.stderr).into(),
-    };
+    let run = Output::of(cmd).await;
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(run.json()["result"], "done after compaction");
     let requests = model.requests();

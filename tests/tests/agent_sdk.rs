@@ -49,21 +49,11 @@ fn sdk_python() -> Option<PathBuf> {
 
 /// The tool_result blocks of the last user message of a recorded request.
 fn tool_results(body: &Value) -> Vec<Value> {
-    let last = body["messages"].as_array().unwrap().last().unwrap().clone();
-    last["content"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|b| b["type"] == "tool_result")
-        .cloned()
-        .collect()
+    cordon_tests::agent::last_tool_results(body)
 }
 
 fn text_of(result: &Value) -> String {
-    match &result["content"] {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
+    cordon_tests::agent::result_text(result)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,30 +5,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::time::Duration;
 
+use cordon_tests::agent::{Output, run_command, tool_results};
 use cordon_tests::scripted_model::{Reply, ReplyUsage, ScriptedModel, Turn};
-use cordon_tests::{Workspace, bin_dir, cordon_bin};
+use cordon_tests::{Workspace, bin_dir};
 use serde_json::{Value, json};
 
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    fn json(&self) -> Value {
-        let last = self
-            .stdout
-            .lines()
-            .last()
-            .unwrap_or_else(|| panic!("no output: {}", self.stderr));
-        serde_json::from_str(last)
-            .unwrap_or_else(|e| panic!("{e}: {last}\nstderr: {}", self.stderr))
-    }
-}
+type Run = Output;
 
 /// A workspace with hook scripts and a settings file naming them.
 struct Project {
@@ -87,25 +70,16 @@ impl Project {
     }
 
     fn command(&self, model: &ScriptedModel, args: &[&str]) -> tokio::process::Command {
-        let mut cmd = tokio::process::Command::new(cordon_bin());
-        cmd.arg("run")
-            .arg("--workspace")
-            .arg(self.path())
-            .arg("--output-format")
-            .arg("json")
-            .args(args)
-            .env("ANTHROPIC_BASE_URL", model.base_url())
-            .env("ANTHROPIC_API_KEY", "test-key")
-            .env_remove("ANTHROPIC_AUTH_TOKEN")
-            .env("CORDON_HOME", self.home.path())
-            .env(
-                "CORDON_MANAGED_SETTINGS",
-                self.home.path().join("none.json"),
-            )
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
+        let mut cmd = run_command(
+            model,
+            self.home.path(),
+            self.path(),
+            &["--output-format", "json"],
+        );
+        cmd.args(args).env(
+            "CORDON_MANAGED_SETTINGS",
+            self.home.path().join("none.json"),
+        );
         cmd
     }
 
@@ -114,39 +88,8 @@ impl Project {
     }
 }
 
-async fn run(mut cmd: tokio::process::Command) -> Run {
-    let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
-        .await
-        .expect("cordon run hung")
-        .unwrap();
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
-/// The tool_result blocks of the last user message of a recorded request.
-fn tool_results(body: &Value) -> Vec<(String, String, bool)> {
-    let last = body["messages"].as_array().unwrap().last().unwrap();
-    assert_eq!(last["role"], "user");
-    last["content"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|b| b["type"] == "tool_result")
-        .map(|b| {
-            let content = match &b["content"] {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
-            (
-                b["tool_use_id"].as_str().unwrap().to_string(),
-                content,
-                b["is_error"].as_bool().unwrap_or(false),
-            )
-        })
-        .collect()
+async fn run(cmd: tokio::process::Command) -> Run {
+    Output::of(cmd).await
 }
 
 /// The fields every hook input carries.

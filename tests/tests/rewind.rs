@@ -4,51 +4,16 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
-use std::process::Stdio;
-use std::time::Duration;
 
+use cordon_tests::Workspace;
+use cordon_tests::agent::{Output, cordon_command};
 use cordon_tests::scripted_model::{ScriptedModel, Turn};
-use cordon_tests::{Workspace, cordon_bin};
-use serde_json::{Value, json};
+use serde_json::json;
 
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Out {
-    fn json(&self) -> Value {
-        let last = self
-            .stdout
-            .lines()
-            .last()
-            .unwrap_or_else(|| panic!("no output: {}", self.stderr));
-        serde_json::from_str(last).unwrap_or_else(|e| panic!("{e}: {last}\n{}", self.stderr))
-    }
-}
+type Out = Output;
 
 async fn cordon(model: &ScriptedModel, home: &Path, args: &[&str]) -> Out {
-    let out = tokio::time::timeout(
-        Duration::from_secs(120),
-        tokio::process::Command::new(cordon_bin())
-            .args(args)
-            .env("ANTHROPIC_BASE_URL", model.base_url())
-            .env("ANTHROPIC_API_KEY", "test-key")
-            .env_remove("ANTHROPIC_AUTH_TOKEN")
-            .env("CORDON_HOME", home)
-            .stdin(Stdio::null())
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .expect("cordon hung")
-    .unwrap();
-    Out {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    Output::of(cordon_command(model, home, args)).await
 }
 
 fn bash(id: &str, command: &str) -> Turn {
