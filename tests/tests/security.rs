@@ -536,8 +536,13 @@ pub fn exit_status_and_output_pass_through(backend: Backend) {
     );
 }
 
+/// Instantiates every case once per backend: one suite, two backends.
 macro_rules! battery {
-    ($module:ident, $backend:expr, [$($case:ident),* $(,)?]) => {
+    ([$($case:ident),* $(,)?]) => {
+        battery!(@backend local, cordon_tests::Backend::Local, [$($case),*]);
+        battery!(@backend docker, cordon_tests::Backend::Docker, [$($case),*]);
+    };
+    (@backend $module:ident, $backend:expr, [$($case:ident),*]) => {
         mod $module {
             $(
                 #[test]
@@ -551,56 +556,25 @@ macro_rules! battery {
     };
 }
 
-battery!(
-    local,
-    cordon_tests::Backend::Local,
-    [
-        no_new_privs_seccomp_and_no_capabilities,
-        sandboxed_process_is_not_host_root,
-        write_outside_the_workspace_fails_and_changes_nothing,
-        host_home_and_root_are_invisible,
-        other_workspaces_are_invisible,
-        protected_paths_are_read_only_even_when_missing,
-        git_dir_cannot_be_planted_when_missing,
-        namespace_and_mount_calls_are_denied,
-        unshare_command_fails,
-        ptrace_and_cross_process_memory_are_denied,
-        kernel_attack_surface_is_denied,
-        terminal_injection_is_denied_including_the_high_bit_trick,
-        sockets_other_than_unix_are_denied,
-        loopback_listener_outside_is_unreachable,
-        foreign_architectures_kill_the_process,
-        symlink_out_of_the_workspace_cannot_be_written_through,
-        hardlink_to_a_file_outside_cannot_be_made,
-        setuid_root_binary_gains_nothing,
-        processes_do_not_outlive_their_command,
-        exit_status_and_output_pass_through,
-    ]
-);
-
-battery!(
-    docker,
-    cordon_tests::Backend::Docker,
-    [
-        no_new_privs_seccomp_and_no_capabilities,
-        sandboxed_process_is_not_host_root,
-        write_outside_the_workspace_fails_and_changes_nothing,
-        host_home_and_root_are_invisible,
-        other_workspaces_are_invisible,
-        protected_paths_are_read_only_even_when_missing,
-        git_dir_cannot_be_planted_when_missing,
-        namespace_and_mount_calls_are_denied,
-        unshare_command_fails,
-        ptrace_and_cross_process_memory_are_denied,
-        kernel_attack_surface_is_denied,
-        terminal_injection_is_denied_including_the_high_bit_trick,
-        sockets_other_than_unix_are_denied,
-        loopback_listener_outside_is_unreachable,
-        foreign_architectures_kill_the_process,
-        symlink_out_of_the_workspace_cannot_be_written_through,
-        hardlink_to_a_file_outside_cannot_be_made,
-        setuid_root_binary_gains_nothing,
-        processes_do_not_outlive_their_command,
-        exit_status_and_output_pass_through,
-    ]
-);
+battery!([
+    no_new_privs_seccomp_and_no_capabilities,
+    sandboxed_process_is_not_host_root,
+    write_outside_the_workspace_fails_and_changes_nothing,
+    host_home_and_root_are_invisible,
+    other_workspaces_are_invisible,
+    protected_paths_are_read_only_even_when_missing,
+    git_dir_cannot_be_planted_when_missing,
+    namespace_and_mount_calls_are_denied,
+    unshare_command_fails,
+    ptrace_and_cross_process_memory_are_denied,
+    kernel_attack_surface_is_denied,
+    terminal_injection_is_denied_including_the_high_bit_trick,
+    sockets_other_than_unix_are_denied,
+    loopback_listener_outside_is_unreachable,
+    foreign_architectures_kill_the_process,
+    symlink_out_of_the_workspace_cannot_be_written_through,
+    hardlink_to_a_file_outside_cannot_be_made,
+    setuid_root_binary_gains_nothing,
+    processes_do_not_outlive_their_command,
+    exit_status_and_output_pass_through,
+]);
