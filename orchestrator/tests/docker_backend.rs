@@ -47,8 +47,13 @@ fn ready() -> Result<(), String> {
         .clone()
 }
 
+/// These tests share one engine, and every backend start reconciles across all of its
+/// containers: run them one at a time so none sees another's session half made.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 macro_rules! require_docker {
     () => {
+        let _serial = SERIAL.lock().await;
         if let Err(why) = ready() {
             eprintln!("\n!!!!! SKIPPING docker backend test: {why} !!!!!\n");
             return;

@@ -103,9 +103,11 @@ fn owner_label(labels: &HashMap<String, String>) -> Option<Owner> {
 
 /// Removes every labelled container of this installation (its run directory lies under
 /// `run_root`, i.e. the same `$CORDON_HOME`) whose owner process is gone and whose session
-/// is not in `keep`, and any labelled container whose run directory no longer exists;
-/// returns what it removed. Containers of live processes (this one included: another
-/// backend instance may be using them) and of other installations are left alone.
+/// is not in `keep`, and any labelled container whose run directory no longer exists and
+/// whose owner is gone; returns what it removed. A container whose owner process is alive
+/// is never removed (this process included: another backend instance may be using it),
+/// even while its run directory is missing: its owner may be between creating the
+/// container and its run directory, or tearing both down.
 pub async fn reconcile(
     docker: &Docker,
     run_root: &Path,
@@ -122,7 +124,7 @@ pub async fn reconcile(
         let unreachable = orphan.run_dir.as_ref().is_some_and(|d| !d.exists());
         // Unlabelled (older) containers count as ownerless.
         let owner_alive = orphan.owner.is_some_and(|o| o.is_alive());
-        let removable = (ours && !owner_alive) || unreachable;
+        let removable = !owner_alive && (ours || unreachable);
         if !removable || keep.contains(&orphan.session_id) {
             continue;
         }
