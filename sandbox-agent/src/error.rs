@@ -133,8 +133,11 @@ impl AgentError {
         use tonic::Code;
         let code = match status.code() {
             Code::DeadlineExceeded => ErrorCode::TimedOut,
-            Code::Cancelled => ErrorCode::Cancelled,
-            Code::Unavailable | Code::Unknown => ErrorCode::Io,
+            // A Cancelled status without the agent's details is the transport saying the
+            // connection went away mid-call (hyper reports a reset stream as "operation was
+            // canceled"); the agent's own cancellations always carry details. Calling it
+            // Cancelled would tell the caller it had asked for this.
+            Code::Cancelled | Code::Unavailable | Code::Unknown => ErrorCode::Io,
             Code::ResourceExhausted => ErrorCode::TooLarge,
             Code::InvalidArgument => ErrorCode::InvalidRequest,
             _ => ErrorCode::Internal,
@@ -181,6 +184,18 @@ mod tests {
         let back = AgentError::from_status(&tonic::Status::unavailable("broken pipe"));
         assert_eq!(back.code, ErrorCode::Io);
         assert!(back.message.contains("broken pipe"));
+    }
+
+    #[test]
+    fn a_transport_cancel_is_an_io_failure_but_the_agents_own_cancel_is_kept() {
+        let transport =
+            AgentError::from_status(&tonic::Status::cancelled("operation was canceled"));
+        assert_eq!(transport.code, ErrorCode::Io);
+        let own = AgentError::new(ErrorCode::Cancelled, "cancelled by the controller");
+        assert_eq!(
+            AgentError::from_status(&own.to_status()).code,
+            ErrorCode::Cancelled
+        );
     }
 
     #[test]
