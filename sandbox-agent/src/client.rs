@@ -67,7 +67,9 @@ impl AgentClient {
                 ));
             }
             tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_millis(20));
+            // A short cap: an agent appears within milliseconds, and each poll is one stat
+            // or one refused connect; a longer pause would be paid in full at start-up.
+            pause = (pause * 2).min(Duration::from_millis(2));
         }
     }
 

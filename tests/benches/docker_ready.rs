@@ -66,6 +66,14 @@ fn mem_available_kib() -> u64 {
         .unwrap_or(0)
 }
 
+/// Whether a section runs: `CORDON_BENCH_SECTIONS` (comma-separated of baseline, cold,
+/// warm, pss, tools, many) picks some; unset runs all.
+fn wanted(section: &str) -> bool {
+    std::env::var("CORDON_BENCH_SECTIONS")
+        .map(|v| v.split(',').any(|s| s.trim() == section))
+        .unwrap_or(true)
+}
+
 async fn run() -> Result<(), String> {
     let report = docker::probe().await;
     if !report.reachable {
@@ -80,7 +88,7 @@ async fn run() -> Result<(), String> {
         .map_err(|e| e.to_string())?;
 
     let mut baseline = Vec::new();
-    for _ in 0..RUNS {
+    for _ in 0..if wanted("baseline") { RUNS } else { 0 } {
         let t = Instant::now();
         let status = Command::new("docker")
             .args([
@@ -113,7 +121,7 @@ async fn run() -> Result<(), String> {
     .await
     .map_err(|e| e.to_string())?;
     let mut times = Vec::new();
-    for i in 0..RUNS {
+    for i in 0..if wanted("cold") { RUNS } else { 0 } {
         let spec = SandboxSpec::new(format!("bench-cold-{i}"), ws.path());
         let t = Instant::now();
         let sandbox = cold.start_cold(&spec).await.map_err(|e| e.to_string())?;
@@ -134,7 +142,7 @@ async fn run() -> Result<(), String> {
     .map_err(|e| e.to_string())?;
     let pool = warm.pool().ok_or("no pool")?;
     let mut times = Vec::new();
-    for i in 0..RUNS {
+    for i in 0..if wanted("warm") { RUNS } else { 0 } {
         pool.wait_ready(2, Duration::from_secs(30)).await;
         let spec = SandboxSpec::new(format!("bench-warm-{i}"), ws.path());
         let t = Instant::now();
@@ -150,7 +158,7 @@ async fn run() -> Result<(), String> {
 
     let mut live = Vec::new();
     let mut pss = Vec::new();
-    for i in 0..5 {
+    for i in 0..if wanted("pss") { 5 } else { 0 } {
         let sid = format!("bench-idle-{i}");
         live.push(
             cold.start_cold(&SandboxSpec::new(&sid, ws.path()))
@@ -159,7 +167,7 @@ async fn run() -> Result<(), String> {
         );
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
-    for i in 0..5 {
+    for i in 0..live.len() {
         let name = docker::container::container_name(&format!("bench-idle-{i}"));
         if let Some(k) = container_pss_kib(&name) {
             pss.push(k);
@@ -182,8 +190,12 @@ async fn run() -> Result<(), String> {
             docker::access::UID_RANGE
         );
     }
-    tool_round_trips(&cold, ws.path()).await?;
-    hold_many(&cold, ws.path()).await?;
+    if wanted("tools") {
+        tool_round_trips(&cold, ws.path()).await?;
+    }
+    if wanted("many") {
+        hold_many(&cold, ws.path()).await?;
+    }
     Ok(())
 }
 
@@ -296,6 +308,11 @@ async fn hold_many(backend: &DockerBackend, ws: &std::path::Path) -> Result<(), 
 }
 
 fn main() {
+    // CORDON_BENCH_LOG=cordon=debug shows where a claim's time goes.
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_env("CORDON_BENCH_LOG"))
+        .with_writer(std::io::stderr)
+        .init();
     let rt = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {

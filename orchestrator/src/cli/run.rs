@@ -170,14 +170,14 @@ pub async fn run_with_model(
         user_home.as_deref(),
     );
     (spec.denied_read, spec.denied_write) = (denies.read, denies.write);
-    let sandbox = cordon::sandbox::start(args.sandbox, &spec)
+    let sandbox = cordon::sandbox::supervise(args.sandbox, &spec)
         .await
         .context("starting the sandbox")?;
-    let (ctx, interrupter) = ToolContext::new(sandbox.client.clone(), &workspace);
+    let (ctx, interrupter) = ToolContext::supervised(sandbox.clone(), &workspace);
     let mode_engine = engine.clone();
     let hooks = Arc::new(Hooks::new(
         hook_set,
-        HookRunner::new(Some(sandbox.client.clone()), &workspace),
+        HookRunner::new(Some(ctx.clone()), &workspace),
         SessionFacts {
             session_id: session_id.clone(),
             transcript_path,

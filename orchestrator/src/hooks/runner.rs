@@ -14,13 +14,13 @@ use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use futures::StreamExt;
-use sandbox_agent::client::AgentClient;
 use sandbox_agent::proto::{ExecRequest, exec_event, output_chunk};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::output::{self, HookOutcome, HookRun, RunStatus};
 use super::{Handler, HookCallbacks, HookEntry, RunsOn};
+use crate::tools::ToolContext;
 
 /// Most bytes of a hook's stdout or stderr kept.
 const MAX_HOOK_OUTPUT: usize = 256 * 1024;
@@ -30,7 +30,7 @@ const SANDBOX_SLACK: Duration = Duration::from_secs(10);
 /// Runs hook handlers for one session.
 pub struct HookRunner {
     /// The session's sandbox (None: sandboxed hooks cannot run, and say so).
-    sandbox: Option<AgentClient>,
+    sandbox: Option<ToolContext>,
     workspace: PathBuf,
     callbacks: RwLock<Option<Arc<dyn HookCallbacks>>>,
 }
@@ -44,7 +44,7 @@ impl std::fmt::Debug for HookRunner {
 }
 
 impl HookRunner {
-    pub fn new(sandbox: Option<AgentClient>, workspace: impl Into<PathBuf>) -> HookRunner {
+    pub fn new(sandbox: Option<ToolContext>, workspace: impl Into<PathBuf>) -> HookRunner {
         HookRunner {
             sandbox,
             workspace: workspace.into(),
@@ -167,9 +167,13 @@ impl HookRunner {
 
     /// A repository's or user's hook, inside the sandbox.
     async fn in_sandbox(&self, command: &str, stdin: Vec<u8>, timeout: Duration) -> HookRun {
-        let Some(client) = &self.sandbox else {
+        let Some(sandbox) = &self.sandbox else {
             return failed("no sandbox to run it in".into());
         };
+        // A sandbox that died since the last call is replaced first, as for a tool call.
+        if let Err(why) = sandbox.ensure_sandbox().await {
+            return failed(why);
+        }
         if stdin.len() > sandbox_agent::limits::MAX_STDIN_BYTES {
             return failed(format!(
                 "its input ({} bytes) is over the {} byte limit",
@@ -193,7 +197,7 @@ impl HookRunner {
             stdin,
             ..Default::default()
         };
-        let mut client = client.clone();
+        let mut client = sandbox.client();
         let work = async move {
             let stream = client.exec(req).await.map_err(|e| e.to_string())?;
             let mut stream = std::pin::pin!(stream);

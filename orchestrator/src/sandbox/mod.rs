@@ -14,6 +14,9 @@ use sandbox_agent::error::AgentError;
 pub mod deny;
 pub mod docker;
 pub mod local;
+pub mod supervisor;
+
+pub use supervisor::Supervisor;
 
 /// Which backend runs a session's sandbox.
 #[derive(
@@ -115,8 +118,24 @@ pub trait Backend: Send + Sync {
 
 /// Starts a sandbox for `spec` on the backend of `kind`, configured from the environment.
 pub async fn start(kind: BackendKind, spec: &SandboxSpec) -> Result<Sandbox, SandboxError> {
+    backend(kind, spec).await?.start(spec).await
+}
+
+/// Starts a session's sandbox under a [`Supervisor`], which replaces it when it dies.
+pub async fn supervise(
+    kind: BackendKind,
+    spec: &SandboxSpec,
+) -> Result<std::sync::Arc<Supervisor>, SandboxError> {
+    Supervisor::start(backend(kind, spec).await?, spec.clone()).await
+}
+
+/// The backend of `kind`, configured from the environment, ready to start `spec`.
+pub async fn backend(
+    kind: BackendKind,
+    spec: &SandboxSpec,
+) -> Result<Box<dyn Backend>, SandboxError> {
     match kind {
-        BackendKind::Local => local::LocalBackend::from_env()?.start(spec).await,
+        BackendKind::Local => Ok(Box::new(local::LocalBackend::from_env()?)),
         BackendKind::Docker => {
             // One-shot use (a CLI command, one session): no warm pool, which only pays off
             // in a long-lived server that starts many sessions.
@@ -135,7 +154,7 @@ pub async fn start(kind: BackendKind, spec: &SandboxSpec) -> Result<Sandbox, San
                 eprintln!("cordon: {line}");
             })
             .await?;
-            backend.start(spec).await
+            Ok(Box::new(backend))
         }
     }
 }

@@ -9,6 +9,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use sandbox_agent::client::AgentClient;
 use tokio::sync::watch;
 
+use crate::sandbox::Supervisor;
+
 /// What a file held when the model last saw it (read it, or wrote it through a tool).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileStamp {
@@ -96,10 +98,19 @@ impl Interrupter {
     }
 }
 
+/// Where a session's agent client comes from.
+#[derive(Clone)]
+enum AgentSource {
+    /// One sandbox for the context's whole life (tests, one-shot tools).
+    Fixed(Box<AgentClient>),
+    /// A sandbox replaced when it dies.
+    Supervised(Arc<Supervisor>),
+}
+
 /// Everything a tool call of one session needs.
 #[derive(Clone)]
 pub struct ToolContext {
-    client: AgentClient,
+    source: AgentSource,
     read_state: Arc<ReadState>,
     workspace: PathBuf,
     interrupts: watch::Receiver<u64>,
@@ -109,11 +120,24 @@ impl ToolContext {
     /// A context for a session whose sandbox answers on `client`, and the handle that
     /// interrupts its running commands.
     pub fn new(client: AgentClient, workspace: impl Into<PathBuf>) -> (Self, Interrupter) {
+        Self::with_source(AgentSource::Fixed(Box::new(client)), workspace.into())
+    }
+
+    /// A context whose sandbox `supervisor` keeps alive: a call after the sandbox died
+    /// runs in a fresh one.
+    pub fn supervised(
+        supervisor: Arc<Supervisor>,
+        workspace: impl Into<PathBuf>,
+    ) -> (Self, Interrupter) {
+        Self::with_source(AgentSource::Supervised(supervisor), workspace.into())
+    }
+
+    fn with_source(source: AgentSource, workspace: PathBuf) -> (Self, Interrupter) {
         let (tx, rx) = watch::channel(0u64);
         let ctx = Self {
-            client,
+            source,
             read_state: Arc::new(ReadState::new()),
-            workspace: workspace.into(),
+            workspace,
             interrupts: rx,
         };
         (ctx, Interrupter { tx: Arc::new(tx) })
@@ -128,7 +152,33 @@ impl ToolContext {
 
     /// A client for one call (tonic clients are cheap clones over one connection).
     pub fn client(&self) -> AgentClient {
-        self.client.clone()
+        match &self.source {
+            AgentSource::Fixed(client) => (**client).clone(),
+            AgentSource::Supervised(sup) => sup.client(),
+        }
+    }
+
+    /// Before a call that needs the sandbox: replaces a sandbox that died since the last
+    /// call. `Ok(Some(notice))` when it did; `Err` (for the model) when none could start.
+    pub async fn ensure_sandbox(&self) -> Result<Option<String>, String> {
+        match &self.source {
+            AgentSource::Fixed(_) => Ok(None),
+            AgentSource::Supervised(sup) => sup.ensure_alive().await.map_err(|e| {
+                format!(
+                    "the sandbox had stopped and a fresh one could not be started: {e}; \
+                     a later call will try again"
+                )
+            }),
+        }
+    }
+
+    /// After a call that failed: whether the sandbox itself is gone (the failure was its
+    /// death, not the call's own). The next call then gets a fresh sandbox.
+    pub async fn sandbox_died(&self) -> bool {
+        match &self.source {
+            AgentSource::Fixed(_) => false,
+            AgentSource::Supervised(sup) => sup.check_after_failure().await,
+        }
     }
 
     pub fn read_state(&self) -> &Arc<ReadState> {

@@ -56,6 +56,10 @@ impl Tool for ExitPlanModeTool {
         true
     }
 
+    fn uses_sandbox(&self) -> bool {
+        false
+    }
+
     async fn call(&self, _ctx: &ToolContext, input: Value) -> ToolOutput {
         let plan = str_field(&input, "plan");
         let Some(prompter) = &self.prompter else {

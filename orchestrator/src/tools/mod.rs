@@ -77,6 +77,10 @@ pub trait Tool: Send + Sync {
     fn input_schema(&self) -> Value;
     /// True when the tool never changes anything (may run concurrently with others).
     fn is_read_only(&self) -> bool;
+    /// False for tools that never touch the sandbox (no restart is needed to run them).
+    fn uses_sandbox(&self) -> bool {
+        true
+    }
     /// Runs the tool on input that already passed validation. Never fails: every problem
     /// becomes an `is_error` output the model can act on.
     async fn call(&self, ctx: &ToolContext, input: Value) -> ToolOutput;
@@ -156,11 +160,33 @@ impl ToolRegistry {
 
     /// Validates `input` against the tool's schema, then runs it. An unknown tool or
     /// invalid input comes back as an `is_error` output naming the problem.
+    ///
+    /// A call that needs the sandbox first has a dead one replaced; a call that failed
+    /// because the sandbox died says so, and the next call gets the fresh one.
     pub async fn call(&self, name: &str, ctx: &ToolContext, input: Value) -> ToolOutput {
-        match self.check(name, &input) {
-            Ok(tool) => tool.call(ctx, input).await,
-            Err(out) => out,
+        let tool = match self.check(name, &input) {
+            Ok(tool) => tool,
+            Err(out) => return out,
+        };
+        if !tool.uses_sandbox() {
+            return tool.call(ctx, input).await;
         }
+        let notice = match ctx.ensure_sandbox().await {
+            Ok(notice) => notice,
+            Err(why) => return ToolOutput::error(format!("{name}: {why}")),
+        };
+        let mut out = tool.call(ctx, input).await;
+        if out.is_error && ctx.sandbox_died().await {
+            out.content.push_str(
+                "\n\nThe sandbox stopped during this call (its agent or container died); \
+                 the next call starts a fresh sandbox on the same workspace.",
+            );
+        }
+        if let Some(notice) = notice {
+            out.content.push_str("\n\n");
+            out.content.push_str(&notice);
+        }
+        out
     }
 
     /// The tool called `name`, if `input` is valid for it; otherwise the error output.

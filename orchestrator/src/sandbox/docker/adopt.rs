@@ -94,6 +94,21 @@ pub async fn find(docker: &Docker) -> Result<Vec<Orphan>, SandboxError> {
         .collect())
 }
 
+/// Whether the container called `name` is a leftover that a new start of the same session
+/// may replace: one this process made earlier (a sandbox that died and could not be
+/// removed then, e.g. while the Docker daemon restarted), or one whose owner process is
+/// gone. A container another live process owns is never taken.
+pub async fn replaceable(docker: &bollard::Docker, name: &str) -> bool {
+    let Ok(info) = docker.inspect_container(name, None).await else {
+        return false;
+    };
+    let labels = info.config.and_then(|c| c.labels).unwrap_or_default();
+    match owner_label(&labels) {
+        Some(owner) => this_process().is_some_and(|me| me == owner) || !owner.is_alive(),
+        None => false,
+    }
+}
+
 fn owner_label(labels: &HashMap<String, String>) -> Option<Owner> {
     Some(Owner {
         pid: labels.get(labels::OWNER_PID)?.parse().ok()?,

@@ -346,10 +346,21 @@ pub async fn create_and_start(
     };
     let name = container_name(&session.session_id);
     let options = CreateContainerOptionsBuilder::new().name(&name).build();
-    let created = docker
-        .create_container(Some(options), body)
+    let created = match docker
+        .create_container(Some(options.clone()), body.clone())
         .await
-        .map_err(docker_err("create container"))?;
+    {
+        // The name is taken: by this session's earlier sandbox when it died and could not
+        // be removed then (a Docker daemon restart), and that one may go.
+        Err(bollard::errors::Error::DockerResponseServerError {
+            status_code: 409, ..
+        }) if super::adopt::replaceable(docker, &name).await => {
+            remove(docker, &name).await?;
+            docker.create_container(Some(options), body).await
+        }
+        other => other,
+    }
+    .map_err(docker_err("create container"))?;
     if let Err(e) = docker.start_container(&created.id, None).await {
         let _ = remove(docker, &created.id).await;
         return Err(docker_err("start container")(e));

@@ -23,7 +23,7 @@
 
 use std::collections::VecDeque;
 use std::ffi::CString;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -53,10 +53,32 @@ pub fn waiter_command() -> Vec<String> {
     ]
 }
 
-/// One idle container.
+/// One idle container, with what a claim needs of it found out ahead of time, so the
+/// claim itself asks the engine nothing.
 struct Slot {
     session: Session,
     container_id: String,
+    /// A pidfd of the container's init: a claim joins its mount namespace through it (a
+    /// pidfd cannot be recycled into another process, as a bare pid can), and its
+    /// readability says the container has died while idle.
+    init: OwnedFd,
+    /// The container's writable layer on the host (`GraphDriver.Data.MergedDir`), where
+    /// the workspace's mount point is made.
+    merged: Option<PathBuf>,
+}
+
+impl Slot {
+    /// Whether the container's init still runs (its pidfd is not yet readable).
+    fn alive(&self) -> bool {
+        let mut fds = [nix::poll::PollFd::new(
+            self.init.as_fd(),
+            nix::poll::PollFlags::POLLIN,
+        )];
+        matches!(
+            nix::poll::poll(&mut fds, nix::poll::PollTimeout::ZERO),
+            Ok(0)
+        )
+    }
 }
 
 struct Inner {
@@ -122,12 +144,21 @@ impl WarmPool {
 
     /// Takes an idle container for `spec`, or `None` when none is ready.
     pub async fn claim(&self, spec: &SandboxSpec) -> Result<Option<Sandbox>, SandboxError> {
-        let Some(mut slot) = self.idle().pop_front() else {
-            return Ok(None);
-        };
-        self.inner.wake.notify_one();
         let inner = &self.inner;
-        let prepared = prepare_claim(inner, &mut slot, spec).await;
+        // Idle containers that died (a Docker daemon restart stops them all) are dropped
+        // here rather than handed out; the refill replaces them.
+        let mut slot = loop {
+            let Some(slot) = self.idle().pop_front() else {
+                inner.wake.notify_one();
+                return Ok(None);
+            };
+            if slot.alive() {
+                break slot;
+            }
+            remove_slot(inner, slot).await;
+        };
+        inner.wake.notify_one();
+        let prepared = prepare_claim(&mut slot, spec).await;
         if let Err(e) = prepared {
             let _ = container::remove(&inner.docker, &slot.container_id).await;
             slot.session.cleanup();
@@ -233,7 +264,7 @@ async fn new_slot(inner: &Inner, name: &str) -> Result<Slot, SandboxError> {
             source: e.into(),
         });
     }
-    match container::create_and_start(
+    let container_id = match container::create_and_start(
         &inner.docker,
         &inner.config,
         &inner.image,
@@ -242,26 +273,31 @@ async fn new_slot(inner: &Inner, name: &str) -> Result<Slot, SandboxError> {
     )
     .await
     {
-        Ok(container_id) => Ok(Slot {
+        Ok(id) => id,
+        Err(e) => {
+            session.release();
+            return Err(e);
+        }
+    };
+    match init_of(&inner.docker, &container_id).await {
+        Ok((init, merged)) => Ok(Slot {
             session,
             container_id,
+            init,
+            merged,
         }),
         Err(e) => {
+            let _ = container::remove(&inner.docker, &container_id).await;
             session.release();
             Err(e)
         }
     }
 }
 
-/// Mounts the workspace into the slot's container, writes the agent config, starts it.
-async fn prepare_claim(
-    inner: &Inner,
-    slot: &mut Slot,
-    spec: &SandboxSpec,
-) -> Result<(), SandboxError> {
-    let info = inner
-        .docker
-        .inspect_container(&slot.container_id, None)
+/// A pidfd of the running container's init and its writable layer's host path.
+async fn init_of(docker: &Docker, id: &str) -> Result<(OwnedFd, Option<PathBuf>), SandboxError> {
+    let info = docker
+        .inspect_container(id, None)
         .await
         .map_err(docker_err("inspect pool container"))?;
     let state = info.state.unwrap_or_default();
@@ -269,10 +305,22 @@ async fn prepare_claim(
     if !state.running.unwrap_or(false) || pid <= 0 {
         return Err(SandboxError::Docker("pool container is not running".into()));
     }
+    let pid = i32::try_from(pid)
+        .map_err(|_| SandboxError::Docker(format!("pool container pid {pid} out of range")))?;
+    let init =
+        sandbox_agent::confine::sys::pidfd_open(pid).map_err(|source| SandboxError::Setup {
+            step: "pidfd of the pool container's init",
+            source,
+        })?;
     let merged = info
         .graph_driver
         .and_then(|g| g.data.get("MergedDir").cloned())
         .map(PathBuf::from);
+    Ok((init, merged))
+}
+
+/// Mounts the workspace into the slot's container, writes the agent config, starts it.
+async fn prepare_claim(slot: &mut Slot, spec: &SandboxSpec) -> Result<(), SandboxError> {
     let workspace =
         std::fs::canonicalize(&spec.workspace).map_err(|source| SandboxError::Setup {
             step: "resolve workspace",
@@ -280,19 +328,27 @@ async fn prepare_claim(
         })?;
     slot.session.session_id = spec.session_id.clone();
     slot.session.tenant = spec.tenant.clone();
+    let started = std::time::Instant::now();
     slot.session.attach(&workspace, spec)?;
-    if let Some(merged) = merged {
+    tracing::debug!(elapsed = ?started.elapsed(), "claim: workspace granted, masks prepared");
+    if let Some(merged) = &slot.merged {
         // The mount point, in the container's own writable layer (read-only from inside).
         let rel = workspace.strip_prefix("/").unwrap_or(&workspace);
         let _ = std::fs::create_dir_all(merged.join(rel));
     }
-    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-    let pid = pid as u32;
+    let init = slot
+        .init
+        .try_clone()
+        .map_err(|source| SandboxError::Setup {
+            step: "dup the pool container's pidfd",
+            source,
+        })?;
     let ws = workspace.clone();
     let binds = slot.session.masks.binds.clone();
-    tokio::task::spawn_blocking(move || inject_mounts(pid, &ws, &binds))
+    tokio::task::spawn_blocking(move || inject_mounts(&init, &ws, &binds))
         .await
         .map_err(|e| SandboxError::Docker(format!("inject workspace mount: {e}")))??;
+    tracing::debug!(elapsed = ?started.elapsed(), "claim: workspace mounted");
     let config = slot.session.agent_config(&workspace, false);
     let json = serde_json::to_vec(&config)
         .map_err(|e| SandboxError::Docker(format!("encode agent config: {e}")))?;
@@ -302,7 +358,9 @@ async fn prepare_claim(
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644))
         .map_err(setup("chmod agent config"))?;
-    signal_start(&slot.session.sock_dir().join(START_FIFO)).await
+    signal_start(&slot.session.sock_dir().join(START_FIFO)).await?;
+    tracing::debug!(elapsed = ?started.elapsed(), "claim: agent signalled");
+    Ok(())
 }
 
 /// Wakes the waiter: one line into the FIFO it is blocked reading.
@@ -404,11 +462,10 @@ fn detached_clone(source: &Path, read_only: bool) -> Result<OwnedFd, SandboxErro
 }
 
 /// Attaches a recursive clone of `workspace` at the same path inside the mount namespace of
-/// process `pid` (the container's init), then the protected and denied binds over it
-/// (parents first). Blocking: forks a child that joins the namespace.
-fn inject_mounts(pid: u32, workspace: &Path, binds: &[Bind]) -> Result<(), SandboxError> {
+/// the process `init` refers to (the container's init), then the protected and denied
+/// binds over it (parents first). Blocking: forks a child that joins the namespace.
+fn inject_mounts(init: &OwnedFd, workspace: &Path, binds: &[Bind]) -> Result<(), SandboxError> {
     let err = |step| move |source| SandboxError::Setup { step, source };
-    let ns = std::fs::File::open(format!("/proc/{pid}/ns/mnt")).map_err(err("open mount ns"))?;
     // Every prefix of the workspace path, to create mount points that live on a writable
     // mount inside the container (e.g. under its /tmp tmpfs). Everything the child uses is
     // prepared before the fork (no allocation in the child).
@@ -436,7 +493,8 @@ fn inject_mounts(pid: u32, workspace: &Path, binds: &[Bind]) -> Result<(), Sandb
         nix::unistd::ForkResult::Child => {
             // SAFETY: see the fork above; all pointers come from live CStrings / fds.
             unsafe {
-                if libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNS) != 0 {
+                // setns with a pidfd (Linux 5.8+) joins that process's namespaces.
+                if libc::setns(init.as_raw_fd(), libc::CLONE_NEWNS) != 0 {
                     libc::_exit(201);
                 }
                 for p in &prefixes {
