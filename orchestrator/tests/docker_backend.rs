@@ -616,3 +616,175 @@ async fn protected_and_denied_paths_hold_cold_and_from_the_pool() {
     }
     pool.shutdown().await;
 }
+
+/// Restarts the Docker daemon as an operator would: SIGTERM, wait for it to exit, start the
+/// same binary with the same arguments and environment, wait until it answers.
+fn restart_dockerd() {
+    let pid = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .find(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|c| c.trim() == "dockerd")
+        })
+        .expect("no dockerd process to restart");
+    let split = |bytes: Vec<u8>| -> Vec<String> {
+        bytes
+            .split(|b| *b == 0)
+            .filter(|s| !s.is_empty())
+            .map(|s| String::from_utf8_lossy(s).into_owned())
+            .collect()
+    };
+    let argv = split(std::fs::read(format!("/proc/{pid}/cmdline")).unwrap());
+    let env: Vec<(String, String)> = split(std::fs::read(format!("/proc/{pid}/environ")).unwrap())
+        .into_iter()
+        .filter_map(|kv| kv.split_once('=').map(|(k, v)| (k.into(), v.into())))
+        .collect();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    while Path::new(&format!("/proc/{pid}")).exists() {
+        assert!(std::time::Instant::now() < deadline, "dockerd did not stop");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let log = std::fs::File::create(std::env::temp_dir().join("cordon-test-dockerd.log")).unwrap();
+    use std::os::unix::process::CommandExt;
+    // Never waited for: the daemon runs on after this test binary (init reaps it then).
+    #[allow(clippy::zombie_processes)]
+    let _daemon = std::process::Command::new(&argv[0])
+        .args(&argv[1..])
+        .env_clear()
+        .envs(env)
+        .stdin(std::process::Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        // Its own process group: it outlives this test binary, as the original did.
+        .process_group(0)
+        .spawn()
+        .expect("start dockerd again");
+    loop {
+        let up = std::process::Command::new("docker")
+            .args(["version", "--format", "{{.Server.Version}}"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if up {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "dockerd did not come back"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The daemon restarts under a live session and a filled warm pool. Docker stops every
+/// container; the session's next call gets a fresh container on the same workspace, the
+/// dead one is removed, and the pool refills and hands out only live containers. Restarts
+/// the machine's Docker daemon, so it runs only when CORDON_TEST_DOCKERD_RESTART is set
+/// (`.ci/run` sets it; on a workstation it would stop everyone's containers).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_and_the_pool_recover_from_a_docker_daemon_restart() {
+    require_docker!();
+    if std::env::var_os("CORDON_TEST_DOCKERD_RESTART").is_none() {
+        eprintln!(
+            "\n!!!!! SKIPPING the Docker daemon restart test: set \
+             CORDON_TEST_DOCKERD_RESTART=1 to let it restart the daemon !!!!!\n"
+        );
+        return;
+    }
+    let run_root = tempfile::tempdir().unwrap();
+    let backend = std::sync::Arc::new(
+        DockerBackend::new(DockerConfig {
+            pool_size: 1,
+            run_root: run_root.path().to_path_buf(),
+            ..DockerConfig::default()
+        })
+        .await
+        .unwrap(),
+    );
+    let pool = backend.pool().unwrap();
+    assert_eq!(pool.wait_ready(1, Duration::from_secs(60)).await, 1);
+    let ws = tempfile::tempdir().unwrap();
+    let root = ws.path().canonicalize().unwrap();
+    let sid = session_id("dockerd");
+    let sup = cordon::sandbox::Supervisor::start(backend.clone(), SandboxSpec::new(&sid, &root))
+        .await
+        .unwrap();
+    let (out, code) = sh(&mut sup.client(), "echo before > kept.txt && echo ok")
+        .await
+        .unwrap();
+    assert_eq!((out.trim(), code), ("ok", 0));
+    assert_eq!(pool.wait_ready(1, Duration::from_secs(60)).await, 1);
+
+    tokio::task::spawn_blocking(restart_dockerd).await.unwrap();
+
+    // The session's next call: it fails (its container was stopped), the sandbox counts as
+    // gone, and the one after runs in a fresh container on the same workspace.
+    let kept = root.join("kept.txt").display().to_string();
+    assert!(sup.client().read(&kept, 0, 0).await.is_err());
+    assert!(
+        sup.check_after_failure().await,
+        "the dead sandbox is noticed"
+    );
+    let notice = sup.ensure_alive().await.unwrap();
+    assert!(notice.is_some_and(|n| n.contains("fresh sandbox")));
+    assert_eq!(sup.restarts(), 1);
+    let read = sup.client().read(&kept, 0, 0).await.unwrap();
+    assert!(read.content.contains("before"), "{read:?}");
+    let (_, code) = sh(&mut sup.client(), "echo after >> kept.txt")
+        .await
+        .unwrap();
+    assert_eq!(code, 0);
+    assert_eq!(
+        std::fs::read_to_string(root.join("kept.txt")).unwrap(),
+        "before\nafter\n"
+    );
+    let of_session = |sid: String| async move {
+        let out = std::process::Command::new("docker")
+            .args(["ps", "-aq", "--filter"])
+            .arg(format!("label={}={sid}", docker::labels::SESSION))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).lines().count()
+    };
+    assert_eq!(
+        of_session(sid.clone()).await,
+        1,
+        "only the fresh container is left"
+    );
+
+    // The pool: its idle container died with the daemon; it refills, and a claim hands out
+    // a live container.
+    assert_eq!(pool.wait_ready(1, Duration::from_secs(60)).await, 1);
+    let other = session_id("after-restart");
+    let sandbox = backend
+        .start(&SandboxSpec::new(&other, &root))
+        .await
+        .unwrap();
+    let (out, code) = sh(&mut sandbox.client.clone(), "cat kept.txt")
+        .await
+        .unwrap();
+    assert_eq!((out.as_str(), code), ("before\nafter\n", 0));
+    sandbox.destroy().await.unwrap();
+    sup.destroy().await.unwrap();
+    assert_eq!(of_session(sid).await, 0);
+    assert_eq!(of_session(other).await, 0);
+    pool.shutdown().await;
+    let left: Vec<_> = adopt::find(backend.docker())
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|o| {
+            o.run_dir
+                .as_ref()
+                .is_some_and(|d| d.starts_with(run_root.path()))
+        })
+        .collect();
+    assert!(left.is_empty(), "containers left behind: {left:?}");
+}

@@ -126,7 +126,7 @@ pub async fn supervise(
     kind: BackendKind,
     spec: &SandboxSpec,
 ) -> Result<std::sync::Arc<Supervisor>, SandboxError> {
-    Supervisor::start(backend(kind, spec).await?, spec.clone()).await
+    Supervisor::start(backend(kind, spec).await?.into(), spec.clone()).await
 }
 
 /// The backend of `kind`, configured from the environment, ready to start `spec`.

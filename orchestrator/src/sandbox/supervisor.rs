@@ -25,7 +25,7 @@ const TEARDOWN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// One session's sandbox, restarted on demand.
 pub struct Supervisor {
-    backend: Box<dyn Backend>,
+    backend: Arc<dyn Backend>,
     spec: SandboxSpec,
     /// The live sandbox; `None` only after [`Supervisor::destroy`] or a failed restart.
     current: tokio::sync::Mutex<Option<Sandbox>>,
@@ -39,7 +39,7 @@ pub struct Supervisor {
 impl Supervisor {
     /// Starts the first sandbox for `spec` on `backend`.
     pub async fn start(
-        backend: Box<dyn Backend>,
+        backend: Arc<dyn Backend>,
         spec: SandboxSpec,
     ) -> Result<Arc<Self>, SandboxError> {
         let sandbox = backend.start(&spec).await?;

@@ -374,14 +374,27 @@ pub async fn remove(docker: &Docker, id: &str) -> Result<(), SandboxError> {
         .force(true)
         .v(true)
         .build();
-    match docker.remove_container(id, Some(options)).await {
-        Ok(()) => Ok(()),
-        // Gone already, or another reconcile is removing it right now: either way it goes.
-        Err(bollard::errors::Error::DockerResponseServerError {
-            status_code: 404 | 409,
-            ..
-        }) => Ok(()),
-        Err(e) => Err(docker_err("remove container")(e)),
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match docker.remove_container(id, Some(options.clone())).await {
+            Ok(()) => return Ok(()),
+            // Gone already, or another reconcile is removing it right now: either way it goes.
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404 | 409,
+                ..
+            }) => return Ok(()),
+            // No answer at all: after a daemon restart the first request on a pooled
+            // connection fails; a removal is worth a few more tries.
+            Err(e)
+                if attempt < 4
+                    && !matches!(e, bollard::errors::Error::DockerResponseServerError { .. }) =>
+            {
+                tracing::debug!(container = id, error = %e, "removing a container failed; retrying");
+                tokio::time::sleep(std::time::Duration::from_millis(250 * attempt)).await;
+            }
+            Err(e) => return Err(docker_err("remove container")(e)),
+        }
     }
 }
 

@@ -39,6 +39,8 @@ use super::{CONTAINER_RUN_DIR, DockerConfig, docker_err};
 use crate::sandbox::{Sandbox, SandboxError, SandboxSpec};
 
 const START_FIFO: &str = "start";
+/// How often a full pool looks for idle containers that died.
+const HEALTH_CHECK_EVERY: Duration = Duration::from_secs(2);
 const CONFIG_FILE: &str = "config.json";
 
 /// The command an idle pool container runs: wait for the start signal, then become the agent.
@@ -124,9 +126,9 @@ impl WarmPool {
         &self.inner.image
     }
 
-    /// How many idle containers are ready now.
+    /// How many idle containers are ready now (alive).
     pub fn ready(&self) -> usize {
-        self.idle().len()
+        self.idle().iter().filter(|s| s.alive()).count()
     }
 
     /// Waits until `n` containers are idle (or `timeout` passes); returns how many are.
@@ -218,9 +220,23 @@ async fn refill_loop(inner: Arc<Inner>) {
             drain(&inner).await;
             return;
         }
+        // Idle containers die too (a Docker daemon restart stops them all): drop those, so
+        // the pool refills rather than holding corpses.
+        let dead: Vec<Slot> = {
+            let mut idle = inner.idle.lock().unwrap_or_else(|p| p.into_inner());
+            let (live, dead): (Vec<Slot>, Vec<Slot>) = idle.drain(..).partition(Slot::alive);
+            idle.extend(live);
+            dead
+        };
+        for slot in dead {
+            remove_slot(&inner, slot).await;
+        }
         let have = inner.idle.lock().map_or(0, |i| i.len());
         if have >= inner.config.pool_size {
-            inner.wake.notified().await;
+            tokio::select! {
+                () = inner.wake.notified() => {}
+                () = tokio::time::sleep(HEALTH_CHECK_EVERY) => {}
+            }
             continue;
         }
         n += 1;
