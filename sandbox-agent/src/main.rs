@@ -17,6 +17,11 @@ struct Cli {
     /// Read the configuration from this file instead.
     #[arg(long)]
     config_file: Option<std::path::PathBuf>,
+    /// Wait for one line on this FIFO before reading the configuration: a warm-pool
+    /// container starts the agent ahead of its session, so a claim pays no exec, only
+    /// the configuration and confinement that need the session's workspace.
+    #[arg(long, requires = "config_file")]
+    start_fifo: Option<std::path::PathBuf>,
     /// Launcher mode (local backend): build the sandbox's namespaces from this
     /// `LaunchConfig` file, then serve inside them.
     #[arg(long, conflicts_with_all = ["config", "config_file"])]
@@ -44,6 +49,9 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<(), String> {
+    if let Some(fifo) = &cli.start_fifo {
+        wait_for_start(fifo)?;
+    }
     let text = match (&cli.config, &cli.config_file) {
         (Some(json), _) => json.clone(),
         (None, Some(path)) => std::fs::read_to_string(path)
@@ -78,4 +86,23 @@ fn run(cli: Cli) -> Result<(), String> {
             .await
             .map_err(|e| format!("server failed: {e}"))
     })
+}
+
+/// Blocks until a line arrives on `fifo` (opening it blocks until the host opens it for
+/// writing; the host's write is the session's start signal).
+fn wait_for_start(fifo: &std::path::Path) -> Result<(), String> {
+    use std::io::BufRead;
+    let file = std::fs::File::open(fifo)
+        .map_err(|e| format!("cannot open start fifo {}: {e}", fifo.display()))?;
+    let mut line = String::new();
+    std::io::BufReader::new(file)
+        .read_line(&mut line)
+        .map_err(|e| format!("reading start fifo {}: {e}", fifo.display()))?;
+    if line.is_empty() {
+        return Err(format!(
+            "start fifo {} closed without a start signal",
+            fifo.display()
+        ));
+    }
+    Ok(())
 }

@@ -179,24 +179,29 @@ pub fn load(state_dir: &Path) -> Vec<PlaceholderRecord> {
         .unwrap_or_default()
 }
 
-/// Creates the placeholders, recording each before it exists so a crash never leaves an
-/// unrecorded one. They belong to `owner` (the workspace's owner), so a leftover is the
-/// user's to delete.
+/// Creates the placeholders, recording them all before any exists so a crash never leaves
+/// an unrecorded one (a record without an id still names a path to clean). Two writes of
+/// the record in all, not one per placeholder: a session start creates a dozen. They belong
+/// to `owner` (the workspace's owner), so a leftover is the user's to delete.
 pub fn create_placeholders(
     state_dir: &Path,
     workspace: &Path,
     placeholders: &[Placeholder],
     owner: (u32, u32),
 ) -> Result<(), LaunchError> {
+    if placeholders.is_empty() {
+        return Ok(());
+    }
     let mut records = load(state_dir);
-    for ph in placeholders {
+    let first = records.len();
+    records.extend(placeholders.iter().map(|ph| PlaceholderRecord {
+        path: workspace.join(&ph.rel),
+        kind: ph.kind,
+        id: None,
+    }));
+    save(state_dir, &records)?;
+    for (i, ph) in placeholders.iter().enumerate() {
         let path = workspace.join(&ph.rel);
-        records.push(PlaceholderRecord {
-            path: path.clone(),
-            kind: ph.kind,
-            id: None,
-        });
-        save(state_dir, &records)?;
         let made = match ph.kind {
             EntryKind::File => std::fs::OpenOptions::new()
                 .write(true)
@@ -212,7 +217,8 @@ pub fn create_placeholders(
             why,
         };
         if let Err(e) = made {
-            records.pop();
+            // Not ours: forget it and the ones not yet made; keep those already made.
+            records.truncate(first + i);
             save(state_dir, &records)?;
             return Err(fail(format!("creating its placeholder: {e}")));
         }
@@ -220,12 +226,9 @@ pub fn create_placeholders(
             .map_err(|e| fail(format!("chown of its placeholder: {e}")))?;
         let meta = std::fs::symlink_metadata(&path)
             .map_err(|e| fail(format!("stat of its placeholder: {e}")))?;
-        if let Some(last) = records.last_mut() {
-            last.id = Some((meta.dev(), meta.ino()));
-        }
-        save(state_dir, &records)?;
+        records[first + i].id = Some((meta.dev(), meta.ino()));
     }
-    Ok(())
+    save(state_dir, &records)
 }
 
 /// Removes every recorded placeholder that is still the empty entry the launcher made;

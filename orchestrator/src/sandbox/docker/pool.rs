@@ -7,8 +7,9 @@
 //! Mount propagation (an rslave bind of a slot directory, later bind-mounted onto from the
 //! host) can only deliver it beneath the slot's fixed path, never at an arbitrary path.
 //! Chosen instead: the host injects the mount into the container's mount namespace.
-//! 1. An idle container runs only a waiter (`read < /run/cordon/start`, busybox or bash sh)
-//!    under the full confinement (same uid, caps, seccomp, limits as a cold session).
+//! 1. An idle container runs the agent, blocked on a start FIFO before it has read any
+//!    configuration, under the container's full confinement (same uid, caps, seccomp,
+//!    limits as a cold session); its binary is already loaded when the claim comes.
 //! 2. On claim, the host (root) grants the slot's uid the workspace, creates the mount point
 //!    in the container's writable layer (`GraphDriver.Data.MergedDir`; the container itself
 //!    sees its root read-only), clones the workspace as a detached mount (`open_tree`), and
@@ -16,7 +17,7 @@
 //!    there (`move_mount`) at the workspace's own path. No process of the container gains
 //!    anything: the mount is made from outside.
 //! 3. The host writes the agent config into the run directory and writes to the FIFO; the
-//!    waiter execs `/sandbox-agent --config-file`, which confines itself and listens.
+//!    agent reads the config, confines itself and listens.
 //!
 //! Needs root on the host (CAP_SYS_ADMIN for setns into the container); without it a claim
 //! fails and the backend starts the session cold.
@@ -43,15 +44,15 @@ const START_FIFO: &str = "start";
 const HEALTH_CHECK_EVERY: Duration = Duration::from_secs(2);
 const CONFIG_FILE: &str = "config.json";
 
-/// The command an idle pool container runs: wait for the start signal, then become the agent.
+/// The command an idle pool container runs: the agent, started ahead of its session and
+/// blocked on the start FIFO; on the signal it reads its configuration and serves.
 pub fn waiter_command() -> Vec<String> {
     vec![
-        "/bin/sh".into(),
-        "-c".into(),
-        format!(
-            "read -r _ < {CONTAINER_RUN_DIR}/{START_FIFO} && \
-             exec /sandbox-agent --config-file {CONTAINER_RUN_DIR}/{CONFIG_FILE}"
-        ),
+        "/sandbox-agent".into(),
+        "--start-fifo".into(),
+        format!("{CONTAINER_RUN_DIR}/{START_FIFO}"),
+        "--config-file".into(),
+        format!("{CONTAINER_RUN_DIR}/{CONFIG_FILE}"),
     ]
 }
 
