@@ -67,8 +67,10 @@ fn run(cli: Cli) -> Result<(), String> {
     listener.set_nonblocking(true).map_err(|e| e.to_string())?;
     // Confine while still single-threaded: every thread and child inherits it.
     let report = sandbox_agent::confine::confine_self(&config).map_err(|e| e.to_string())?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    // One async thread: the agent serves one controller, its async work is short (file
+    // work beyond a small Read and every fork go to the blocking pool), and a call then
+    // never waits for a wake-up on another thread, which costs more here than the work.
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start runtime: {e}"))?;

@@ -12,7 +12,7 @@
 //! link may sit outside the sandbox.
 
 mod edit;
-mod read;
+pub mod read;
 mod resolve;
 mod write;
 

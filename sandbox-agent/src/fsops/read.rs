@@ -7,7 +7,7 @@ use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
-use super::{Resolver, io_err, mtime_ns, numbered, open_regular};
+use super::{FileStat, Resolver, io_err, mtime_ns, numbered, open_regular};
 use crate::error::AgentError;
 use crate::limits::{DEFAULT_READ_LINES, MAX_READ_LINE_CHARS, MAX_READ_RESPONSE_BYTES};
 use crate::proto::{ReadRequest, ReadResponse};
@@ -19,9 +19,36 @@ const LINE_KEEP_BYTES: usize = MAX_READ_LINE_CHARS * 4 + 1;
 
 /// Reads `req.path` as numbered lines (see the module docs and `ReadResponse`).
 pub fn read(resolver: &Resolver, req: &ReadRequest) -> Result<ReadResponse, AgentError> {
+    let opened = open(resolver, req)?;
+    read_opened(opened, req)
+}
+
+/// A file opened for [`read_opened`]: resolved beneath the roots, checked to be regular.
+pub struct Opened {
+    file: std::fs::File,
+    stat: FileStat,
+}
+
+impl Opened {
+    /// The file's size when opened, in bytes.
+    pub fn size(&self) -> u64 {
+        u64::try_from(self.stat.st_size).unwrap_or(u64::MAX)
+    }
+}
+
+/// The first half of [`read`]: resolve and open, without reading any content (cheap, so a
+/// caller may run it inline and decide by [`Opened::size`] where the reading runs).
+pub fn open(resolver: &Resolver, req: &ReadRequest) -> Result<Opened, AgentError> {
     let path = Path::new(&req.path);
     let entry = resolver.entry(path)?;
-    let (mut file, stat) = open_regular(&entry, path)?;
+    let (file, stat) = open_regular(&entry, path)?;
+    Ok(Opened { file, stat })
+}
+
+/// The second half of [`read`]: streams the opened file into the response.
+pub fn read_opened(opened: Opened, req: &ReadRequest) -> Result<ReadResponse, AgentError> {
+    let path = Path::new(&req.path);
+    let Opened { mut file, stat } = opened;
     let mut hasher = Sha256::new();
     let head = read_up_to(&mut file, SNIFF_BYTES, path)?;
     hasher.update(&head);
