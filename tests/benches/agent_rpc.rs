@@ -114,6 +114,23 @@ fn main() {
             })
             .collect();
         summary("baseline: std::fs::read on the host", local);
+        // For reading the gap between the two lines above: the agent's Read work alone
+        // (resolve beneath the root, type checks, digest, numbering), in this process.
+        let resolver = sandbox_agent::fsops::Resolver::new(&[ws.path().to_path_buf()]).unwrap();
+        let req = sandbox_agent::proto::ReadRequest {
+            path: file.display().to_string(),
+            ..Default::default()
+        };
+        let work: Vec<Duration> = (0..5000)
+            .map(|_| {
+                let start = Instant::now();
+                let r = sandbox_agent::fsops::read(&resolver, &req).unwrap();
+                let t = start.elapsed();
+                assert!(r.lines_returned > 0);
+                t
+            })
+            .collect();
+        summary("the Read work alone, in-process (no RPC)", work);
 
         println!("== 2. exec `true` (target: <= 1 ms extra at p50)");
         let mut execs = Vec::new();

@@ -109,8 +109,30 @@ pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
 
 /// One numbered line, `cat -n` style.
 pub(crate) fn numbered(out: &mut String, number: u64, line: &str) {
-    use std::fmt::Write as _;
-    let _ = writeln!(out, "{number:>6}\t{line}");
+    // By hand rather than `writeln!("{number:>6}\t{line}")`: the formatting machinery
+    // cost more than everything else a Read of a small file does.
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut n = number;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    let len = digits.len() - at;
+    out.reserve(len.max(6) + line.len() + 2);
+    for _ in len..6 {
+        out.push(' ');
+    }
+    for &d in &digits[at..] {
+        out.push(char::from(d));
+    }
+    out.push('\t');
+    out.push_str(line);
+    out.push('\n');
 }
 
 #[cfg(test)]

@@ -63,8 +63,13 @@ pub fn read_opened(opened: Opened, req: &ReadRequest) -> Result<ReadResponse, Ag
     if !binary {
         view.feed(&head);
     }
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
+    // A head shorter than asked for is the whole file: no buffer, no further read.
+    let mut buf = if head.len() < SNIFF_BYTES {
+        Vec::new()
+    } else {
+        vec![0u8; 64 * 1024]
+    };
+    while !buf.is_empty() {
         let n = read_retrying(&mut file, &mut buf, path)?;
         if n == 0 {
             break;
@@ -237,14 +242,20 @@ impl View {
     fn emit(&mut self) {
         let text = String::from_utf8_lossy(&self.current);
         let text = text.strip_suffix('\r').unwrap_or(&text);
-        let cut: String = text.chars().take(MAX_READ_LINE_CHARS).collect();
-        let mut line = String::new();
-        numbered(&mut line, self.line_no, &cut);
-        if self.out.len() + line.len() > MAX_READ_RESPONSE_BYTES {
-            self.capped = true;
-            return;
+        let cut = match text.char_indices().nth(MAX_READ_LINE_CHARS) {
+            Some((end, _)) => &text[..end],
+            None => text,
+        };
+        // The numbered line is at most 20 digits, a tab, the text and a newline long.
+        if self.out.len() + cut.len() + 22 > MAX_READ_RESPONSE_BYTES {
+            let mut line = String::new();
+            numbered(&mut line, self.line_no, cut);
+            if self.out.len() + line.len() > MAX_READ_RESPONSE_BYTES {
+                self.capped = true;
+                return;
+            }
         }
-        self.out.push_str(&line);
+        numbered(&mut self.out, self.line_no, cut);
         self.returned += 1;
     }
 

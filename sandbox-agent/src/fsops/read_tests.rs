@@ -203,3 +203,12 @@ fn bad_paths_are_refused() {
         ErrorCode::OutsideSandbox
     );
 }
+
+#[test]
+fn line_numbers_are_right_aligned_in_six_columns_and_grow_beyond() {
+    let mut out = String::new();
+    super::super::numbered(&mut out, 7, "a");
+    super::super::numbered(&mut out, 123_456, "b");
+    super::super::numbered(&mut out, 12_345_678, "");
+    assert_eq!(out, "     7\ta\n123456\tb\n12345678\t\n");
+}
