@@ -29,17 +29,13 @@ async fn a_killed_agent_is_replaced_on_the_next_call(backend: Backend) {
     ];
     let model = ScriptedModel::start(turns).await.unwrap();
     let home = tempfile::tempdir().unwrap();
-    let sandbox = match backend {
-        Backend::Local => "local",
-        Backend::Docker => "docker",
-    };
     let out = Output::of(run_command(
         &model,
         home.path(),
         ws.path(),
         &[
             "--sandbox",
-            sandbox,
+            backend.name(),
             "--output-format",
             "json",
             "--permission-mode",
