@@ -82,6 +82,8 @@ pub enum SandboxError {
     Agent(#[from] AgentError),
     #[error("docker: {0}")]
     Docker(String),
+    #[error("the session's sandbox was shut down")]
+    Closed,
 }
 
 /// Tears a sandbox down. Dropping a handle without calling `destroy` must still not leak:

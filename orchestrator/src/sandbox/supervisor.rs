@@ -33,6 +33,8 @@ pub struct Supervisor {
     client: RwLock<AgentClient>,
     /// A call failed and the probe got no answer: restart before the next call.
     suspect: AtomicBool,
+    /// Set by [`Supervisor::destroy`]: nothing starts a sandbox for this session again.
+    closed: AtomicBool,
     restarts: AtomicU32,
 }
 
@@ -49,6 +51,7 @@ impl Supervisor {
             backend,
             spec,
             suspect: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
             restarts: AtomicU32::new(0),
         }))
     }
@@ -74,6 +77,9 @@ impl Supervisor {
     /// died. Returns a notice for the model when it did.
     pub async fn ensure_alive(&self) -> Result<Option<String>, SandboxError> {
         let mut current = self.current.lock().await;
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(SandboxError::Closed);
+        }
         let alive = current.as_ref().is_some_and(|s| s.handle.is_alive());
         if alive && !self.suspect.load(Ordering::SeqCst) {
             return Ok(None);
@@ -129,7 +135,9 @@ impl Supervisor {
 
     /// Ends the session's sandbox.
     pub async fn destroy(&self) -> Result<(), SandboxError> {
-        match self.current.lock().await.take() {
+        let mut current = self.current.lock().await;
+        self.closed.store(true, Ordering::SeqCst);
+        match current.take() {
             Some(sandbox) => sandbox.destroy().await,
             None => Ok(()),
         }

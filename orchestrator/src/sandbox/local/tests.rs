@@ -239,3 +239,45 @@ impl Fixture {
         text.split_whitespace().next().unwrap().parse().unwrap()
     }
 }
+
+/// The supervisor on the local backend: a killed agent is noticed after the failed call,
+/// replaced before the next one on the same workspace, and after `destroy` nothing starts
+/// a sandbox again (a late hook or call gets an error, not a fresh sandbox to leak).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_supervisor_replaces_a_killed_agent_and_stays_down_after_destroy() {
+    let f = fixture();
+    let backend = std::sync::Arc::new(f.backend.clone());
+    let sup = crate::sandbox::Supervisor::start(backend, spec(&f))
+        .await
+        .unwrap();
+    assert_eq!(
+        sup.ensure_alive().await.unwrap(),
+        None,
+        "a live sandbox is kept"
+    );
+    let hello = f.workspace.path().canonicalize().unwrap().join("hello.txt");
+    let hello = hello.display().to_string();
+    let req = ExecRequest {
+        exec_id: "kill-agent".into(),
+        command: "kill -9 $PPID; sleep 30".into(),
+        timeout_ms: 30_000,
+        ..Default::default()
+    };
+    assert!(sup.client().exec_collect(req).await.is_err());
+    assert!(sup.check_after_failure().await, "the dead agent is noticed");
+    let notice = sup.ensure_alive().await.unwrap();
+    assert!(notice.is_some_and(|n| n.contains("fresh sandbox")));
+    assert_eq!(sup.restarts(), 1);
+    let read = sup.client().read(&hello, 0, 0).await.unwrap();
+    assert!(read.content.contains("hi"));
+    assert!(
+        !sup.check_after_failure().await,
+        "a live agent answers the probe"
+    );
+    sup.destroy().await.unwrap();
+    assert!(matches!(
+        sup.ensure_alive().await,
+        Err(SandboxError::Closed)
+    ));
+    assert_eq!(sup.restarts(), 1);
+}
