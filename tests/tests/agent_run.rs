@@ -567,3 +567,45 @@ async fn manual_compact_and_the_context_report_act_on_a_resumed_session() {
         "{text}"
     );
 }
+
+/// The settings' `env` reaches the session's commands, as in Claude Code; the agent's own
+/// marker variable cannot be overridden through it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_settings_env_reaches_every_command() {
+    let ws = Workspace::new();
+    std::fs::create_dir_all(ws.join(".claude")).unwrap();
+    std::fs::write(
+        ws.join(".claude/settings.json"),
+        json!({"env": {"GREETING": "hello from settings", "PATH": "/usr/bin:/bin"}}).to_string(),
+    )
+    .unwrap();
+    let turns = vec![
+        Turn::tool_use(
+            "b1",
+            "Bash",
+            json!({"command": "echo \"$GREETING\"; echo \"path=$PATH\""}),
+        ),
+        Turn::text("done"),
+    ];
+    let model = ScriptedModel::start(turns).await.unwrap();
+    let home = home();
+    let run = cordon_run(
+        &model,
+        home.path(),
+        ws.path(),
+        &[
+            "--output-format",
+            "json",
+            "--allowedTools",
+            "Bash",
+            "-p",
+            "greet",
+        ],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let out = &tool_results(&model.requests()[1].body)[0];
+    assert!(!out.2, "{out:?}");
+    assert!(out.1.contains("hello from settings"), "{out:?}");
+    assert!(out.1.contains("path=/usr/bin:/bin"), "{out:?}");
+}

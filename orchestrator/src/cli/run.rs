@@ -128,8 +128,8 @@ pub async fn run_with_model(
     if stream.is_none() && prompt_text.trim().is_empty() {
         bail!("no prompt: pass it as an argument or on standard input");
     }
-    // The settings' `env` is not applied to the session yet (the sandbox's environment is
-    // fixed by the backend); `model` is the default for --model.
+    // The settings' `env` reaches every command of the session (Bash, hooks in the
+    // sandbox); `model` is the default for --model.
     let settings = Settings::load(
         &workspace,
         CliSettings {
@@ -174,6 +174,7 @@ pub async fn run_with_model(
         .await
         .context("starting the sandbox")?;
     let (ctx, interrupter) = ToolContext::supervised(sandbox.clone(), &workspace);
+    let ctx = ctx.with_env(settings.env.clone().into_iter().collect());
     let mode_engine = engine.clone();
     let hooks = Arc::new(Hooks::new(
         hook_set,

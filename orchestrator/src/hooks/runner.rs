@@ -8,7 +8,6 @@
 //!   process tree at the timeout.
 //! - Callbacks go to the registered [`HookCallbacks`] client.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
@@ -189,10 +188,14 @@ impl HookRunner {
             argv: vec!["/bin/sh".into(), "-c".into(), command.into()],
             timeout_ms,
             cwd: self.workspace.display().to_string(),
-            env: HashMap::from([(
-                "CLAUDE_PROJECT_DIR".to_string(),
-                self.workspace.display().to_string(),
-            )]),
+            env: {
+                let mut env = sandbox.env().clone();
+                env.insert(
+                    "CLAUDE_PROJECT_DIR".to_string(),
+                    self.workspace.display().to_string(),
+                );
+                env
+            },
             output_limit: MAX_HOOK_OUTPUT as u64,
             stdin,
             ..Default::default()

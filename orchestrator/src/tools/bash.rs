@@ -68,6 +68,7 @@ impl Tool for BashTool {
             exec_id: uuid::Uuid::new_v4().to_string(),
             command: str_field(&input, "command").to_string(),
             timeout_ms,
+            env: ctx.env().clone(),
             ..Default::default()
         };
         match run(ctx, req).await {

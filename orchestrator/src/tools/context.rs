@@ -111,6 +111,8 @@ enum AgentSource {
 #[derive(Clone)]
 pub struct ToolContext {
     source: AgentSource,
+    /// Variables every command of the session gets (the settings' `env`).
+    env: Arc<HashMap<String, String>>,
     read_state: Arc<ReadState>,
     workspace: PathBuf,
     interrupts: watch::Receiver<u64>,
@@ -136,6 +138,7 @@ impl ToolContext {
         let (tx, rx) = watch::channel(0u64);
         let ctx = Self {
             source,
+            env: Arc::default(),
             read_state: Arc::new(ReadState::new()),
             workspace,
             interrupts: rx,
@@ -148,6 +151,18 @@ impl ToolContext {
     pub fn with_read_state(mut self, read_state: Arc<ReadState>) -> Self {
         self.read_state = read_state;
         self
+    }
+
+    /// The same session whose commands (Bash, hooks in the sandbox) get `env` on top of
+    /// the sandbox's base environment: the settings' `env`, as Claude Code applies it.
+    pub fn with_env(mut self, env: HashMap<String, String>) -> Self {
+        self.env = Arc::new(env);
+        self
+    }
+
+    /// Variables every command of the session gets.
+    pub fn env(&self) -> &HashMap<String, String> {
+        &self.env
     }
 
     /// A client for one call (tonic clients are cheap clones over one connection).
