@@ -75,6 +75,23 @@ pub fn run_command(
     cmd
 }
 
+/// `cordon run --workspace WS --output-format json ARGS... -p PROMPT`, which must exit 0;
+/// returns the output and its result record.
+pub async fn run_json_ok(
+    model: &ScriptedModel,
+    home: &Path,
+    ws: &Path,
+    args: &[&str],
+    prompt: &str,
+) -> (Output, Value) {
+    let mut cmd = run_command(model, home, ws, &["--output-format", "json"]);
+    cmd.args(args).args(["-p", prompt]);
+    let out = Output::of(cmd).await;
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let result = out.json();
+    (out, result)
+}
+
 /// The tool_result blocks of the last user message of a recorded request body.
 pub fn last_tool_results(body: &Value) -> Vec<Value> {
     let last = body["messages"].as_array().unwrap().last().unwrap();

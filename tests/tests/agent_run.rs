@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use cordon_tests::agent::{Output, run_command, tool_results};
+use cordon_tests::agent::{Output, run_command, run_json_ok, tool_results};
 use cordon_tests::scripted_model::{Reply, ReplyUsage, ScriptedModel, Turn};
 use cordon_tests::{Workspace, host_processes_matching};
 use serde_json::{Value, json};
@@ -76,22 +76,14 @@ async fn a_multi_step_coding_task_edits_the_real_project() {
     ];
     let model = ScriptedModel::start(turns).await.unwrap();
     let home = home();
-    let run = cordon_run(
+    let (_, result) = run_json_ok(
         &model,
         home.path(),
         ws.path(),
-        &[
-            "--output-format",
-            "json",
-            "--allowedTools",
-            "Edit Write Bash",
-            "-p",
-            "fix the add function",
-        ],
+        &["--allowedTools", "Edit Write Bash"],
+        "fix the add function",
     )
     .await;
-    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
-    let result = run.json();
     assert_eq!(result["type"], "result");
     assert_eq!(result["is_error"], false);
     assert_eq!(result["result"], "Fixed add() and added a test; it passes.");
@@ -589,21 +581,14 @@ async fn the_settings_env_reaches_every_command() {
     ];
     let model = ScriptedModel::start(turns).await.unwrap();
     let home = home();
-    let run = cordon_run(
+    run_json_ok(
         &model,
         home.path(),
         ws.path(),
-        &[
-            "--output-format",
-            "json",
-            "--allowedTools",
-            "Bash",
-            "-p",
-            "greet",
-        ],
+        &["--allowedTools", "Bash"],
+        "greet",
     )
     .await;
-    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
     let out = &tool_results(&model.requests()[1].body)[0];
     assert!(!out.2, "{out:?}");
     assert!(out.1.contains("hello from settings"), "{out:?}");

@@ -5,7 +5,7 @@
 //! ends normally and leaves no container behind.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use cordon_tests::agent::{Output, run_command, tool_results};
+use cordon_tests::agent::{run_json_ok, tool_results};
 use cordon_tests::scripted_model::{ScriptedModel, Turn};
 use cordon_tests::{Backend, Workspace, backend_ready};
 use serde_json::json;
@@ -29,24 +29,19 @@ async fn a_killed_agent_is_replaced_on_the_next_call(backend: Backend) {
     ];
     let model = ScriptedModel::start(turns).await.unwrap();
     let home = tempfile::tempdir().unwrap();
-    let out = Output::of(run_command(
+    let (out, result) = run_json_ok(
         &model,
         home.path(),
         ws.path(),
         &[
             "--sandbox",
             backend.name(),
-            "--output-format",
-            "json",
             "--permission-mode",
             "bypassPermissions",
-            "-p",
-            "survive",
         ],
-    ))
+        "survive",
+    )
     .await;
-    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
-    let result = out.json();
     assert_eq!(result["result"], "done", "{}", out.stdout);
 
     let requests = model.requests();
