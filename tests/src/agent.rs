@@ -75,7 +75,7 @@ pub fn run_command(
     cmd
 }
 
-/// `cordon run --workspace WS --output-format json ARGS... -p PROMPT`, which must exit 0;
+/// `cordon run --workspace WS --output-format json ARGS... PROMPT`, which must exit 0;
 /// returns the output and its result record.
 pub async fn run_json_ok(
     model: &ScriptedModel,
@@ -85,7 +85,7 @@ pub async fn run_json_ok(
     prompt: &str,
 ) -> (Output, Value) {
     let mut cmd = run_command(model, home, ws, &["--output-format", "json"]);
-    cmd.args(args).args(["-p", prompt]);
+    cmd.args(args).arg(prompt);
     let out = Output::of(cmd).await;
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
     let result = out.json();

@@ -12,15 +12,6 @@ use serde_json::{Value, json};
 
 type Run = Output;
 
-fn command(
-    model: &ScriptedModel,
-    home: &Path,
-    ws: &Path,
-    args: &[&str],
-) -> tokio::process::Command {
-    run_command(model, home, ws, args)
-}
-
 async fn cordon_run(model: &ScriptedModel, home: &Path, ws: &Path, args: &[&str]) -> Run {
     Output::of(run_command(model, home, ws, args)).await
 }
@@ -80,7 +71,7 @@ async fn a_multi_step_coding_task_edits_the_real_project() {
         &model,
         home.path(),
         ws.path(),
-        &["--allowedTools", "Edit Write Bash"],
+        &["--allowedTools", "Edit Write Bash", "-p"],
         "fix the add function",
     )
     .await;
@@ -212,15 +203,8 @@ async fn transient_model_failures_are_retried() {
     ];
     let model = ScriptedModel::start(turns).await.unwrap();
     let home = home();
-    let run = cordon_run(
-        &model,
-        home.path(),
-        ws.path(),
-        &["--output-format", "json", "hi"],
-    )
-    .await;
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    assert_eq!(run.json()["result"], "ok after retries");
+    let (_, result) = run_json_ok(&model, home.path(), ws.path(), &[], "hi").await;
+    assert_eq!(result["result"], "ok after retries");
     assert_eq!(model.requests().len(), 4);
 }
 
@@ -240,15 +224,8 @@ async fn a_stream_cut_inside_a_tool_input_is_retried_whole() {
     ];
     let model = ScriptedModel::start(turns).await.unwrap();
     let home = home();
-    let run = cordon_run(
-        &model,
-        home.path(),
-        ws.path(),
-        &["--output-format", "json", "read a.txt"],
-    )
-    .await;
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    assert_eq!(run.json()["result"], "read it");
+    let (_, result) = run_json_ok(&model, home.path(), ws.path(), &[], "read a.txt").await;
+    assert_eq!(result["result"], "read it");
     let requests = model.requests();
     assert_eq!(requests.len(), 3);
     let results = tool_results(&requests[2].body);
@@ -270,15 +247,8 @@ async fn pause_turn_is_sent_back_to_continue_and_max_tokens_asks_to_go_on() {
     ];
     let model = ScriptedModel::start(turns).await.unwrap();
     let home = home();
-    let run = cordon_run(
-        &model,
-        home.path(),
-        ws.path(),
-        &["--output-format", "json", "question"],
-    )
-    .await;
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    assert_eq!(run.json()["result"], "er, complete");
+    let (_, result) = run_json_ok(&model, home.path(), ws.path(), &[], "question").await;
+    assert_eq!(result["result"], "er, complete");
     let requests = model.requests();
     assert_eq!(requests.len(), 3);
     let after_pause = requests[1].body["messages"].as_array().unwrap();
@@ -336,7 +306,7 @@ async fn the_context_is_compacted_near_the_window() {
     ];
     let model = ScriptedModel::start(turns).await.unwrap();
     let home = home();
-    let mut cmd = command(
+    let mut cmd = run_command(
         &model,
         home.path(),
         ws.path(),
@@ -368,7 +338,7 @@ async fn kill_9_mid_turn_loses_no_completed_turn_and_resume_continues_validly() 
     ];
     let model = ScriptedModel::start(turns).await.unwrap();
     let home = home();
-    let mut child = command(
+    let mut child = run_command(
         &model,
         home.path(),
         ws.path(),
@@ -411,15 +381,8 @@ async fn kill_9_mid_turn_loses_no_completed_turn_and_resume_continues_validly() 
     );
 
     model.push_turns([Turn::text("resumed fine")]);
-    let run = cordon_run(
-        &model,
-        home.path(),
-        ws.path(),
-        &["--output-format", "json", "--continue", "go on"],
-    )
-    .await;
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    assert_eq!(run.json()["result"], "resumed fine");
+    let (_, result) = run_json_ok(&model, home.path(), ws.path(), &["--continue"], "go on").await;
+    assert_eq!(result["result"], "resumed fine");
     let last = model.requests().last().unwrap().body.clone();
     let messages = last["messages"].as_array().unwrap();
     // prompt, b0 call, b0 result, b1 call, then one user turn: b1's error result + "go on".
@@ -448,14 +411,7 @@ async fn thinking_blocks_go_back_unchanged_with_the_tool_results() {
     ];
     let model = ScriptedModel::start(turns).await.unwrap();
     let home = home();
-    let run = cordon_run(
-        &model,
-        home.path(),
-        ws.path(),
-        &["--output-format", "json", "go"],
-    )
-    .await;
-    assert_eq!(run.code, 0, "{}", run.stderr);
+    run_json_ok(&model, home.path(), ws.path(), &[], "go").await;
     let second = &model.requests()[1].body;
     let assistant = &second["messages"][1];
     assert_eq!(assistant["role"], "assistant");
@@ -480,24 +436,11 @@ async fn manual_compact_and_the_context_report_act_on_a_resumed_session() {
     ];
     let model = ScriptedModel::start(turns).await.unwrap();
     let home = home();
-    let first = cordon_run(
-        &model,
-        home.path(),
-        ws.path(),
-        &["--output-format", "json", "what is the answer?"],
-    )
-    .await;
-    assert_eq!(first.code, 0, "{}", first.stderr);
+    run_json_ok(&model, home.path(), ws.path(), &[], "what is the answer?").await;
 
-    let context = cordon_run(
-        &model,
-        home.path(),
-        ws.path(),
-        &["--output-format", "json", "--continue", "/context"],
-    )
-    .await;
-    assert_eq!(context.code, 0, "{}", context.stderr);
-    let report = context.json()["result"].as_str().unwrap().to_string();
+    let (_, context_result) =
+        run_json_ok(&model, home.path(), ws.path(), &["--continue"], "/context").await;
+    let report = context_result["result"].as_str().unwrap().to_string();
     for category in [
         "system prompt",
         "tool definitions",
@@ -512,16 +455,10 @@ async fn manual_compact_and_the_context_report_act_on_a_resumed_session() {
     }
     assert_eq!(model.requests().len(), 1, "/context makes no model call");
 
-    let compact = cordon_run(
-        &model,
-        home.path(),
-        ws.path(),
-        &["--output-format", "json", "--continue", "/compact"],
-    )
-    .await;
-    assert_eq!(compact.code, 0, "{}", compact.stderr);
+    let (_, compact_result) =
+        run_json_ok(&model, home.path(), ws.path(), &["--continue"], "/compact").await;
     assert!(
-        compact.json()["result"]
+        compact_result["result"]
             .as_str()
             .unwrap()
             .contains("compacted")
@@ -540,14 +477,14 @@ async fn manual_compact_and_the_context_report_act_on_a_resumed_session() {
 
     // The next turn starts from the summary.
     model.push_turns([Turn::text("still 42")]);
-    let next = cordon_run(
+    run_json_ok(
         &model,
         home.path(),
         ws.path(),
-        &["--output-format", "json", "--continue", "and again?"],
+        &["--continue"],
+        "and again?",
     )
     .await;
-    assert_eq!(next.code, 0, "{}", next.stderr);
     let messages = model.requests()[2].body["messages"]
         .as_array()
         .unwrap()
@@ -585,7 +522,7 @@ async fn the_settings_env_reaches_every_command() {
         &model,
         home.path(),
         ws.path(),
-        &["--allowedTools", "Bash"],
+        &["--allowedTools", "Bash", "-p"],
         "greet",
     )
     .await;

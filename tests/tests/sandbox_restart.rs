@@ -38,6 +38,7 @@ async fn a_killed_agent_is_replaced_on_the_next_call(backend: Backend) {
             backend.name(),
             "--permission-mode",
             "bypassPermissions",
+            "-p",
         ],
         "survive",
     )
