@@ -102,16 +102,28 @@ async fn collect(client: &ModelClient) -> Vec<Result<StreamEvent, ModelError>> {
     client.stream(&request()).await.unwrap().collect().await
 }
 
+/// Every event of one streamed request, none of which may be an error.
+async fn ok_events(model: &ScriptedModel) -> Vec<StreamEvent> {
+    collect(&client(model))
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect()
+}
+
+/// A model whose first answer is `first` (a failure) and whose second is `reply`.
+async fn failing_once(first: Turn, reply: &Reply) -> ScriptedModel {
+    ScriptedModel::start(vec![first, Turn::Reply(reply.clone())])
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
 async fn streams_a_rich_reply_split_into_tiny_writes() {
     let model = ScriptedModel::start(vec![Turn::Reply(rich_reply())])
         .await
         .unwrap();
-    let events: Vec<StreamEvent> = collect(&client(&model))
-        .await
-        .into_iter()
-        .map(Result::unwrap)
-        .collect();
+    let events = ok_events(&model).await;
     let (last, deltas) = events.split_last().unwrap();
     assert_eq!(
         last,
@@ -322,16 +334,8 @@ async fn client_errors_are_not_retried_and_carry_the_api_error() {
 #[tokio::test]
 async fn mid_stream_overload_before_any_delta_restarts_silently() {
     let reply = rich_reply();
-    let turns = vec![
-        Turn::overloaded_mid_stream(reply.clone(), 0),
-        Turn::Reply(reply.clone()),
-    ];
-    let model = ScriptedModel::start(turns).await.unwrap();
-    let events: Vec<StreamEvent> = collect(&client(&model))
-        .await
-        .into_iter()
-        .map(Result::unwrap)
-        .collect();
+    let model = failing_once(Turn::overloaded_mid_stream(reply.clone(), 0), &reply).await;
+    let events = ok_events(&model).await;
     assert!(
         !events
             .iter()
@@ -347,16 +351,8 @@ async fn mid_stream_overload_before_any_delta_restarts_silently() {
 #[tokio::test]
 async fn mid_stream_overload_after_deltas_restarts_with_a_marker() {
     let reply = rich_reply();
-    let turns = vec![
-        Turn::overloaded_mid_stream(reply.clone(), 3),
-        Turn::Reply(reply.clone()),
-    ];
-    let model = ScriptedModel::start(turns).await.unwrap();
-    let events: Vec<StreamEvent> = collect(&client(&model))
-        .await
-        .into_iter()
-        .map(Result::unwrap)
-        .collect();
+    let model = failing_once(Turn::overloaded_mid_stream(reply.clone(), 3), &reply).await;
+    let events = ok_events(&model).await;
     let marker = events
         .iter()
         .position(|e| matches!(e, StreamEvent::Restarted { .. }))
@@ -386,11 +382,7 @@ async fn mid_stream_overload_after_deltas_restarts_with_a_marker() {
 #[tokio::test]
 async fn complete_retries_a_mid_stream_overload() {
     let reply = rich_reply();
-    let turns = vec![
-        Turn::overloaded_mid_stream(reply.clone(), 2),
-        Turn::Reply(reply.clone()),
-    ];
-    let model = ScriptedModel::start(turns).await.unwrap();
+    let model = failing_once(Turn::overloaded_mid_stream(reply.clone(), 2), &reply).await;
     let message = client(&model).complete(&request()).await.unwrap();
     assert_eq!(message, expected(&reply, "msg_scripted_2"));
 }
@@ -398,16 +390,8 @@ async fn complete_retries_a_mid_stream_overload() {
 #[tokio::test]
 async fn connection_cut_in_the_middle_of_a_tool_input_is_retried() {
     let reply = rich_reply();
-    let turns = vec![
-        Turn::cut_in_tool_input(reply.clone()),
-        Turn::Reply(reply.clone()),
-    ];
-    let model = ScriptedModel::start(turns).await.unwrap();
-    let events: Vec<StreamEvent> = collect(&client(&model))
-        .await
-        .into_iter()
-        .map(Result::unwrap)
-        .collect();
+    let model = failing_once(Turn::cut_in_tool_input(reply.clone()), &reply).await;
+    let events = ok_events(&model).await;
     assert!(
         events
             .iter()
