@@ -236,6 +236,11 @@ pub fn sandbox(backend: Backend, ws: &Path, argv: &[&str]) -> Run {
     sandbox_with(backend, ws, &[], argv)
 }
 
+/// Runs the shell script `script` (`sh -c`) through `cordon sandbox` on `ws`.
+pub fn sandbox_sh(backend: Backend, ws: &Path, script: &str) -> Run {
+    sandbox(backend, ws, &["sh", "-c", script])
+}
+
 /// Like [`sandbox`], with extra `cordon sandbox` flags.
 pub fn sandbox_with(backend: Backend, ws: &Path, flags: &[&str], argv: &[&str]) -> Run {
     let out = Command::new(cordon_bin())

@@ -11,7 +11,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use cordon_tests::{Backend, Run, Workspace, host_processes_matching, sandbox};
+use cordon_tests::{Backend, Run, Workspace, host_processes_matching, sandbox, sandbox_sh};
 
 const EPERM: i32 = libc::EPERM;
 const ENOSYS: i32 = libc::ENOSYS;
@@ -109,14 +109,10 @@ pub fn sandboxed_process_is_not_host_root(backend: Backend) {
     // (and Cordon) run as root: a process inside writes its host-visible uid into a file
     // in the workspace, whose on-disk owner tells.
     let ws = Workspace::new();
-    let run = sandbox(
+    let run = sandbox_sh(
         backend,
         ws.path(),
-        &[
-            "sh",
-            "-c",
-            "sleep 0.3 & cat /proc/$!/status >/dev/null; touch made-inside",
-        ],
+        "sleep 0.3 & cat /proc/$!/status >/dev/null; touch made-inside",
     );
     assert_eq!(run.code, 0, "{run:?}");
     assert!(ws.join("made-inside").exists());
@@ -233,10 +229,10 @@ pub fn protected_paths_are_read_only_even_when_missing(backend: Backend) {
             )
         })
         .collect();
-    let run = sandbox(
+    let run = sandbox_sh(
         backend,
         ws.path(),
-        &["sh", "-c", &format!("{script} touch ordinary-file; true")],
+        &format!("{script} touch ordinary-file; true"),
     );
     assert_eq!(run.code, 0, "{run:?}");
     assert!(
@@ -275,14 +271,10 @@ pub fn protected_paths_are_read_only_even_when_missing(backend: Backend) {
 
 pub fn git_dir_cannot_be_planted_when_missing(backend: Backend) {
     let ws = Workspace::new();
-    let run = sandbox(
+    let run = sandbox_sh(
         backend,
         ws.path(),
-        &[
-            "sh",
-            "-c",
-            "mkdir -p .git/hooks 2>/dev/null; printf '#!/bin/sh\\necho owned\\n' > .git/hooks/post-checkout 2>/dev/null && echo PLANTED; true",
-        ],
+        "mkdir -p .git/hooks 2>/dev/null; printf '#!/bin/sh\\necho owned\\n' > .git/hooks/post-checkout 2>/dev/null && echo PLANTED; true",
     );
     assert!(!run.stdout.contains("PLANTED"), "{run:?}");
     assert!(!ws.join(".git/hooks/post-checkout").exists());
@@ -309,11 +301,7 @@ pub fn namespace_and_mount_calls_are_denied(backend: Backend) {
 
 pub fn unshare_command_fails(backend: Backend) {
     let ws = Workspace::new();
-    let run = sandbox(
-        backend,
-        ws.path(),
-        &["sh", "-c", "unshare -Ur id && echo ESCAPED; true"],
-    );
+    let run = sandbox_sh(backend, ws.path(), "unshare -Ur id && echo ESCAPED; true");
     assert!(!run.stdout.contains("ESCAPED"), "{run:?}");
     // The attempt really ran (util-linux on the host, the busybox applet in the image).
     assert!(!run.stderr.contains("not found"), "{run:?}");
@@ -371,17 +359,13 @@ pub fn loopback_listener_outside_is_unreachable(backend: Backend) {
     // A real client too: busybox's nc (the host's static busybox is visible in the local
     // sandbox, and is the minimal image's shell). `/dev/tcp` would be a bash-only feature
     // that neither dash nor ash has, i.e. no attempt at all.
-    let run = sandbox(
+    let run = sandbox_sh(
         backend,
         ws.path(),
-        &[
-            "sh",
-            "-c",
-            &format!(
-                "echo hi | busybox nc 127.0.0.1 {} && echo CONNECTED; true",
-                addr.rsplit(':').next().unwrap()
-            ),
-        ],
+        &format!(
+            "echo hi | busybox nc 127.0.0.1 {} && echo CONNECTED; true",
+            addr.rsplit(':').next().unwrap()
+        ),
     );
     assert!(!run.stdout.contains("CONNECTED"), "{run:?}");
     assert!(!run.stderr.contains("not found"), "nc really ran: {run:?}");
@@ -414,16 +398,12 @@ pub fn symlink_out_of_the_workspace_cannot_be_written_through(backend: Backend) 
     std::os::unix::fs::symlink(outside.path(), ws.join("link")).unwrap();
     std::os::unix::fs::symlink("/etc", ws.join("etc-link")).unwrap();
     let marker = format!("cordon-escape-test-{}", unique());
-    let run = sandbox(
+    let run = sandbox_sh(
         backend,
         ws.path(),
-        &[
-            "sh",
-            "-c",
-            &format!(
-                "echo x > link/{marker} 2>/dev/null && echo WROTE1; echo x > etc-link/{marker} 2>/dev/null && echo WROTE2; true"
-            ),
-        ],
+        &format!(
+            "echo x > link/{marker} 2>/dev/null && echo WROTE1; echo x > etc-link/{marker} 2>/dev/null && echo WROTE2; true"
+        ),
     );
     assert!(!run.stdout.contains("WROTE"), "{run:?}");
     assert!(!outside.path().join(&marker).exists());
@@ -468,14 +448,10 @@ pub fn setuid_root_binary_gains_nothing(backend: Backend) {
         "setuid gave root: {run:?}"
     );
     // And one made inside the sandbox (named `sh`: busybox picks its applet by name).
-    let run = sandbox(
+    let run = sandbox_sh(
         backend,
         ws.path(),
-        &[
-            "sh",
-            "-c",
-            "cp /bin/sh ./sh && chmod u+s ./sh; ./sh -c 'id -u; id -ru'",
-        ],
+        "cp /bin/sh ./sh && chmod u+s ./sh; ./sh -c 'id -u; id -ru'",
     );
     let ids: Vec<&str> = run.stdout.split_whitespace().collect();
     assert_eq!(ids.len(), 2, "the copy ran: {run:?}");
@@ -485,16 +461,12 @@ pub fn setuid_root_binary_gains_nothing(backend: Backend) {
 pub fn processes_do_not_outlive_their_command(backend: Backend) {
     let ws = Workspace::new();
     let marker = format!("{}", 700000 + unique() % 100000);
-    let run = sandbox(
+    let run = sandbox_sh(
         backend,
         ws.path(),
-        &[
-            "sh",
-            "-c",
-            &format!(
-                "setsid sh -c 'sleep {marker} & sleep {marker}' & (sleep {marker} &) ; echo started"
-            ),
-        ],
+        &format!(
+            "setsid sh -c 'sleep {marker} & sleep {marker}' & (sleep {marker} &) ; echo started"
+        ),
     );
     assert!(run.stdout.contains("started"), "{run:?}");
     let start = Instant::now();
@@ -513,22 +485,14 @@ pub fn processes_do_not_outlive_their_command(backend: Backend) {
 
 pub fn exit_status_and_output_pass_through(backend: Backend) {
     let ws = Workspace::new();
-    let run = sandbox(
-        backend,
-        ws.path(),
-        &["sh", "-c", "echo out; echo err >&2; exit 7"],
-    );
+    let run = sandbox_sh(backend, ws.path(), "echo out; echo err >&2; exit 7");
     assert_eq!(run.code, 7, "{run:?}");
     assert_eq!(run.stdout, "out\n");
     assert!(run.stderr.contains("err"), "{run:?}");
-    let run = sandbox(backend, ws.path(), &["sh", "-c", "kill -TERM $$"]);
+    let run = sandbox_sh(backend, ws.path(), "kill -TERM $$");
     assert_eq!(run.code, 128 + libc::SIGTERM, "{run:?}");
     // The workspace is the working directory and is writable; files land on the host.
-    let run = sandbox(
-        backend,
-        ws.path(),
-        &["sh", "-c", "pwd; echo hello > made.txt"],
-    );
+    let run = sandbox_sh(backend, ws.path(), "pwd; echo hello > made.txt");
     assert_eq!(run.stdout.trim(), ws.path().to_str().unwrap());
     assert_eq!(
         std::fs::read_to_string(ws.join("made.txt")).unwrap(),
