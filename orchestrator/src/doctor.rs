@@ -79,23 +79,8 @@ impl Report {
 }
 
 /// The Landlock ABI version the kernel offers, if any.
-pub fn landlock_abi() -> Result<i64, String> {
-    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
-    // SAFETY: with a null attr and size 0 and the VERSION flag, the syscall only returns
-    // the ABI version; it reads and writes no memory.
-    let v = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<libc::c_void>(),
-            0usize,
-            LANDLOCK_CREATE_RULESET_VERSION,
-        )
-    };
-    if v < 0 {
-        Err(format!("unavailable ({})", std::io::Error::last_os_error()))
-    } else {
-        Ok(v)
-    }
+pub fn landlock_abi() -> Result<u32, String> {
+    sandbox_agent::confine::sys::landlock_abi_checked().map_err(|e| format!("unavailable ({e})"))
 }
 
 /// Whether seccomp filters are available (the `Seccomp_filters` field appears with

@@ -35,6 +35,12 @@ pub fn set_child_subreaper() -> io::Result<()> {
 
 /// The Landlock ABI version the kernel offers: 0 when Landlock is missing or disabled.
 pub fn landlock_abi() -> u32 {
+    landlock_abi_checked().unwrap_or(0)
+}
+
+/// The Landlock ABI version, or why the kernel offers none (ENOSYS: not built in;
+/// EOPNOTSUPP: disabled at boot).
+pub fn landlock_abi_checked() -> io::Result<u32> {
     const LANDLOCK_CREATE_RULESET_VERSION: libc::c_long = 1;
     // SAFETY: with a null attribute pointer, size 0 and the VERSION flag the kernel only
     // returns a number; no memory is read or written.
@@ -46,7 +52,10 @@ pub fn landlock_abi() -> u32 {
             LANDLOCK_CREATE_RULESET_VERSION,
         )
     };
-    u32::try_from(v).unwrap_or(0)
+    if v < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    u32::try_from(v).map_err(|_| io::Error::from_raw_os_error(libc::ERANGE))
 }
 
 /// Alloc-free: starts a new session (and process group) led by the caller.

@@ -27,7 +27,8 @@ const MOUNT_ATTR_NODEV: u64 = 0x4;
 const MOUNT_ATTR_NOEXEC: u64 = 0x8;
 const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
 const OPEN_TREE_CLONE: libc::c_uint = 1;
-const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 4;
+/// move_mount(2) flag: the source is the detached tree behind the fd itself.
+pub const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 4;
 
 #[repr(C)]
 struct MountAttr {
@@ -94,6 +95,17 @@ fn restrict(path: &Path, attrs: u64, recursive: bool) -> io::Result<()> {
 /// Creating it needs privilege over the filesystem (host root); the sandbox's init then
 /// attaches it with [`attach`].
 pub fn idmapped_clone(path: &Path, userns: &OwnedFd) -> io::Result<OwnedFd> {
+    detached_clone(path, false, Some(userns))
+}
+
+/// A detached recursive clone of the mount tree at `path` (open_tree), made read-only
+/// when asked and idmapped through `userns` when given. Both only narrow or remap what the
+/// clone allows; the original mount is untouched.
+pub fn detached_clone(
+    path: &Path,
+    read_only: bool,
+    userns: Option<&OwnedFd>,
+) -> io::Result<OwnedFd> {
     let p = cpath(path)?;
     let flags =
         OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | libc::AT_RECURSIVE as libc::c_uint;
@@ -103,14 +115,23 @@ pub fn idmapped_clone(path: &Path, userns: &OwnedFd) -> io::Result<OwnedFd> {
     let fd = libc::c_int::try_from(fd).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
     // SAFETY: fd was just returned by open_tree and is owned by nobody else.
     let tree = unsafe { OwnedFd::from_raw_fd(fd) };
-    let attr = MountAttr {
-        attr_set: MOUNT_ATTR_IDMAP,
+    let mut attr = MountAttr {
+        attr_set: 0,
         attr_clr: 0,
         propagation: 0,
-        userns_fd: userns.as_raw_fd() as u64,
+        userns_fd: 0,
     };
-    let flags = (libc::AT_EMPTY_PATH | libc::AT_RECURSIVE) as libc::c_uint;
-    set_attrs(tree.as_raw_fd(), Path::new(""), flags, &attr)?;
+    if read_only {
+        attr.attr_set |= MOUNT_ATTR_RDONLY;
+    }
+    if let Some(ns) = userns {
+        attr.attr_set |= MOUNT_ATTR_IDMAP;
+        attr.userns_fd = ns.as_raw_fd() as u64;
+    }
+    if attr.attr_set != 0 {
+        let flags = (libc::AT_EMPTY_PATH | libc::AT_RECURSIVE) as libc::c_uint;
+        set_attrs(tree.as_raw_fd(), Path::new(""), flags, &attr)?;
+    }
     Ok(tree)
 }
 

@@ -24,7 +24,7 @@
 
 use std::collections::VecDeque;
 use std::ffi::CString;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -32,6 +32,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bollard::Docker;
+use sandbox_agent::launch::mounts;
 
 use super::access::UidAllocator;
 use super::container::{self, Mode, Session};
@@ -413,69 +414,12 @@ async fn signal_start(fifo: &Path) -> Result<(), SandboxError> {
     ))
 }
 
-// Constants of the new mount API (linux/mount.h), not all exported by the libc crate.
-const OPEN_TREE_CLONE: libc::c_uint = 1;
-const AT_RECURSIVE: libc::c_uint = 0x8000;
-const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
-const MOUNT_ATTR_RDONLY: u64 = 0x1;
-
-/// `struct mount_attr` of mount_setattr(2).
-#[repr(C)]
-struct MountAttr {
-    attr_set: u64,
-    attr_clr: u64,
-    propagation: u64,
-    userns_fd: u64,
-}
-
-/// A detached recursive clone of `source` (open_tree), made read-only when asked.
+/// A detached recursive clone of `source`, made read-only when asked.
 fn detached_clone(source: &Path, read_only: bool) -> Result<OwnedFd, SandboxError> {
-    let err = |step| move |source| SandboxError::Setup { step, source };
-    let path = CString::new(source.as_os_str().as_bytes())
-        .map_err(|e| SandboxError::Docker(format!("mount source path: {e}")))?;
-    // SAFETY: open_tree takes a valid NUL-terminated path and flags; it returns a new fd or
-    // -1, which is checked before use.
-    let raw = unsafe {
-        libc::syscall(
-            libc::SYS_open_tree,
-            libc::AT_FDCWD,
-            path.as_ptr(),
-            OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | AT_RECURSIVE,
-        )
-    };
-    if raw < 0 {
-        return Err(err("open_tree mount source")(
-            std::io::Error::last_os_error(),
-        ));
-    }
-    let raw = i32::try_from(raw).map_err(|e| SandboxError::Docker(format!("open_tree: {e}")))?;
-    // SAFETY: `raw` is a fresh fd we own exclusively (checked non-negative above).
-    let tree = unsafe { OwnedFd::from_raw_fd(raw) };
-    if read_only {
-        let attr = MountAttr {
-            attr_set: MOUNT_ATTR_RDONLY,
-            attr_clr: 0,
-            propagation: 0,
-            userns_fd: 0,
-        };
-        // SAFETY: `tree` is a live fd of a detached mount, the empty path is a valid C
-        // string, and `attr` is a valid mount_attr that outlives the call, passed with its
-        // size. Read-only only ever narrows what the clone allows.
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_mount_setattr,
-                tree.as_raw_fd(),
-                c"".as_ptr(),
-                libc::AT_EMPTY_PATH as libc::c_uint | AT_RECURSIVE,
-                &raw const attr,
-                std::mem::size_of::<MountAttr>(),
-            )
-        };
-        if r != 0 {
-            return Err(err("make mount read-only")(std::io::Error::last_os_error()));
-        }
-    }
-    Ok(tree)
+    mounts::detached_clone(source, read_only, None).map_err(|source| SandboxError::Setup {
+        step: "clone a mount for the container",
+        source,
+    })
 }
 
 /// Attaches a recursive clone of `workspace` at the same path inside the mount namespace of
@@ -524,7 +468,7 @@ fn inject_mounts(init: &OwnedFd, workspace: &Path, binds: &[Bind]) -> Result<(),
                         c"".as_ptr(),
                         libc::AT_FDCWD,
                         path.as_ptr(),
-                        MOVE_MOUNT_F_EMPTY_PATH,
+                        mounts::MOVE_MOUNT_F_EMPTY_PATH,
                     );
                     if r != 0 {
                         libc::_exit(202);
