@@ -64,13 +64,7 @@ pub fn main(args: PermissionsArgs) -> ExitCode {
 
 fn explain(args: &ExplainArgs) -> anyhow::Result<(String, Decision)> {
     use anyhow::Context;
-    let workspace = match &args.workspace {
-        Some(w) => w.clone(),
-        None => std::env::current_dir().context("reading the current directory")?,
-    };
-    let workspace = workspace
-        .canonicalize()
-        .with_context(|| format!("workspace {} does not exist", workspace.display()))?;
+    let workspace = super::workspace_or_cwd(args.workspace.as_deref())?;
     let input: serde_json::Value =
         serde_json::from_str(&args.input).context("the input is not valid JSON")?;
     let settings = Settings::load(

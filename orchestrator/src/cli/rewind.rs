@@ -58,13 +58,7 @@ fn run(args: RewindArgs) -> anyhow::Result<ExitCode> {
     let info = match &args.session {
         Some(id) => store.get(id)?,
         None => {
-            let ws = match &args.workspace {
-                Some(w) => w.clone(),
-                None => std::env::current_dir().context("reading the current directory")?,
-            };
-            let ws = ws
-                .canonicalize()
-                .with_context(|| format!("workspace {}", ws.display()))?;
+            let ws = super::workspace_or_cwd(args.workspace.as_deref())?;
             store.latest_in(&ws)?
         }
     };

@@ -107,13 +107,7 @@ pub async fn run_with_model(
     model_override: Option<ModelConfig>,
 ) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
-    let workspace = match &args.workspace {
-        Some(w) => w.clone(),
-        None => std::env::current_dir().context("reading the current directory")?,
-    };
-    let workspace = workspace
-        .canonicalize()
-        .with_context(|| format!("workspace {} does not exist", workspace.display()))?;
+    let workspace = super::workspace_or_cwd(args.workspace.as_deref())?;
     let mut stream = super::stream_input::start(&args.stream, args.output_format)?;
     let prompt_text = match &args.prompt {
         Some(p) => p.clone(),
@@ -261,12 +255,7 @@ pub async fn run_with_model(
             )
             .await;
         drop(agent);
-        if let Err(e) = store.touch(&session_id) {
-            tracing::warn!(error = %e, "could not update the session index");
-        }
-        if let Err(e) = sandbox.destroy().await {
-            tracing::warn!(error = %e, "sandbox teardown reported an error");
-        }
+        end_session(&store, &session_id, &sandbox).await;
         return Ok(code);
     }
     let printer = tokio::spawn(print_events(
@@ -302,12 +291,7 @@ pub async fn run_with_model(
     drop(agent);
     observer.session_end("other").await;
     let _ = printer.await;
-    if let Err(e) = store.touch(&session_id) {
-        tracing::warn!(error = %e, "could not update the session index");
-    }
-    if let Err(e) = sandbox.destroy().await {
-        tracing::warn!(error = %e, "sandbox teardown reported an error");
-    }
+    end_session(&store, &session_id, &sandbox).await;
 
     let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     match args.output_format {
@@ -412,5 +396,20 @@ async fn print_events(
             }
             _ => {}
         }
+    }
+}
+
+/// Marks the session used in the index and tears its sandbox down; both are best effort
+/// (the transcript is already on disk), so failures are logged, not returned.
+async fn end_session(
+    store: &SessionStore,
+    session_id: &str,
+    sandbox: &cordon::sandbox::Supervisor,
+) {
+    if let Err(e) = store.touch(session_id) {
+        tracing::warn!(error = %e, "could not update the session index");
+    }
+    if let Err(e) = sandbox.destroy().await {
+        tracing::warn!(error = %e, "sandbox teardown reported an error");
     }
 }

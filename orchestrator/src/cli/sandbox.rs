@@ -70,12 +70,7 @@ pub fn main(args: SandboxArgs) -> ExitCode {
 }
 
 async fn run(args: SandboxArgs) -> anyhow::Result<ExitCode> {
-    let workspace = match args.workspace {
-        Some(w) => w,
-        None => std::env::current_dir().context("reading the current directory")?,
-    };
-    let workspace = std::fs::canonicalize(&workspace)
-        .with_context(|| format!("workspace {}", workspace.display()))?;
+    let workspace = super::workspace_or_cwd(args.workspace.as_deref())?;
     let session = format!("sandbox-{}", uuid::Uuid::new_v4().simple());
     let mut spec = SandboxSpec::new(session, &workspace);
     // Relative paths are taken from the workspace; the launcher refuses anything outside.
