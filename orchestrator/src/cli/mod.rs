@@ -57,8 +57,10 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let Some(command) = cli.command else {
         let stream = cli.run.stream.input_format == stream_input::InputFormat::StreamJson;
-        if !cli.run.print && !stream && cli.run.prompt.is_none() {
-            // No subcommand, no prompt, no -p: nothing to run; say what there is.
+        let no_prompt = cli.run.prompt.is_none() && !run::is_interactive(&cli.run, stream);
+        if !cli.run.print && !stream && no_prompt {
+            // No subcommand, no prompt, no -p, no terminal: nothing to run; say what
+            // there is. (On a terminal it is an interactive session.)
             let _ = <Cli as clap::CommandFactory>::command().print_help();
             return ExitCode::from(EXIT_USAGE);
         }

@@ -9,7 +9,9 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Args;
 use cordon::checkpoints::{Checkpoints, rewind_conversation};
-use cordon::session::{Loaded, RecordBody, SessionStore};
+use cordon::interactive::commands::prompts_of;
+use cordon::interactive::preview::one_line;
+use cordon::session::SessionStore;
 
 use super::EXIT_USAGE;
 
@@ -87,7 +89,7 @@ fn run(args: RewindArgs) -> anyhow::Result<ExitCode> {
                 let prompt = prompts
                     .iter()
                     .find(|(u, _)| *u == c.user_message_uuid)
-                    .map(|(_, p)| preview(p))
+                    .map(|(_, p)| one_line(p, 60))
                     .unwrap_or_default();
                 println!("{}  {}  {}", c.user_message_uuid, c.created_at, prompt);
             }
@@ -135,31 +137,4 @@ fn run(args: RewindArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// The prompts of a transcript: (user message uuid, text), for user records with text.
-fn prompts_of(transcript: &std::path::Path) -> Vec<(String, String)> {
-    let Ok(loaded) = Loaded::read(transcript) else {
-        return Vec::new();
-    };
-    loaded
-        .records
-        .iter()
-        .filter_map(|r| match &r.body {
-            RecordBody::User { message } => {
-                let text = cordon::session::transcript::text_of(message);
-                (!text.is_empty()).then(|| (r.uuid.clone(), text))
-            }
-            _ => None,
-        })
-        .collect()
-}
-
-fn preview(text: &str) -> String {
-    let line = text.lines().next().unwrap_or_default();
-    let mut out: String = line.chars().take(60).collect();
-    if line.chars().count() > 60 || text.lines().count() > 1 {
-        out.push('…');
-    }
-    out
 }

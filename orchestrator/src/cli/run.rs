@@ -14,6 +14,7 @@ use std::sync::Arc;
 use cordon::agent::{AgentLoop, LoopConfig, LoopEvent, prompt};
 use cordon::checkpoints::{CheckpointObserver, Checkpoints};
 use cordon::hooks::{HookObserver, HookRunner, HookSet, Hooks, SessionFacts};
+use cordon::interactive::{Interactive, SessionParts};
 use cordon::model::{ModelClient, ModelConfig};
 use cordon::output::{self, OutputFormat};
 use cordon::permissions::PermissionMode;
@@ -26,9 +27,10 @@ use tokio::sync::mpsc;
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// The task. Read from standard input when absent.
+    /// The task. When absent: an interactive session if standard input and output are a
+    /// terminal (and not -p), else read from standard input.
     pub prompt: Option<String>,
-    /// Headless "print" mode (the only mode `run` has; accepted for compatibility).
+    /// Headless "print" mode, also on a terminal.
     #[arg(short = 'p', long = "print")]
     pub print: bool,
     /// The project directory (default: the current directory).
@@ -109,9 +111,10 @@ pub async fn run_with_model(
     let started = Instant::now();
     let workspace = super::workspace_or_cwd(args.workspace.as_deref())?;
     let mut stream = super::stream_input::start(&args.stream, args.output_format)?;
+    let interactive = is_interactive(&args, stream.is_some());
     let prompt_text = match &args.prompt {
         Some(p) => p.clone(),
-        None if stream.is_some() => String::new(),
+        None if stream.is_some() || interactive => String::new(),
         None => {
             let mut s = String::new();
             std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
@@ -119,7 +122,7 @@ pub async fn run_with_model(
             s
         }
     };
-    if stream.is_none() && prompt_text.trim().is_empty() {
+    if stream.is_none() && !interactive && prompt_text.trim().is_empty() {
         bail!("no prompt: pass it as an argument or on standard input");
     }
     // The settings' `env` reaches every command of the session (Bash, hooks in the
@@ -149,6 +152,7 @@ pub async fn run_with_model(
     let store =
         SessionStore::open(&cordon::paths::cordon_home()?).context("opening the session store")?;
     let (session_id, history, transcript) = open_session(&store, &args, &workspace, &model_name)?;
+    let resumed_messages = history.len();
 
     let engine = Arc::new(Engine::new(settings.engine_config(&workspace)));
     let hook_set =
@@ -210,13 +214,29 @@ pub async fn run_with_model(
         observers.extend(stream.prompt_uuids());
         stream.set_checkpoints(checkpoints.clone());
     }
+    // On a terminal, the user answers the questions (and the terminal shows the events).
+    let (tui, prompter) = if interactive {
+        let (tui, prompter) = Interactive::new(SessionParts {
+            engine: engine.clone(),
+            interrupter: interrupter.clone(),
+            ctx: ctx.clone(),
+            workspace: workspace.clone(),
+            session_id: session_id.clone(),
+            transcript: transcript.path().to_path_buf(),
+            checkpoints: Some(checkpoints.clone()),
+            resumed_messages,
+        });
+        (Some(tui), Some(prompter))
+    } else {
+        (None, sdk_prompter)
+    };
     observers.push(observer.clone());
     observers.push(Arc::new(CheckpointObserver::new(checkpoints)));
     let (tx, rx) = mpsc::unbounded_channel();
     let mut agent = AgentLoop::new(
         model,
-        tools_for_mode(&engine, sdk_prompter.clone()),
-        Arc::new(PolicyGate::new(engine.clone(), hooks, sdk_prompter)),
+        tools_for_mode(&engine, prompter.clone()),
+        Arc::new(PolicyGate::new(engine.clone(), hooks, prompter)),
         ctx.clone(),
         transcript,
         config,
@@ -229,6 +249,18 @@ pub async fn run_with_model(
         .into_iter()
         .map(|d| d.name)
         .collect();
+    let resumed = args.resume.is_some() || args.continue_last;
+    if let Some(tui) = tui {
+        observer
+            .session_start(if resumed { "resume" } else { "startup" })
+            .await;
+        let served = tui.serve(&mut agent, rx).await;
+        drop(agent);
+        observer.session_end("prompt_input_exit").await;
+        end_session(&store, &session_id, &sandbox).await;
+        served?;
+        return Ok(ExitCode::SUCCESS);
+    }
     if let Some(stream) = stream {
         let init = output::init_record(
             &session_id,
@@ -242,7 +274,6 @@ pub async fn run_with_model(
             model: model_name.clone(),
         };
         let mut interrupts = ctx.interrupt_signal();
-        let resumed = args.resume.is_some() || args.continue_last;
         let code = stream
             .serve(
                 &mut agent,
@@ -283,7 +314,6 @@ pub async fn run_with_model(
         }
     });
     let mut interrupts = ctx.interrupt_signal();
-    let resumed = args.resume.is_some() || args.continue_last;
     observer
         .session_start(if resumed { "resume" } else { "startup" })
         .await;
@@ -311,6 +341,16 @@ pub async fn run_with_model(
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// No prompt and no -p, with standard input and output on a terminal: the user is there.
+pub fn is_interactive(args: &RunArgs, stream_input: bool) -> bool {
+    use std::io::IsTerminal;
+    !stream_input
+        && args.prompt.is_none()
+        && !args.print
+        && std::io::stdin().is_terminal()
+        && std::io::stdout().is_terminal()
 }
 
 /// The built-in tools, plus ExitPlanMode when the session starts in plan mode.

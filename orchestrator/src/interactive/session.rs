@@ -1,0 +1,633 @@
+//! The interactive session loop: read a line, run it as a turn of the agent loop (or as a
+//! slash command), show what happens as it happens, answer permission questions with one
+//! key, until the user exits.
+//!
+//! One task owns the screen and the keys: the turn's future, its events, its questions
+//! and the keys are all polled by the same `select!`, so output never interleaves and a
+//! key always goes to exactly one place (an open question first, else the turn).
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crossterm::event::{DisableBracketedPaste, EnableBracketedPaste};
+use crossterm::execute;
+use crossterm::style::Color;
+use tokio::sync::{mpsc, watch};
+
+use super::always::{self, SessionRules};
+use super::commands::{self, Command};
+use super::editor::{Edit, LineEditor};
+use super::keys::{self, Key};
+use super::local_rules;
+use super::preview;
+use super::prompter::{Question, TerminalPrompter};
+use super::render::{Screen, mode_label};
+use crate::agent::gate::{PermissionPrompter, PromptAnswer};
+use crate::agent::{AgentLoop, LoopEvent, RunOutcome};
+use crate::checkpoints::Checkpoints;
+use crate::permissions::{Engine, PermissionMode};
+use crate::tools::{Interrupter, ToolContext};
+
+/// What the session is built around (made by the same builder as a headless run).
+pub struct SessionParts {
+    pub engine: Arc<Engine>,
+    pub interrupter: Interrupter,
+    /// For previews that read through the sandbox (the file a Write replaces).
+    pub ctx: ToolContext,
+    pub workspace: PathBuf,
+    pub session_id: String,
+    pub transcript: PathBuf,
+    pub checkpoints: Option<Checkpoints>,
+    /// Messages carried over from a resumed session.
+    pub resumed_messages: usize,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum InteractiveError {
+    #[error("cannot put the terminal in raw mode: {0}")]
+    RawMode(std::io::Error),
+}
+
+/// An interactive session, before it runs.
+pub struct Interactive {
+    parts: SessionParts,
+    rules: Arc<SessionRules>,
+    questions: mpsc::UnboundedReceiver<Question>,
+    /// The modes Shift-Tab cycles through, in order.
+    modes: Vec<PermissionMode>,
+}
+
+/// Restores the terminal however the session ends.
+struct RawMode;
+
+impl RawMode {
+    fn enable() -> Result<Self, InteractiveError> {
+        crossterm::terminal::enable_raw_mode().map_err(InteractiveError::RawMode)?;
+        let _ = execute!(std::io::stdout(), EnableBracketedPaste);
+        Ok(RawMode)
+    }
+}
+
+impl Drop for RawMode {
+    fn drop(&mut self) {
+        let _ = execute!(std::io::stdout(), DisableBracketedPaste);
+        let _ = crossterm::terminal::disable_raw_mode();
+    }
+}
+
+/// Shift-Tab's cycle, as Claude Code's: default, acceptEdits, plan; bypassPermissions (or
+/// another mode) only when the session started in it.
+pub fn mode_cycle(start: PermissionMode) -> Vec<PermissionMode> {
+    let mut modes = vec![
+        PermissionMode::Default,
+        PermissionMode::AcceptEdits,
+        PermissionMode::Plan,
+    ];
+    if !modes.contains(&start) {
+        modes.push(start);
+    }
+    modes
+}
+
+/// The mode after `current` in `modes`.
+pub fn next_mode(modes: &[PermissionMode], current: PermissionMode) -> PermissionMode {
+    let at = modes.iter().position(|m| *m == current).unwrap_or(0);
+    modes[(at + 1) % modes.len()]
+}
+
+impl Interactive {
+    /// The session and the prompter its gate asks through.
+    pub fn new(parts: SessionParts) -> (Self, Arc<dyn PermissionPrompter>) {
+        let (tx, questions) = mpsc::unbounded_channel();
+        let rules = SessionRules::new();
+        let prompter = TerminalPrompter::new(
+            tx,
+            parts.engine.clone(),
+            rules.clone(),
+            local_rules::path(&parts.workspace),
+            parts.ctx.interrupt_signal(),
+        );
+        let modes = mode_cycle(parts.engine.mode());
+        let session = Self {
+            parts,
+            rules,
+            questions,
+            modes,
+        };
+        (session, Arc::new(prompter))
+    }
+
+    /// Runs the session until the user exits.
+    pub async fn serve(
+        self,
+        agent: &mut AgentLoop,
+        events: mpsc::UnboundedReceiver<LoopEvent>,
+    ) -> Result<(), InteractiveError> {
+        let _raw = RawMode::enable()?;
+        let interrupts = self.parts.ctx.interrupt_signal();
+        let mut session = Running {
+            me: self,
+            screen: Screen::new(),
+            editor: LineEditor::new(),
+            keys: keys::spawn_reader(),
+            events,
+            interrupts,
+        };
+        session.banner();
+        session.run(agent).await;
+        session.screen.newline();
+        session.screen.flush();
+        Ok(())
+    }
+}
+
+/// An open question and how far its answer got.
+struct Open {
+    question: Question,
+    /// After `n`: the reason being typed.
+    reason: Option<LineEditor>,
+}
+
+struct Running {
+    me: Interactive,
+    screen: Screen,
+    editor: LineEditor,
+    keys: mpsc::UnboundedReceiver<Key>,
+    events: mpsc::UnboundedReceiver<LoopEvent>,
+    interrupts: watch::Receiver<u64>,
+}
+
+const CHOICES: &str = "[y] yes once  [a] always  [n] no (then say why)";
+
+impl Running {
+    fn banner(&mut self) {
+        let p = &self.me.parts;
+        let text = format!(
+            "Cordon · session {} · {}\n/help for commands · Shift-Tab changes the mode · Ctrl-C interrupts",
+            p.session_id,
+            p.workspace.display()
+        );
+        self.screen.note(&text);
+        if p.resumed_messages > 0 {
+            let n = p.resumed_messages;
+            self.screen.note(&format!(
+                "resumed: {n} earlier messages are in the conversation"
+            ));
+        }
+    }
+
+    fn label(&self) -> String {
+        mode_label(self.me.parts.engine.mode())
+    }
+
+    /// Shift-Tab: the next mode the engine accepts.
+    fn cycle_mode(&mut self) {
+        let engine = &self.me.parts.engine;
+        let mut next = engine.mode();
+        for _ in 0..self.me.modes.len() {
+            next = next_mode(&self.me.modes, next);
+            if engine.try_set_mode(next).is_ok() {
+                break;
+            }
+        }
+    }
+
+    async fn run(&mut self, agent: &mut AgentLoop) {
+        while let Some(line) = self.read_prompt().await {
+            match commands::parse(&line) {
+                None => self.turn(agent, &line).await,
+                Some(Command::Compact) => self.turn(agent, "/compact").await,
+                Some(Command::Context) => self.turn(agent, "/context").await,
+                Some(Command::Exit) => break,
+                Some(Command::Help) => self.screen.note(commands::HELP),
+                Some(Command::Rewind) => self.rewind().await,
+                Some(Command::Permissions) => self.permissions().await,
+                Some(Command::Trust) => self.screen.note(
+                    "Trust this workspace's own settings, hooks and MCP servers with \
+                     `cordon trust` in a shell; it takes effect in the next session.",
+                ),
+                Some(Command::Unknown(name)) => self
+                    .screen
+                    .error(&format!("unknown command /{name}; /help lists them")),
+            }
+        }
+    }
+
+    /// The next line typed at the prompt; `None` to exit (Ctrl-D at an empty line, or
+    /// Ctrl-C twice at an empty line).
+    async fn read_prompt(&mut self) -> Option<String> {
+        let mut armed = false;
+        loop {
+            let label = self.label();
+            self.screen.prompt(&label, &self.editor);
+            let key = self.keys.recv().await?;
+            match self.editor.handle(key) {
+                Edit::Changed => armed = false,
+                Edit::Submitted(text) => {
+                    self.screen.end_prompt();
+                    if !text.trim().is_empty() {
+                        return Some(text);
+                    }
+                }
+                Edit::Other(Key::Interrupt) if armed => {
+                    self.screen.end_prompt();
+                    return None;
+                }
+                Edit::Other(Key::Interrupt) if !self.editor.is_empty() => self.editor.clear(),
+                Edit::Other(Key::Interrupt) => {
+                    armed = true;
+                    self.screen.end_prompt();
+                    self.screen.note("(press Ctrl-C again to exit)");
+                }
+                Edit::Other(Key::Eof) if self.editor.is_empty() => {
+                    self.screen.end_prompt();
+                    return None;
+                }
+                Edit::Other(Key::CycleMode) => self.cycle_mode(),
+                Edit::Other(_) => {}
+            }
+        }
+    }
+
+    /// A line typed in answer to `label` (`None` when cancelled with Esc or Ctrl-C).
+    async fn read_line(&mut self, label: &str) -> Option<String> {
+        let mut editor = LineEditor::new();
+        loop {
+            self.screen.prompt(label, &editor);
+            match editor.handle(self.keys.recv().await?) {
+                Edit::Submitted(text) => {
+                    self.screen.end_prompt();
+                    return Some(text);
+                }
+                Edit::Other(Key::Interrupt | Key::Esc | Key::Eof) => {
+                    self.screen.end_prompt();
+                    return None;
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// One turn: the prompt runs; its output, questions and keys are handled as they come.
+    async fn turn(&mut self, agent: &mut AgentLoop, prompt: &str) {
+        self.screen.streamed = false;
+        let mut waiting: VecDeque<Question> = VecDeque::new();
+        let mut open: Option<Open> = None;
+        let outcome = {
+            // Its own receiver: the run marks what it has seen; the session's stays as is.
+            let mut interrupts = self.interrupts.clone();
+            let run = agent.run(prompt, &mut interrupts);
+            tokio::pin!(run);
+            loop {
+                tokio::select! {
+                    outcome = &mut run => break outcome,
+                    Some(event) = self.events.recv() => show_event(&mut self.screen, event),
+                    Some(question) = self.me.questions.recv() => waiting.push_back(question),
+                    Some(key) = self.keys.recv() => {
+                        self.turn_key(key, &mut open).await;
+                    }
+                }
+                if open.is_none()
+                    && let Some(question) = waiting.pop_front()
+                {
+                    open = Some(self.show_question(question).await);
+                }
+            }
+        };
+        while let Ok(event) = self.events.try_recv() {
+            show_event(&mut self.screen, event);
+        }
+        self.finish(&outcome);
+    }
+
+    fn finish(&mut self, outcome: &RunOutcome) {
+        if outcome.is_error {
+            self.screen.error(&outcome.text);
+        } else if !self.screen.streamed && !outcome.text.is_empty() {
+            self.screen.line(None, &outcome.text);
+        }
+        self.screen.newline();
+        self.screen.flush();
+    }
+
+    async fn show_question(&mut self, question: Question) -> Open {
+        let call = &question.call;
+        let details = preview::details(&call.name, &call.input, Some(&self.me.parts.ctx)).await;
+        let summary = preview::summary(&call.name, &call.input);
+        self.screen
+            .question(&summary, &question.why, &details, CHOICES);
+        Open {
+            question,
+            reason: None,
+        }
+    }
+
+    /// A key during a turn: to the open question, else Ctrl-C and Shift-Tab act and the
+    /// rest is typed ahead into the next prompt.
+    async fn turn_key(&mut self, key: Key, open: &mut Option<Open>) {
+        if key == Key::CycleMode {
+            self.cycle_mode();
+            let label = self.label();
+            self.screen.note(&format!("mode: {label}"));
+            return;
+        }
+        let Some(current) = open.as_mut() else {
+            if key == Key::Interrupt {
+                self.me.parts.interrupter.interrupt();
+                self.screen.note("interrupting…");
+            } else {
+                let _ = self.editor.handle(key);
+            }
+            return;
+        };
+        if key == Key::Interrupt {
+            if let Some(o) = open.take() {
+                self.answer(o, deny_interrupt(), "interrupted");
+            }
+            self.me.parts.interrupter.interrupt();
+            return;
+        }
+        if let Some(reason) = current.reason.as_mut() {
+            match reason.handle(key) {
+                Edit::Submitted(text) => {
+                    self.screen.end_prompt();
+                    if let Some(o) = open.take() {
+                        let answer = denial(&o.question.call.name, &text);
+                        self.answer(o, answer, "denied");
+                    }
+                }
+                Edit::Other(Key::Esc) => {
+                    self.screen.end_prompt();
+                    if let Some(o) = open.take() {
+                        let answer = denial(&o.question.call.name, "");
+                        self.answer(o, answer, "denied");
+                    }
+                }
+                _ => self.screen.prompt("why?", reason),
+            }
+            return;
+        }
+        match key {
+            Key::Char('y' | 'Y') => {
+                if let Some(o) = open.take() {
+                    let input = o.question.call.input.clone();
+                    self.answer(o, PromptAnswer::Allow { input }, "allowed once");
+                }
+            }
+            Key::Char('a' | 'A') => {
+                if let Some(o) = open.take() {
+                    self.allow_always(o);
+                }
+            }
+            Key::Char('n' | 'N') => {
+                self.screen.newline();
+                self.screen
+                    .note("Tell the model why (Enter sends; an empty line gives no reason):");
+                let editor = LineEditor::new();
+                self.screen.prompt("why?", &editor);
+                current.reason = Some(editor);
+            }
+            Key::Esc => {
+                if let Some(o) = open.take() {
+                    let answer = denial(&o.question.call.name, "");
+                    self.answer(o, answer, "denied");
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn answer(&mut self, open: Open, answer: PromptAnswer, shown: &str) {
+        self.screen.newline();
+        self.screen.note(&format!("  → {shown}"));
+        // The run may have ended meanwhile (an interrupt); nobody to tell then.
+        let _ = open.question.reply.send(answer);
+    }
+
+    /// `a`: the rule that allows this call is written to settings.local.json and applies
+    /// for the rest of the session; the call runs.
+    fn allow_always(&mut self, open: Open) {
+        let parts = &self.me.parts;
+        let local = local_rules::path(&parts.workspace);
+        let call = &open.question.call;
+        let rules = always::suggest(&parts.engine, call, &parts.workspace, &local);
+        let mut lines = Vec::new();
+        if rules.is_empty() {
+            lines.push("no rule can say exactly this call; allowed once".to_string());
+        }
+        for rule in &rules {
+            self.me.rules.add(rule);
+            match local_rules::add_allow(&parts.workspace, rule) {
+                Ok(_) => lines.push(format!("added allow rule {rule} to {}", local.display())),
+                Err(e) => lines.push(format!(
+                    "allow rule {rule} applies for this session only: {e}"
+                )),
+            }
+        }
+        let input = call.input.clone();
+        self.answer(open, PromptAnswer::Allow { input }, &lines.join("\n  → "));
+    }
+
+    async fn rewind(&mut self) {
+        let Some(checkpoints) = self.me.parts.checkpoints.clone() else {
+            self.screen.error("this session keeps no checkpoints");
+            return;
+        };
+        let choices = match commands::rewind_choices(&checkpoints, &self.me.parts.transcript) {
+            Ok(c) if c.is_empty() => {
+                self.screen
+                    .note("no checkpoints yet (one is taken before each prompt runs)");
+                return;
+            }
+            Ok(c) => c,
+            Err(e) => {
+                self.screen
+                    .error(&format!("cannot list the checkpoints: {e}"));
+                return;
+            }
+        };
+        for (i, c) in choices.iter().enumerate() {
+            let n = i + 1;
+            self.screen
+                .line(None, &format!("{n:>3}. {}  {}", c.created_at, c.prompt));
+        }
+        let Some(picked) = self
+            .pick("restore the files to before prompt", choices.len())
+            .await
+        else {
+            return;
+        };
+        let uuid = &choices[picked].user_message_uuid;
+        match checkpoints.rewind(uuid) {
+            Ok(report) => {
+                for p in &report.restored {
+                    self.screen.note(&format!("restored {}", p.display()));
+                }
+                for p in &report.removed {
+                    self.screen.note(&format!("removed {}", p.display()));
+                }
+                for p in &report.skipped {
+                    self.screen
+                        .note(&format!("left as is (too large) {}", p.display()));
+                }
+                self.screen.line(
+                    Some(Color::Green),
+                    &format!(
+                        "files rewound to before prompt {}: {} restored, {} removed. The \
+                         conversation goes on; `cordon rewind --session {} --to {uuid} \
+                         --conversation` also rewinds it.",
+                        picked + 1,
+                        report.restored.len(),
+                        report.removed.len(),
+                        self.me.parts.session_id
+                    ),
+                );
+            }
+            Err(e) => self.screen.error(&format!("rewind failed: {e}")),
+        }
+    }
+
+    /// A number from 1 to `count`, typed; `None` when cancelled or empty.
+    async fn pick(&mut self, what: &str, count: usize) -> Option<usize> {
+        let answer = self
+            .read_line(&format!("{what} (1-{count}, Enter cancels)"))
+            .await?;
+        let answer = answer.trim();
+        if answer.is_empty() {
+            return None;
+        }
+        match answer.parse::<usize>() {
+            Ok(n) if (1..=count).contains(&n) => Some(n - 1),
+            _ => {
+                self.screen
+                    .error(&format!("{answer:?} is not a number from 1 to {count}"));
+                None
+            }
+        }
+    }
+
+    async fn permissions(&mut self) {
+        let parts = &self.me.parts;
+        let local = local_rules::path(&parts.workspace);
+        let rules = commands::permission_rules(&parts.engine, &self.me.rules, &local);
+        let mode = parts.engine.mode();
+        self.screen.note(&format!("mode: {}", mode.as_str()));
+        if rules.is_empty() {
+            self.screen.note("no permission rules");
+            return;
+        }
+        for (i, rule) in rules.iter().enumerate() {
+            let line = commands::rule_line(i + 1, rule);
+            self.screen.line(None, &line);
+        }
+        if !rules.iter().any(|r| r.local) {
+            return;
+        }
+        let Some(picked) = self.pick("remove local rule", rules.len()).await else {
+            return;
+        };
+        let rule = &rules[picked];
+        if !rule.local {
+            self.screen.error(&format!(
+                "{} comes from {}, not from {}: edit that file to remove it",
+                rule.rule,
+                rule.source,
+                local.display()
+            ));
+            return;
+        }
+        let workspace = self.me.parts.workspace.clone();
+        match local_rules::remove(&workspace, rule.list, &rule.rule) {
+            Ok(_) => {
+                let live = self.me.rules.remove(&rule.rule) && rule.this_session;
+                let when = if live {
+                    "calls it allowed ask again from now on"
+                } else {
+                    "it stops applying in the next session (rules are loaded when a session starts)"
+                };
+                self.screen.note(&format!(
+                    "removed {} from {}; {when}",
+                    rule.rule,
+                    local.display()
+                ));
+            }
+            Err(e) => self
+                .screen
+                .error(&format!("cannot remove {}: {e}", rule.rule)),
+        }
+    }
+}
+
+fn show_event(screen: &mut Screen, event: LoopEvent) {
+    match event {
+        LoopEvent::TextDelta(text) => screen.text_delta(&text),
+        LoopEvent::Assistant(message) | LoopEvent::User(message) => screen.message(&message),
+        LoopEvent::Compacted { tokens_before } => screen.note(&format!(
+            "compacted the conversation; it held about {tokens_before} tokens"
+        )),
+    }
+}
+
+/// The model's denial for `tool`, with the user's reason when one was given.
+fn denial(tool: &str, reason: &str) -> PromptAnswer {
+    let reason = reason.trim();
+    let message = if reason.is_empty() {
+        format!("The user denied permission to use {tool}.")
+    } else {
+        format!("The user denied permission to use {tool}: {reason}")
+    };
+    PromptAnswer::Deny {
+        message,
+        interrupt: false,
+    }
+}
+
+fn deny_interrupt() -> PromptAnswer {
+    PromptAnswer::Deny {
+        message: "interrupted by the user while asking for permission".into(),
+        interrupt: true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shift_tab_cycles_like_claude_code() {
+        let modes = mode_cycle(PermissionMode::Default);
+        assert_eq!(
+            next_mode(&modes, PermissionMode::Default),
+            PermissionMode::AcceptEdits
+        );
+        assert_eq!(
+            next_mode(&modes, PermissionMode::AcceptEdits),
+            PermissionMode::Plan
+        );
+        assert_eq!(
+            next_mode(&modes, PermissionMode::Plan),
+            PermissionMode::Default
+        );
+        let bypass = mode_cycle(PermissionMode::BypassPermissions);
+        assert_eq!(
+            next_mode(&bypass, PermissionMode::Plan),
+            PermissionMode::BypassPermissions
+        );
+        assert_eq!(
+            next_mode(&bypass, PermissionMode::BypassPermissions),
+            PermissionMode::Default
+        );
+    }
+
+    #[test]
+    fn a_denial_carries_the_reason() {
+        assert_eq!(
+            denial("Bash", " use make "),
+            PromptAnswer::Deny {
+                message: "The user denied permission to use Bash: use make".into(),
+                interrupt: false
+            }
+        );
+    }
+}
