@@ -284,21 +284,26 @@ impl Running {
                     outcome = &mut run => break outcome,
                     Some(event) = self.events.recv() => show_event(&mut self.screen, event),
                     Some(question) = self.me.questions.recv() => waiting.push_back(question),
-                    Some(key) = self.keys.recv() => {
-                        self.turn_key(key, &mut open).await;
-                    }
+                    Some(key) = self.keys.recv() => self.turn_key(key, &mut open),
                 }
                 if open.is_none()
                     && let Some(question) = waiting.pop_front()
                 {
+                    // The call's own line (sent before the gate asked) comes first.
+                    self.show_pending_events();
                     open = Some(self.show_question(question).await);
                 }
             }
         };
+        self.show_pending_events();
+        self.finish(&outcome);
+    }
+
+    /// Shows the events already sent (the loop sends them before it goes on).
+    fn show_pending_events(&mut self) {
         while let Ok(event) = self.events.try_recv() {
             show_event(&mut self.screen, event);
         }
-        self.finish(&outcome);
     }
 
     fn finish(&mut self, outcome: &RunOutcome) {
@@ -323,62 +328,50 @@ impl Running {
         }
     }
 
-    /// A key during a turn: to the open question, else Ctrl-C and Shift-Tab act and the
-    /// rest is typed ahead into the next prompt.
-    async fn turn_key(&mut self, key: Key, open: &mut Option<Open>) {
+    /// A key during a turn: Shift-Tab changes the mode; the rest goes to the open question,
+    /// else Ctrl-C interrupts and other keys are typed ahead into the next prompt.
+    fn turn_key(&mut self, key: Key, open: &mut Option<Open>) {
         if key == Key::CycleMode {
             self.cycle_mode();
             let label = self.label();
             self.screen.note(&format!("mode: {label}"));
             return;
         }
-        let Some(current) = open.as_mut() else {
-            if key == Key::Interrupt {
-                self.me.parts.interrupter.interrupt();
-                self.screen.note("interrupting…");
-            } else {
-                let _ = self.editor.handle(key);
-            }
-            return;
-        };
-        if key == Key::Interrupt {
-            if let Some(o) = open.take() {
-                self.answer(o, deny_interrupt(), "interrupted");
-            }
-            self.me.parts.interrupter.interrupt();
-            return;
+        match open.take() {
+            Some(question) => *open = self.question_key(key, question),
+            None => match key {
+                Key::Interrupt => {
+                    self.me.parts.interrupter.interrupt();
+                    self.screen.note("interrupting…");
+                }
+                // Enter would send the typed-ahead line nowhere: it waits for the prompt.
+                Key::Enter => {}
+                key => {
+                    let _ = self.editor.handle(key);
+                }
+            },
         }
-        if let Some(reason) = current.reason.as_mut() {
-            match reason.handle(key) {
-                Edit::Submitted(text) => {
-                    self.screen.end_prompt();
-                    if let Some(o) = open.take() {
-                        let answer = denial(&o.question.call.name, &text);
-                        self.answer(o, answer, "denied");
-                    }
-                }
-                Edit::Other(Key::Esc) => {
-                    self.screen.end_prompt();
-                    if let Some(o) = open.take() {
-                        let answer = denial(&o.question.call.name, "");
-                        self.answer(o, answer, "denied");
-                    }
-                }
-                _ => self.screen.prompt("why?", reason),
-            }
-            return;
+    }
+
+    /// A key for the open question; returns it while it stays open.
+    fn question_key(&mut self, key: Key, mut open: Open) -> Option<Open> {
+        if key == Key::Interrupt {
+            self.answer(open, deny_interrupt(), "interrupted");
+            self.me.parts.interrupter.interrupt();
+            return None;
+        }
+        if open.reason.is_some() {
+            return self.reason_key(key, open);
         }
         match key {
             Key::Char('y' | 'Y') => {
-                if let Some(o) = open.take() {
-                    let input = o.question.call.input.clone();
-                    self.answer(o, PromptAnswer::Allow { input }, "allowed once");
-                }
+                let input = open.question.call.input.clone();
+                self.answer(open, PromptAnswer::Allow { input }, "allowed once");
+                None
             }
             Key::Char('a' | 'A') => {
-                if let Some(o) = open.take() {
-                    self.allow_always(o);
-                }
+                self.allow_always(open);
+                None
             }
             Key::Char('n' | 'N') => {
                 self.screen.newline();
@@ -386,16 +379,35 @@ impl Running {
                     .note("Tell the model why (Enter sends; an empty line gives no reason):");
                 let editor = LineEditor::new();
                 self.screen.prompt("why?", &editor);
-                current.reason = Some(editor);
+                open.reason = Some(editor);
+                Some(open)
             }
             Key::Esc => {
-                if let Some(o) = open.take() {
-                    let answer = denial(&o.question.call.name, "");
-                    self.answer(o, answer, "denied");
-                }
+                let answer = denial(&open.question.call.name, "");
+                self.answer(open, answer, "denied");
+                None
             }
-            _ => {}
+            _ => Some(open),
         }
+    }
+
+    /// A key while the reason for a denial is typed.
+    fn reason_key(&mut self, key: Key, mut open: Open) -> Option<Open> {
+        let Some(reason) = open.reason.as_mut() else {
+            return Some(open);
+        };
+        let text = match reason.handle(key) {
+            Edit::Submitted(text) => text,
+            Edit::Other(Key::Esc) => String::new(),
+            _ => {
+                self.screen.prompt("why?", reason);
+                return Some(open);
+            }
+        };
+        self.screen.end_prompt();
+        let answer = denial(&open.question.call.name, &text);
+        self.answer(open, answer, "denied");
+        None
     }
 
     fn answer(&mut self, open: Open, answer: PromptAnswer, shown: &str) {

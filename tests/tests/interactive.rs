@@ -1,0 +1,272 @@
+//! The interactive session end to end: the real `cordon` binary on a pseudo-terminal, the
+//! local sandbox, and the scripted model. A user types prompts, answers permission
+//! questions with one key, changes the mode with Shift-Tab, interrupts with Ctrl-C and
+//! resumes the session; the tests check the screen, the workspace, the settings file and
+//! what the model was sent.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+
+use cordon_tests::agent::tool_results;
+use cordon_tests::pty::{Pty, key};
+use cordon_tests::scripted_model::{ScriptedModel, Turn};
+use cordon_tests::{Workspace, cordon_bin, host_processes_matching};
+use serde_json::{Value, json};
+
+/// `cordon --workspace WS ARGS...` on a terminal, talking to `model`, with its state and
+/// its user settings in `home`.
+fn interactive(model: &ScriptedModel, home: &Path, ws: &Path, args: &[&str]) -> Pty {
+    let mut cmd = std::process::Command::new(cordon_bin());
+    cmd.arg("--workspace")
+        .arg(ws)
+        .args(args)
+        .env("ANTHROPIC_BASE_URL", model.base_url())
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .env_remove("ANTHROPIC_AUTH_TOKEN")
+        .env("CORDON_HOME", home)
+        .env("HOME", home)
+        .env("TERM", "xterm-256color");
+    let mut pty = Pty::spawn(cmd);
+    pty.wait_for("[default] > ");
+    pty
+}
+
+/// Ends the session with /exit; it must exit 0.
+fn exit(mut pty: Pty) -> String {
+    pty.line("/exit");
+    let status = pty.wait_exit();
+    assert!(status.success(), "{status}: {}", pty.screen());
+    pty.screen()
+}
+
+fn write_call(id: &str, path: &Path, content: &str) -> Turn {
+    Turn::tool_use(
+        id,
+        "Write",
+        json!({"file_path": path.display().to_string(), "content": content}),
+    )
+}
+
+fn count(haystack: &str, needle: &str) -> usize {
+    haystack.matches(needle).count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_answered_y_runs_the_call_once() {
+    let ws = Workspace::new();
+    let target = ws.join("hello.txt");
+    let model = ScriptedModel::start(vec![
+        write_call("w1", &target, "hello from y\n"),
+        Turn::text("Wrote the file."),
+    ])
+    .await
+    .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let mut pty = interactive(&model, home.path(), ws.path(), &[]);
+    pty.line("write hello.txt");
+    let question = pty.wait_for("[y] yes once");
+    assert!(question.contains("Allow Write("), "{question}");
+    let call_line = question.find("● Write(").expect("the call is shown");
+    assert!(
+        call_line < question.find("Allow Write(").unwrap(),
+        "{question}"
+    );
+    assert!(question.contains("+hello from y"), "the diff: {question}");
+    pty.send("y");
+    pty.wait_for("allowed once");
+    pty.wait_for("Wrote the file.");
+    pty.wait_for("[default] > ");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "hello from y\n");
+    let results = tool_results(&model.requests()[1].body);
+    assert!(!results[0].2, "the Write succeeded: {results:?}");
+    // Once: no rule was written.
+    assert!(!ws.join(".claude/settings.local.json").exists());
+    exit(pty);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allow_always_writes_a_local_rule_and_the_same_call_no_longer_asks() {
+    let ws = Workspace::new();
+    let target = ws.join("notes.txt");
+    let model = ScriptedModel::start(vec![
+        write_call("w1", &target, "one\n"),
+        write_call("w2", &target, "one\n"),
+        Turn::text("Both writes done."),
+    ])
+    .await
+    .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let mut pty = interactive(&model, home.path(), ws.path(), &[]);
+    pty.line("write notes twice");
+    pty.wait_for("[y] yes once");
+    pty.send("a");
+    pty.wait_for("added allow rule Edit(/notes.txt)");
+    let rest = pty.wait_for("Both writes done.");
+    assert_eq!(count(&rest, "Allow Write("), 0, "asked again: {rest}");
+    pty.wait_for("[default] > ");
+    let settings: Value = serde_json::from_str(
+        &std::fs::read_to_string(ws.join(".claude/settings.local.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        settings,
+        json!({"permissions": {"allow": ["Edit(/notes.txt)"]}})
+    );
+    for request in &model.requests()[1..3] {
+        let results = tool_results(&request.body);
+        assert!(!results[0].2, "{results:?}");
+    }
+    // /permissions lists it with its source.
+    pty.line("/permissions");
+    let listing = pty.wait_for("remove local rule");
+    assert!(listing.contains("allow Edit(/notes.txt)"), "{listing}");
+    assert!(listing.contains("settings.local.json"), "{listing}");
+    pty.line("");
+    exit(pty);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denial_tells_the_model_why_and_runs_nothing() {
+    let ws = Workspace::new();
+    let target = ws.join("secret.txt");
+    let model = ScriptedModel::start(vec![
+        write_call("w1", &target, "nope\n"),
+        Turn::text("Understood, I will not write it."),
+    ])
+    .await
+    .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let mut pty = interactive(&model, home.path(), ws.path(), &[]);
+    pty.line("write the secret");
+    pty.wait_for("[y] yes once");
+    pty.send("n");
+    pty.wait_for("why? > ");
+    pty.line("keep secrets out of the repo");
+    pty.wait_for("Understood, I will not write it.");
+    assert!(!target.exists());
+    let results = tool_results(&model.requests()[1].body);
+    assert_eq!(results[0].0, "w1");
+    assert!(results[0].2, "a denial is an error result: {results:?}");
+    assert!(
+        results[0].1.contains("keep secrets out of the repo"),
+        "{results:?}"
+    );
+    exit(pty);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_kills_a_long_command_and_the_session_goes_on() {
+    let ws = Workspace::new();
+    let started = ws.join("started");
+    let marker = format!("sleep 7{}", std::process::id());
+    let command = format!("touch {} && {marker}", started.display());
+    let model = ScriptedModel::start(vec![
+        Turn::tool_use("b1", "Bash", json!({"command": command})),
+        Turn::text("Back after the interrupt."),
+    ])
+    .await
+    .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let mut pty = interactive(
+        &model,
+        home.path(),
+        ws.path(),
+        &["--allowedTools", "Bash(touch *)", "Bash(sleep *)"],
+    );
+    pty.line("run the long thing");
+    // Interrupt once the command really runs.
+    let deadline = std::time::Instant::now() + cordon_tests::pty::SCREEN_DEADLINE;
+    while !started.exists() {
+        assert!(std::time::Instant::now() < deadline, "{}", pty.screen());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    pty.send(key::CTRL_C);
+    pty.wait_for("interrupted by the user");
+    pty.wait_for("[default] > ");
+    assert!(
+        host_processes_matching(&marker).is_empty(),
+        "the command still runs"
+    );
+    // The conversation is still valid: the next prompt goes out with a result for b1.
+    pty.line("are you there?");
+    pty.wait_for("Back after the interrupt.");
+    let last = model.requests().last().unwrap().body.clone();
+    let messages = last["messages"].as_array().unwrap();
+    let has_result = messages.iter().any(|m| {
+        m["content"].as_array().is_some_and(|blocks| {
+            blocks
+                .iter()
+                .any(|b| b["type"] == "tool_result" && b["tool_use_id"] == "b1")
+        })
+    });
+    assert!(has_result, "{last}");
+    exit(pty);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shift_tab_to_accept_edits_shows_in_the_status_and_edits_stop_asking() {
+    let ws = Workspace::new();
+    let target = ws.join("auto.txt");
+    let model = ScriptedModel::start(vec![
+        write_call("w1", &target, "accepted\n"),
+        Turn::text("Edited without asking."),
+    ])
+    .await
+    .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let mut pty = interactive(&model, home.path(), ws.path(), &[]);
+    pty.send(key::SHIFT_TAB);
+    pty.wait_for("[acceptEdits] > ");
+    pty.line("write auto.txt");
+    let turn = pty.wait_for("Edited without asking.");
+    assert_eq!(count(&turn, "Allow Write("), 0, "{turn}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "accepted\n");
+    pty.wait_for("[acceptEdits] > ");
+    // Two more: plan, then back to default.
+    pty.send(key::SHIFT_TAB);
+    pty.wait_for("[plan] > ");
+    pty.send(key::SHIFT_TAB);
+    pty.wait_for("[default] > ");
+    exit(pty);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_resumes_interactively_with_its_conversation() {
+    let ws = Workspace::new();
+    let model = ScriptedModel::start(vec![Turn::text("Noted: 42.")])
+        .await
+        .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let mut pty = interactive(&model, home.path(), ws.path(), &[]);
+    let banner = pty.screen();
+    let id = banner
+        .split("session ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .unwrap()
+        .to_string();
+    pty.line("remember the number 42");
+    pty.wait_for("Noted: 42.");
+    exit(pty);
+
+    model.push_turns([Turn::text("It was 42.")]);
+    let mut pty = interactive(&model, home.path(), ws.path(), &["--resume", &id]);
+    let screen = pty.screen();
+    assert!(screen.contains(&format!("session {id}")), "{screen}");
+    assert!(screen.contains("resumed: 2 earlier messages"), "{screen}");
+    pty.line("which number?");
+    pty.wait_for("It was 42.");
+    let last = model.requests().last().unwrap().body.clone();
+    let texts = last["messages"].to_string();
+    assert!(texts.contains("remember the number 42"), "{texts}");
+    assert!(texts.contains("Noted: 42."), "{texts}");
+    // History: Up recalls the last line typed in this session.
+    pty.send(key::UP);
+    pty.wait_for("which number?");
+    // Ctrl-C twice at the prompt exits.
+    pty.send(key::CTRL_C);
+    pty.send(key::CTRL_C);
+    pty.send(key::CTRL_C);
+    let status = pty.wait_exit();
+    assert!(status.success(), "{status}");
+}
