@@ -27,7 +27,8 @@ fn interactive(model: &ScriptedModel, home: &Path, ws: &Path, args: &[&str]) -> 
         .env("HOME", home)
         .env("TERM", "xterm-256color");
     let mut pty = Pty::spawn(cmd);
-    pty.wait_for("[default] > ");
+    pty.wait_for("Ctrl-C interrupts");
+    pty.wait_for("] > ");
     pty
 }
 
@@ -207,26 +208,72 @@ async fn ctrl_c_kills_a_long_command_and_the_session_goes_on() {
 async fn shift_tab_to_accept_edits_shows_in_the_status_and_edits_stop_asking() {
     let ws = Workspace::new();
     let target = ws.join("auto.txt");
+    std::fs::write(&target, "draft\n").unwrap();
+    let file = target.display().to_string();
     let model = ScriptedModel::start(vec![
-        write_call("w1", &target, "accepted\n"),
+        Turn::tool_use("r1", "Read", json!({"file_path": file})),
+        Turn::tool_use(
+            "e1",
+            "Edit",
+            json!({"file_path": file, "old_string": "draft", "new_string": "accepted"}),
+        ),
         Turn::text("Edited without asking."),
     ])
     .await
     .unwrap();
     let home = tempfile::tempdir().unwrap();
     let mut pty = interactive(&model, home.path(), ws.path(), &[]);
+    assert!(pty.screen().ends_with("[default] > "), "{}", pty.screen());
     pty.send(key::SHIFT_TAB);
     pty.wait_for("[acceptEdits] > ");
-    pty.line("write auto.txt");
+    pty.line("edit auto.txt");
     let turn = pty.wait_for("Edited without asking.");
-    assert_eq!(count(&turn, "Allow Write("), 0, "{turn}");
+    assert_eq!(count(&turn, "Allow Edit("), 0, "{turn}");
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "accepted\n");
     pty.wait_for("[acceptEdits] > ");
-    // Two more: plan, then back to default.
+    // Two more: plan, then back to default (bypassPermissions is not in the cycle).
     pty.send(key::SHIFT_TAB);
     pty.wait_for("[plan] > ");
     pty.send(key::SHIFT_TAB);
     pty.wait_for("[default] > ");
+    exit(pty);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rewind_restores_the_files_to_a_picked_checkpoint() {
+    let ws = Workspace::new();
+    let kept = ws.join("kept.txt");
+    std::fs::write(&kept, "original\n").unwrap();
+    let created = ws.join("created.txt");
+    let model = ScriptedModel::start(vec![
+        write_call("w1", &created, "new\n"),
+        Turn::text("Created it."),
+    ])
+    .await
+    .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let mut pty = interactive(
+        &model,
+        home.path(),
+        ws.path(),
+        &["--permission-mode", "acceptEdits"],
+    );
+    pty.line("create a file");
+    pty.wait_for("Created it.");
+    assert!(created.exists());
+    // /context answers without a model call.
+    pty.line("/context");
+    pty.wait_for("Context window:");
+    pty.wait_for("[acceptEdits] > ");
+    assert_eq!(model.requests().len(), 2);
+    pty.line("/rewind");
+    let listing = pty.wait_for("Enter cancels");
+    assert!(listing.contains("1. "), "{listing}");
+    assert!(listing.contains("create a file"), "{listing}");
+    pty.line("1");
+    pty.wait_for("files rewound to before prompt 1");
+    assert!(!created.exists(), "the file the turn created is gone");
+    assert_eq!(std::fs::read_to_string(&kept).unwrap(), "original\n");
     exit(pty);
 }
 
