@@ -317,3 +317,36 @@ async fn a_session_resumes_interactively_with_its_conversation() {
     let status = pty.wait_exit();
     assert!(status.success(), "{status}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plan_mode_from_shift_tab_ends_when_the_user_approves_the_plan() {
+    let ws = Workspace::new();
+    let model = ScriptedModel::start(vec![
+        Turn::tool_use(
+            "p1",
+            "ExitPlanMode",
+            json!({"plan": "1. add the flag\n2. test it"}),
+        ),
+        Turn::text("Plan approved; starting."),
+    ])
+    .await
+    .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let mut pty = interactive(&model, home.path(), ws.path(), &[]);
+    pty.send(key::SHIFT_TAB);
+    pty.send(key::SHIFT_TAB);
+    pty.wait_for("[plan] > ");
+    pty.line("plan the flag");
+    let question = pty.wait_for("[y] yes once");
+    assert!(question.contains("Allow ExitPlanMode("), "{question}");
+    assert!(
+        question.contains("2. test it"),
+        "the plan is shown: {question}"
+    );
+    pty.send("y");
+    pty.wait_for("Plan approved; starting.");
+    pty.wait_for("[default] > ");
+    let results = tool_results(&model.requests()[1].body);
+    assert!(!results[0].2, "{results:?}");
+    exit(pty);
+}

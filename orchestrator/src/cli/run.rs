@@ -235,7 +235,7 @@ pub async fn run_with_model(
     let (tx, rx) = mpsc::unbounded_channel();
     let mut agent = AgentLoop::new(
         model,
-        tools_for_mode(&engine, prompter.clone()),
+        tools_for_mode(&engine, prompter.clone(), interactive),
         Arc::new(PolicyGate::new(engine.clone(), hooks, prompter)),
         ctx.clone(),
         transcript,
@@ -353,13 +353,15 @@ pub fn is_interactive(args: &RunArgs, stream_input: bool) -> bool {
         && std::io::stdout().is_terminal()
 }
 
-/// The built-in tools, plus ExitPlanMode when the session starts in plan mode.
+/// The built-in tools, plus ExitPlanMode when the session starts in plan mode or is
+/// interactive (where Shift-Tab can enter plan mode at any time).
 fn tools_for_mode(
     engine: &Arc<Engine>,
     prompter: Option<Arc<dyn cordon::agent::gate::PermissionPrompter>>,
+    interactive: bool,
 ) -> ToolRegistry {
     let tools = ToolRegistry::default_tools();
-    if engine.mode() == PermissionMode::Plan {
+    if engine.mode() == PermissionMode::Plan || interactive {
         tools.with_exit_plan_mode(Some(engine.clone()), prompter)
     } else {
         tools

@@ -91,6 +91,15 @@ pub fn suggest(
     workspace: &Path,
     source: &Path,
 ) -> Vec<String> {
+    // When the rules themselves do not ask (a hook asked, or a plan awaits approval), no
+    // allow rule would spare the question.
+    if engine
+        .decide(&call.name, &call.input, call.read_only)
+        .decision
+        != Decision::Ask
+    {
+        return Vec::new();
+    }
     let rules = candidates(engine, call, workspace);
     if rules.is_empty() {
         return rules;
@@ -127,6 +136,8 @@ fn candidates(engine: &Engine, call: &ToolCallInfo, workspace: &Path) -> Vec<Str
                 .into_iter()
                 .collect()
         }
+        // A plan's approval is a question of its own, never a standing rule.
+        "ExitPlanMode" => Vec::new(),
         "WebFetch" => url_host(str_field("url"))
             .map(|host| format!("WebFetch(domain:{host})"))
             .into_iter()
@@ -232,6 +243,18 @@ mod tests {
         let session = SessionRules::default();
         session.add("Bash(git push origin main)");
         assert!(!session.covers(&e, &c, Path::new(SOURCE)));
+    }
+
+    #[test]
+    fn no_rule_when_the_rules_do_not_ask() {
+        let ws = Path::new("/w");
+        let e = engine(ws);
+        let mut read = call("Read", json!({"file_path": "/w/a"}));
+        read.read_only = true;
+        assert!(suggest(&e, &read, ws, Path::new(SOURCE)).is_empty());
+        let mut plan = call("ExitPlanMode", json!({"plan": "p"}));
+        plan.read_only = true;
+        assert!(suggest(&e, &plan, ws, Path::new(SOURCE)).is_empty());
     }
 
     #[test]

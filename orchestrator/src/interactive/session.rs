@@ -426,7 +426,7 @@ impl Running {
         let rules = always::suggest(&parts.engine, call, &parts.workspace, &local);
         let mut lines = Vec::new();
         if rules.is_empty() {
-            lines.push("no rule can say exactly this call; allowed once".to_string());
+            lines.push("no rule can stand for this question; allowed once".to_string());
         }
         for rule in &rules {
             self.me.rules.add(rule);
