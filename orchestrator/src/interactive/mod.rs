@@ -11,7 +11,7 @@
 //! - [`keys`] and [`editor`]: terminal events as keys, and the input line with history.
 //! - [`render`]: the screen (crossterm commands only).
 //! - [`preview`]: what a question shows of a call.
-//! - [`commands`]: slash commands and their listings.
+//! - [`commands`]: slash commands and their listings; `slash`: the ones that ask back.
 //! - [`always`] and [`local_rules`]: "allow always" as a rule, and the workspace's
 //!   `.claude/settings.local.json` edited without following planted links.
 //!
@@ -27,6 +27,7 @@ pub mod preview;
 pub mod prompter;
 pub mod render;
 pub mod session;
+mod slash;
 
 pub use prompter::TerminalPrompter;
 pub use session::{Interactive, InteractiveError, SessionParts};
