@@ -130,6 +130,7 @@ impl Interactive {
             screen: Screen::new(),
             editor: LineEditor::new(),
             keys: keys::spawn_reader(),
+            ahead: VecDeque::new(),
             events,
             interrupts,
         };
@@ -153,6 +154,8 @@ pub(super) struct Running {
     pub(super) screen: Screen,
     editor: LineEditor,
     keys: mpsc::UnboundedReceiver<Key>,
+    /// Keys typed during a turn, for the next prompt (as a shell keeps type-ahead).
+    ahead: VecDeque<Key>,
     events: mpsc::UnboundedReceiver<LoopEvent>,
     interrupts: watch::Receiver<u64>,
 }
@@ -220,7 +223,7 @@ impl Running {
         loop {
             let label = self.label();
             self.screen.prompt(&label, &self.editor);
-            let key = self.keys.recv().await?;
+            let key = self.next_key().await?;
             match self.editor.handle(key) {
                 Edit::Changed => armed = false,
                 Edit::Submitted(text) => {
@@ -249,12 +252,21 @@ impl Running {
         }
     }
 
+    /// The next key: typed ahead during the last turn, else from the terminal (`None` when
+    /// the terminal is gone).
+    async fn next_key(&mut self) -> Option<Key> {
+        match self.ahead.pop_front() {
+            Some(key) => Some(key),
+            None => self.keys.recv().await,
+        }
+    }
+
     /// A line typed in answer to `label` (`None` when cancelled with Esc or Ctrl-C).
     pub(super) async fn read_line(&mut self, label: &str) -> Option<String> {
         let mut editor = LineEditor::new();
         loop {
             self.screen.prompt(label, &editor);
-            match editor.handle(self.keys.recv().await?) {
+            match editor.handle(self.next_key().await?) {
                 Edit::Submitted(text) => {
                     self.screen.end_prompt();
                     return Some(text);
@@ -328,7 +340,7 @@ impl Running {
     }
 
     /// A key during a turn: Shift-Tab changes the mode; the rest goes to the open question,
-    /// else Ctrl-C interrupts and other keys are typed ahead into the next prompt.
+    /// else Ctrl-C interrupts and other keys wait for the next prompt.
     fn turn_key(&mut self, key: Key, open: &mut Option<Open>) {
         if key == Key::CycleMode {
             self.cycle_mode();
@@ -338,17 +350,11 @@ impl Running {
         }
         match open.take() {
             Some(question) => *open = self.question_key(key, question),
-            None => match key {
-                Key::Interrupt => {
-                    self.me.parts.interrupter.interrupt();
-                    self.screen.note("interrupting…");
-                }
-                // Enter would send the typed-ahead line nowhere: it waits for the prompt.
-                Key::Enter => {}
-                key => {
-                    let _ = self.editor.handle(key);
-                }
-            },
+            None if key == Key::Interrupt => {
+                self.me.parts.interrupter.interrupt();
+                self.screen.note("interrupting…");
+            }
+            None => self.ahead.push_back(key),
         }
     }
 
