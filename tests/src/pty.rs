@@ -140,6 +140,30 @@ impl Pty {
     }
 }
 
+/// `cordon --workspace WS ARGS...` on a terminal, talking to `model`, with its state and
+/// its user settings in `home`; returns once the first prompt is drawn.
+pub fn cordon_on_terminal(
+    model: &crate::scripted_model::ScriptedModel,
+    home: &std::path::Path,
+    ws: &std::path::Path,
+    args: &[&str],
+) -> Pty {
+    let mut cmd = Command::new(crate::cordon_bin());
+    cmd.arg("--workspace")
+        .arg(ws)
+        .args(args)
+        .env("ANTHROPIC_BASE_URL", model.base_url())
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .env_remove("ANTHROPIC_AUTH_TOKEN")
+        .env("CORDON_HOME", home)
+        .env("HOME", home)
+        .env("TERM", "xterm-256color");
+    let mut pty = Pty::spawn(cmd);
+    pty.wait_for("Ctrl-C interrupts");
+    pty.wait_for("] > ");
+    pty
+}
+
 impl Drop for Pty {
     fn drop(&mut self) {
         if let Ok(None) = self.child.try_wait() {

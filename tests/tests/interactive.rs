@@ -8,28 +8,19 @@
 use std::path::Path;
 
 use cordon_tests::agent::tool_results;
-use cordon_tests::pty::{Pty, key};
+use cordon_tests::pty::{Pty, cordon_on_terminal, key};
 use cordon_tests::scripted_model::{ScriptedModel, Turn};
-use cordon_tests::{Workspace, cordon_bin, host_processes_matching};
+use cordon_tests::{Workspace, host_processes_matching};
 use serde_json::{Value, json};
+use tempfile::TempDir;
 
-/// `cordon --workspace WS ARGS...` on a terminal, talking to `model`, with its state and
-/// its user settings in `home`.
-fn interactive(model: &ScriptedModel, home: &Path, ws: &Path, args: &[&str]) -> Pty {
-    let mut cmd = std::process::Command::new(cordon_bin());
-    cmd.arg("--workspace")
-        .arg(ws)
-        .args(args)
-        .env("ANTHROPIC_BASE_URL", model.base_url())
-        .env("ANTHROPIC_API_KEY", "test-key")
-        .env_remove("ANTHROPIC_AUTH_TOKEN")
-        .env("CORDON_HOME", home)
-        .env("HOME", home)
-        .env("TERM", "xterm-256color");
-    let mut pty = Pty::spawn(cmd);
-    pty.wait_for("Ctrl-C interrupts");
-    pty.wait_for("] > ");
-    pty
+/// The scripted model with `turns`, a home for Cordon's state, and a session on a
+/// terminal in `ws` started with `args`.
+async fn start(ws: &Workspace, turns: Vec<Turn>, args: &[&str]) -> (ScriptedModel, TempDir, Pty) {
+    let model = ScriptedModel::start(turns).await.unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let pty = cordon_on_terminal(&model, home.path(), ws.path(), args);
+    (model, home, pty)
 }
 
 /// Ends the session with /exit; it must exit 0.
@@ -56,14 +47,15 @@ fn count(haystack: &str, needle: &str) -> usize {
 async fn a_question_answered_y_runs_the_call_once() {
     let ws = Workspace::new();
     let target = ws.join("hello.txt");
-    let model = ScriptedModel::start(vec![
-        write_call("w1", &target, "hello from y\n"),
-        Turn::text("Wrote the file."),
-    ])
-    .await
-    .unwrap();
-    let home = tempfile::tempdir().unwrap();
-    let mut pty = interactive(&model, home.path(), ws.path(), &[]);
+    let (model, _home, mut pty) = start(
+        &ws,
+        vec![
+            write_call("w1", &target, "hello from y\n"),
+            Turn::text("Wrote the file."),
+        ],
+        &[],
+    )
+    .await;
     pty.line("write hello.txt");
     let question = pty.wait_for("[y] yes once");
     assert!(question.contains("Allow Write("), "{question}");
@@ -89,15 +81,16 @@ async fn a_question_answered_y_runs_the_call_once() {
 async fn allow_always_writes_a_local_rule_and_the_same_call_no_longer_asks() {
     let ws = Workspace::new();
     let target = ws.join("notes.txt");
-    let model = ScriptedModel::start(vec![
-        write_call("w1", &target, "one\n"),
-        write_call("w2", &target, "one\n"),
-        Turn::text("Both writes done."),
-    ])
-    .await
-    .unwrap();
-    let home = tempfile::tempdir().unwrap();
-    let mut pty = interactive(&model, home.path(), ws.path(), &[]);
+    let (model, _home, mut pty) = start(
+        &ws,
+        vec![
+            write_call("w1", &target, "one\n"),
+            write_call("w2", &target, "one\n"),
+            Turn::text("Both writes done."),
+        ],
+        &[],
+    )
+    .await;
     pty.line("write notes twice");
     pty.wait_for("[y] yes once");
     pty.send("a");
@@ -130,14 +123,15 @@ async fn allow_always_writes_a_local_rule_and_the_same_call_no_longer_asks() {
 async fn a_denial_tells_the_model_why_and_runs_nothing() {
     let ws = Workspace::new();
     let target = ws.join("secret.txt");
-    let model = ScriptedModel::start(vec![
-        write_call("w1", &target, "nope\n"),
-        Turn::text("Understood, I will not write it."),
-    ])
-    .await
-    .unwrap();
-    let home = tempfile::tempdir().unwrap();
-    let mut pty = interactive(&model, home.path(), ws.path(), &[]);
+    let (model, _home, mut pty) = start(
+        &ws,
+        vec![
+            write_call("w1", &target, "nope\n"),
+            Turn::text("Understood, I will not write it."),
+        ],
+        &[],
+    )
+    .await;
     pty.line("write the secret");
     pty.wait_for("[y] yes once");
     pty.send("n");
@@ -161,19 +155,15 @@ async fn ctrl_c_kills_a_long_command_and_the_session_goes_on() {
     let started = ws.join("started");
     let marker = format!("sleep 7{}", std::process::id());
     let command = format!("touch {} && {marker}", started.display());
-    let model = ScriptedModel::start(vec![
-        Turn::tool_use("b1", "Bash", json!({"command": command})),
-        Turn::text("Back after the interrupt."),
-    ])
-    .await
-    .unwrap();
-    let home = tempfile::tempdir().unwrap();
-    let mut pty = interactive(
-        &model,
-        home.path(),
-        ws.path(),
+    let (model, _home, mut pty) = start(
+        &ws,
+        vec![
+            Turn::tool_use("b1", "Bash", json!({"command": command})),
+            Turn::text("Back after the interrupt."),
+        ],
         &["--allowedTools", "Bash(touch *)", "Bash(sleep *)"],
-    );
+    )
+    .await;
     pty.line("run the long thing");
     // Interrupt once the command really runs.
     let deadline = std::time::Instant::now() + cordon_tests::pty::SCREEN_DEADLINE;
@@ -210,19 +200,20 @@ async fn shift_tab_to_accept_edits_shows_in_the_status_and_edits_stop_asking() {
     let target = ws.join("auto.txt");
     std::fs::write(&target, "draft\n").unwrap();
     let file = target.display().to_string();
-    let model = ScriptedModel::start(vec![
-        Turn::tool_use("r1", "Read", json!({"file_path": file})),
-        Turn::tool_use(
-            "e1",
-            "Edit",
-            json!({"file_path": file, "old_string": "draft", "new_string": "accepted"}),
-        ),
-        Turn::text("Edited without asking."),
-    ])
-    .await
-    .unwrap();
-    let home = tempfile::tempdir().unwrap();
-    let mut pty = interactive(&model, home.path(), ws.path(), &[]);
+    let (_model, _home, mut pty) = start(
+        &ws,
+        vec![
+            Turn::tool_use("r1", "Read", json!({"file_path": file})),
+            Turn::tool_use(
+                "e1",
+                "Edit",
+                json!({"file_path": file, "old_string": "draft", "new_string": "accepted"}),
+            ),
+            Turn::text("Edited without asking."),
+        ],
+        &[],
+    )
+    .await;
     assert!(pty.screen().ends_with("[default] > "), "{}", pty.screen());
     pty.send(key::SHIFT_TAB);
     pty.wait_for("[acceptEdits] > ");
@@ -245,19 +236,15 @@ async fn rewind_restores_the_files_to_a_picked_checkpoint() {
     let kept = ws.join("kept.txt");
     std::fs::write(&kept, "original\n").unwrap();
     let created = ws.join("created.txt");
-    let model = ScriptedModel::start(vec![
-        write_call("w1", &created, "new\n"),
-        Turn::text("Created it."),
-    ])
-    .await
-    .unwrap();
-    let home = tempfile::tempdir().unwrap();
-    let mut pty = interactive(
-        &model,
-        home.path(),
-        ws.path(),
+    let (model, _home, mut pty) = start(
+        &ws,
+        vec![
+            write_call("w1", &created, "new\n"),
+            Turn::text("Created it."),
+        ],
         &["--permission-mode", "acceptEdits"],
-    );
+    )
+    .await;
     pty.line("create a file");
     pty.wait_for("Created it.");
     assert!(created.exists());
@@ -280,11 +267,7 @@ async fn rewind_restores_the_files_to_a_picked_checkpoint() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_resumes_interactively_with_its_conversation() {
     let ws = Workspace::new();
-    let model = ScriptedModel::start(vec![Turn::text("Noted: 42.")])
-        .await
-        .unwrap();
-    let home = tempfile::tempdir().unwrap();
-    let mut pty = interactive(&model, home.path(), ws.path(), &[]);
+    let (model, home, mut pty) = start(&ws, vec![Turn::text("Noted: 42.")], &[]).await;
     let banner = pty.screen();
     let id = banner
         .split("session ")
@@ -297,7 +280,7 @@ async fn a_session_resumes_interactively_with_its_conversation() {
     exit(pty);
 
     model.push_turns([Turn::text("It was 42.")]);
-    let mut pty = interactive(&model, home.path(), ws.path(), &["--resume", &id]);
+    let mut pty = cordon_on_terminal(&model, home.path(), ws.path(), &["--resume", &id]);
     let screen = pty.screen();
     assert!(screen.contains(&format!("session {id}")), "{screen}");
     assert!(screen.contains("resumed: 2 earlier messages"), "{screen}");
@@ -321,18 +304,19 @@ async fn a_session_resumes_interactively_with_its_conversation() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plan_mode_from_shift_tab_ends_when_the_user_approves_the_plan() {
     let ws = Workspace::new();
-    let model = ScriptedModel::start(vec![
-        Turn::tool_use(
-            "p1",
-            "ExitPlanMode",
-            json!({"plan": "1. add the flag\n2. test it"}),
-        ),
-        Turn::text("Plan approved; starting."),
-    ])
-    .await
-    .unwrap();
-    let home = tempfile::tempdir().unwrap();
-    let mut pty = interactive(&model, home.path(), ws.path(), &[]);
+    let (model, _home, mut pty) = start(
+        &ws,
+        vec![
+            Turn::tool_use(
+                "p1",
+                "ExitPlanMode",
+                json!({"plan": "1. add the flag\n2. test it"}),
+            ),
+            Turn::text("Plan approved; starting."),
+        ],
+        &[],
+    )
+    .await;
     pty.send(key::SHIFT_TAB);
     pty.send(key::SHIFT_TAB);
     pty.wait_for("[plan] > ");

@@ -484,27 +484,22 @@ mod tests {
 
     #[test]
     fn shift_tab_cycles_like_claude_code() {
-        let modes = mode_cycle(PermissionMode::Default);
+        use PermissionMode::{AcceptEdits, BypassPermissions, Default, Plan};
+        let walk = |start, from| {
+            let modes = mode_cycle(start);
+            let mut seen = vec![from];
+            for _ in 0..modes.len() {
+                seen.push(next_mode(&modes, *seen.last().unwrap()));
+            }
+            seen
+        };
         assert_eq!(
-            next_mode(&modes, PermissionMode::Default),
-            PermissionMode::AcceptEdits
+            walk(Default, Default),
+            vec![Default, AcceptEdits, Plan, Default]
         );
         assert_eq!(
-            next_mode(&modes, PermissionMode::AcceptEdits),
-            PermissionMode::Plan
-        );
-        assert_eq!(
-            next_mode(&modes, PermissionMode::Plan),
-            PermissionMode::Default
-        );
-        let bypass = mode_cycle(PermissionMode::BypassPermissions);
-        assert_eq!(
-            next_mode(&bypass, PermissionMode::Plan),
-            PermissionMode::BypassPermissions
-        );
-        assert_eq!(
-            next_mode(&bypass, PermissionMode::BypassPermissions),
-            PermissionMode::Default
+            walk(BypassPermissions, Default),
+            vec![Default, AcceptEdits, Plan, BypassPermissions, Default]
         );
     }
 

@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use cordon_tests::Workspace;
-use cordon_tests::pty::{Pty, key};
+use cordon_tests::pty::{cordon_on_terminal, key};
 use cordon_tests::scripted_model::{ScriptedModel, Turn};
 use serde_json::json;
 
@@ -26,15 +26,7 @@ async fn allow_always_does_not_write_through_a_planted_settings_link() {
     .await
     .unwrap();
     let home = tempfile::tempdir().unwrap();
-    let mut cmd = std::process::Command::new(cordon_tests::cordon_bin());
-    cmd.arg("--workspace")
-        .arg(ws.path())
-        .env("ANTHROPIC_BASE_URL", model.base_url())
-        .env("ANTHROPIC_API_KEY", "test-key")
-        .env("CORDON_HOME", home.path())
-        .env("HOME", home.path());
-    let mut pty = Pty::spawn(cmd);
-    pty.wait_for("[default] > ");
+    let mut pty = cordon_on_terminal(&model, home.path(), ws.path(), &[]);
     pty.line("write out.txt twice");
     pty.wait_for("[y] yes once");
     pty.send("a");
