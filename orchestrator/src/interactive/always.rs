@@ -123,7 +123,9 @@ fn candidates(engine: &Engine, call: &ToolCallInfo, workspace: &Path) -> Vec<Str
             .into_iter()
             .filter(|(_, v)| v.decision == Decision::Ask)
             .map(|(part, _)| part)
-            .filter(|part| !part.contains(['(', ')']) && !part.trim().is_empty())
+            // `*` in a rule is a wildcard: a rule written from `ls *.log` would allow every
+            // `ls`. Such a call is allowed once only.
+            .filter(|part| !part.contains(['(', ')', '*']) && !part.trim().is_empty())
             .map(|part| format!("Bash({})", part.trim()))
             .collect(),
         "Edit" | "Write" | "MultiEdit" | "NotebookEdit" => {
@@ -206,6 +208,13 @@ mod tests {
         assert!(session.covers(&e, &c, Path::new(SOURCE)));
         let other = call("Bash", json!({"command": "make clean"}));
         assert!(!session.covers(&e, &other, Path::new(SOURCE)));
+    }
+
+    #[test]
+    fn a_command_with_a_star_gets_no_rule_that_would_widen() {
+        let ws = Path::new("/w");
+        let c = call("Bash", json!({"command": "rm -f build/*"}));
+        assert!(suggest(&engine(ws), &c, ws, Path::new(SOURCE)).is_empty());
     }
 
     #[test]
