@@ -87,8 +87,14 @@ pub enum UntrustedReason {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case", tag = "state")]
 pub enum WorkspaceTrust {
-    Trusted { basis: TrustBasis },
-    Untrusted { reason: UntrustedReason },
+    Trusted {
+        #[serde(flatten)]
+        basis: TrustBasis,
+    },
+    Untrusted {
+        #[serde(flatten)]
+        reason: UntrustedReason,
+    },
 }
 
 impl WorkspaceTrust {

@@ -134,3 +134,23 @@ fn a_record_others_can_write_is_refused() {
     let err = store.recorded(ws.path()).unwrap_err();
     assert!(matches!(err, TrustError::Insecure { .. }), "{err}");
 }
+
+#[test]
+fn the_state_serialises_flat_for_the_init_record() {
+    let v = serde_json::to_value(WorkspaceTrust::Trusted {
+        basis: TrustBasis::Directory("/src".into()),
+    })
+    .unwrap();
+    assert_eq!(
+        v,
+        serde_json::json!({"state": "trusted", "by": "directory", "detail": "/src"})
+    );
+    let v = serde_json::to_value(WorkspaceTrust::Untrusted {
+        reason: UntrustedReason::Changed(vec![".mcp.json".into()]),
+    })
+    .unwrap();
+    assert_eq!(
+        v,
+        serde_json::json!({"state": "untrusted", "why": "changed", "files": [".mcp.json"]})
+    );
+}
