@@ -48,12 +48,15 @@ fn run(args: &TrustArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     if args.status {
-        let fingerprint = trust::current_fingerprint(&workspace)?;
         let inputs = TrustInputs {
             store: Some(&store),
             ..TrustInputs::default()
         };
-        let state = trust::decide(&workspace, &fingerprint, &inputs)?;
+        let state = trust::decide(
+            &workspace,
+            || trust::current_fingerprint(&workspace),
+            &inputs,
+        )?;
         println!("{}: {}", workspace.display(), describe(&state));
         return Ok(if state.is_trusted() {
             ExitCode::SUCCESS
@@ -86,5 +89,8 @@ fn describe(state: &WorkspaceTrust) -> String {
         WorkspaceTrust::Untrusted {
             reason: UntrustedReason::Changed(files),
         } => format!("not trusted: changed since trusted: {}", files.join(", ")),
+        WorkspaceTrust::Untrusted {
+            reason: UntrustedReason::Unverifiable(why),
+        } => format!("not trusted: cannot check its files: {why}"),
     }
 }

@@ -65,6 +65,13 @@ pub fn add_local_allow_rule(
     store: Option<&TrustStore>,
 ) -> Result<LocalRuleAdded, LocalRuleError> {
     let rule = Rule::parse(rule)?.to_string();
+    // The trust record is keyed by the canonical path.
+    let workspace = &workspace
+        .canonicalize()
+        .map_err(|source| LocalRuleError::Io {
+            path: workspace.to_path_buf(),
+            source,
+        })?;
     let path = workspace.join(LOCAL_FILE);
     let io = |source: nix::Error| LocalRuleError::Io {
         path: path.clone(),

@@ -408,19 +408,23 @@ impl Settings {
                 }
             }
         }
+        // The settings files are bound by the very bytes parsed above.
         let texts: Vec<(&str, Option<&[u8]>)> = repository
             .iter()
             .map(|(rel, text)| (*rel, text.as_deref().map(str::as_bytes)))
             .collect();
-        let fingerprint = crate::trust::Fingerprint::of(&self.workspace, &texts)
-            .map_err(|e| SettingsError::Trust(Box::new(e)))?;
         let inputs = TrustInputs {
             flag: cli.trust,
             directories: &directories,
             store: sources.trust_store.as_ref(),
         };
-        crate::trust::decide(&self.workspace, &fingerprint, &inputs)
-            .map_err(|e| SettingsError::Trust(Box::new(e)))
+        let workspace = &self.workspace;
+        crate::trust::decide(
+            workspace,
+            || crate::trust::Fingerprint::of(workspace, &texts),
+            &inputs,
+        )
+        .map_err(|e| SettingsError::Trust(Box::new(e)))
     }
 
     /// Drops from the repository's files what an untrusted workspace may not set.
@@ -602,6 +606,9 @@ impl Settings {
             WorkspaceTrust::Untrusted {
                 reason: crate::trust::UntrustedReason::Changed(files),
             } => format!(" (trusted before; changed since: {})", files.join(", ")),
+            WorkspaceTrust::Untrusted {
+                reason: crate::trust::UntrustedReason::Unverifiable(why),
+            } => format!(" (trusted before; cannot be checked now: {why})"),
             _ => String::new(),
         };
         let mut text = format!(

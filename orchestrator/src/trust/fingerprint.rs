@@ -113,6 +113,7 @@ impl Fingerprint {
                     source,
                 })?
                 .filter_map(Result::ok)
+                .take(MAX_FILES + 1)
                 .map(|e| e.file_name().to_string_lossy().into_owned())
                 .collect();
             names.sort();

@@ -81,6 +81,8 @@ pub enum UntrustedReason {
     NeverTrusted,
     /// Trusted once; these bound files changed (or appeared, or went) since.
     Changed(Vec<String>),
+    /// Trusted once, but the bound files cannot be fingerprinted now (why).
+    Unverifiable(String),
 }
 
 /// A workspace's trust, decided at the start of a session.
@@ -122,10 +124,13 @@ pub struct TrustInputs<'a> {
     pub store: Option<&'a TrustStore>,
 }
 
-/// Decides `workspace`'s trust from its current `fingerprint`.
+/// Decides `workspace`'s trust; `fingerprint` gives its bound files now, and is called
+/// only when a trust record must be compared. A workspace whose files cannot be
+/// fingerprinted (unreadable, too many) is untrusted, not an error: a repository must not
+/// be able to stop every session by shipping 10,000 files in `.cordon/`.
 pub fn decide(
     workspace: &Path,
-    fingerprint: &Fingerprint,
+    fingerprint: impl FnOnce() -> Result<Fingerprint, TrustError>,
     inputs: &TrustInputs<'_>,
 ) -> Result<WorkspaceTrust, TrustError> {
     if inputs.flag {
@@ -145,19 +150,25 @@ pub fn decide(
     let Some(record) = inputs.store.map(|s| s.recorded(workspace)).transpose()? else {
         return Ok(WorkspaceTrust::default());
     };
-    Ok(match record {
-        None => WorkspaceTrust::default(),
-        Some(r) => {
-            let changed = fingerprint.changed_since(&r.files);
-            if changed.is_empty() {
-                WorkspaceTrust::Trusted {
-                    basis: TrustBasis::Record,
-                }
-            } else {
-                WorkspaceTrust::Untrusted {
-                    reason: UntrustedReason::Changed(changed),
-                }
-            }
+    let Some(record) = record else {
+        return Ok(WorkspaceTrust::default());
+    };
+    let current = match fingerprint() {
+        Ok(fp) => fp,
+        Err(e) => {
+            return Ok(WorkspaceTrust::Untrusted {
+                reason: UntrustedReason::Unverifiable(e.to_string()),
+            });
+        }
+    };
+    let changed = current.changed_since(&record.files);
+    Ok(if changed.is_empty() {
+        WorkspaceTrust::Trusted {
+            basis: TrustBasis::Record,
+        }
+    } else {
+        WorkspaceTrust::Untrusted {
+            reason: UntrustedReason::Changed(changed),
         }
     })
 }

@@ -20,12 +20,11 @@ fn workspace() -> tempfile::TempDir {
 }
 
 fn state(ws: &Path, store: &TrustStore) -> WorkspaceTrust {
-    let fp = current_fingerprint(ws).unwrap();
     let inputs = TrustInputs {
         store: Some(store),
         ..TrustInputs::default()
     };
-    decide(ws, &fp, &inputs).unwrap()
+    decide(ws, || current_fingerprint(ws), &inputs).unwrap()
 }
 
 #[test]
@@ -78,7 +77,7 @@ fn the_flag_and_trusted_directories_trust_without_a_record() {
         ..TrustInputs::default()
     };
     assert_eq!(
-        decide(ws.path(), &fp, &flag).unwrap(),
+        decide(ws.path(), || Ok(fp.clone()), &flag).unwrap(),
         WorkspaceTrust::Trusted {
             basis: TrustBasis::Flag
         }
@@ -90,7 +89,7 @@ fn the_flag_and_trusted_directories_trust_without_a_record() {
         ..TrustInputs::default()
     };
     assert_eq!(
-        decide(ws.path(), &fp, &by_dir).unwrap(),
+        decide(ws.path(), || Ok(fp.clone()), &by_dir).unwrap(),
         WorkspaceTrust::Trusted {
             basis: TrustBasis::Directory(parent)
         }
@@ -100,7 +99,11 @@ fn the_flag_and_trusted_directories_trust_without_a_record() {
         directories: &sibling,
         ..TrustInputs::default()
     };
-    assert!(!decide(ws.path(), &fp, &other).unwrap().is_trusted());
+    assert!(
+        !decide(ws.path(), || Ok(fp.clone()), &other)
+            .unwrap()
+            .is_trusted()
+    );
 }
 
 #[test]
@@ -153,4 +156,25 @@ fn the_state_serialises_flat_for_the_init_record() {
         v,
         serde_json::json!({"state": "untrusted", "why": "changed", "files": [".mcp.json"]})
     );
+}
+
+#[test]
+fn a_workspace_too_large_to_fingerprint_is_untrusted_not_an_error() {
+    let ws = workspace();
+    let home = tempfile::tempdir().unwrap();
+    let store = TrustStore::at(home.path());
+    trust_workspace(&store, ws.path()).unwrap();
+    for i in 0..2_001 {
+        write(ws.path(), &format!(".cordon/f{i}"), "x");
+    }
+    assert!(matches!(
+        state(ws.path(), &store),
+        WorkspaceTrust::Untrusted {
+            reason: UntrustedReason::Unverifiable(_)
+        }
+    ));
+    assert!(matches!(
+        trust_workspace(&store, ws.path()),
+        Err(TrustError::TooLarge { .. })
+    ));
 }
