@@ -659,34 +659,12 @@ impl Engine {
 
     /// A command (or part) whose program cannot be known exactly. Security: a deny or ask
     /// rule with a specifier might match what really runs, so it is never allowed past
-    /// one: it asks, and bypassPermissions (which never asks on its own) denies when a
-    /// deny rule could match. With no such rule, the sandbox auto-allow, a bare `Bash`
-    /// allow or bypassPermissions runs it; no specifier allow rule ever does.
+    /// one (see [`Engine::unchecked_against`]). With no such rule, the sandbox auto-allow, a
+    /// bare `Bash` allow or bypassPermissions runs it; no specifier allow rule ever does.
     fn unverifiable_command(&self, why: &str) -> Verdict {
-        let specified = |rules: &[ScopedRule]| {
-            rules
-                .iter()
-                .find(|r| r.rule.tool == "Bash" && r.rule.specifier.is_some())
-                .map(|r| r.origin.clone())
-        };
-        if let Some(origin) = specified(&self.cfg.deny) {
-            let decision = if self.mode() == PermissionMode::BypassPermissions {
-                Decision::Deny
-            } else {
-                Decision::Ask
-            };
-            return Verdict::new(
-                decision,
-                format!("{why}, so it cannot be checked against the deny rule {origin}"),
-                Some(origin),
-            );
-        }
-        if let Some(origin) = specified(&self.cfg.ask) {
-            return Verdict::new(
-                Decision::Ask,
-                format!("{why}, so it cannot be checked against the ask rule {origin}"),
-                Some(origin),
-            );
+        let rule_could_match = |r: &ScopedRule| r.rule.tool == "Bash" && r.rule.specifier.is_some();
+        if let Some(v) = self.unchecked_against(rule_could_match, why, "it") {
+            return v;
         }
         if let Some(v) = self.sandboxed_allow() {
             return v;
@@ -704,32 +682,37 @@ impl Engine {
     /// verdict is an ask that [`Engine::bash_part`] lifts when the command itself runs
     /// without asking (the sandbox bounds where it can write).
     fn unverifiable_write(&self, why: &str) -> Verdict {
-        let edit_rule = |rules: &[ScopedRule]| {
-            rules
-                .iter()
-                .find(|r| matches!(r.rule.tool.as_str(), "Edit" | "Write"))
-                .map(|r| r.origin.clone())
+        let rule_could_match = |r: &ScopedRule| matches!(r.rule.tool.as_str(), "Edit" | "Write");
+        self.unchecked_against(rule_could_match, why, "the write")
+            .unwrap_or_else(|| Verdict::new(Decision::Ask, why, None))
+    }
+
+    /// The verdict on something that cannot be checked against the deny or ask rules that
+    /// `could_match`: a possible deny asks (bypassPermissions, which never asks on its own,
+    /// denies), a possible ask asks; `None` when no such rule exists.
+    fn unchecked_against(
+        &self,
+        could_match: impl Fn(&ScopedRule) -> bool,
+        why: &str,
+        what: &str,
+    ) -> Option<Verdict> {
+        let bypass = self.mode() == PermissionMode::BypassPermissions;
+        let deny = self.cfg.deny.iter().find(|r| could_match(r));
+        let ask = self.cfg.ask.iter().find(|r| could_match(r));
+        let (decision, kind, r) = match (deny, ask) {
+            (Some(r), _) if bypass => (Decision::Deny, "deny", r),
+            (Some(r), _) => (Decision::Ask, "deny", r),
+            (None, Some(r)) => (Decision::Ask, "ask", r),
+            (None, None) => return None,
         };
-        if let Some(origin) = edit_rule(&self.cfg.deny) {
-            let decision = if self.mode() == PermissionMode::BypassPermissions {
-                Decision::Deny
-            } else {
-                Decision::Ask
-            };
-            return Verdict::new(
-                decision,
-                format!("{why}, so the write cannot be checked against the deny rule {origin}"),
-                Some(origin),
-            );
-        }
-        if let Some(origin) = edit_rule(&self.cfg.ask) {
-            return Verdict::new(
-                Decision::Ask,
-                format!("{why}, so the write cannot be checked against the ask rule {origin}"),
-                Some(origin),
-            );
-        }
-        Verdict::new(Decision::Ask, why, None)
+        Some(Verdict::new(
+            decision,
+            format!(
+                "{why}, so {what} cannot be checked against the {kind} rule {}",
+                r.origin
+            ),
+            Some(r.origin.clone()),
+        ))
     }
 
     fn bash_parts(&self, parts: &[Part]) -> BashExplanation {
