@@ -2,8 +2,8 @@
 //!
 //! | source  | file                                                         |
 //! |---------|--------------------------------------------------------------|
-//! | managed | `/etc/cordon/managed-settings.json` (`CORDON_MANAGED_SETTINGS`) |
-//! | cli     | `--settings FILE`, then `--allowedTools` / `--disallowedTools` / `--permission-mode` |
+//! | managed | `/etc/cordon/managed-settings.json` (`CORDON_MANAGED_SETTINGS` only where that is absent) |
+//! | cli     | `--settings FILE` or `--settings '{...}'`, then `--allowedTools` / `--disallowedTools` / `--permission-mode` |
 //! | local   | `<workspace>/.claude/settings.local.json`                    |
 //! | project | `<workspace>/.claude/settings.json`                          |
 //! | user    | `~/.cordon/settings.json` (`CORDON_USER_SETTINGS`)           |
@@ -435,7 +435,8 @@ impl Settings {
             self.ignored.extend(ignored);
         }
         let mcp = self.workspace.join(".mcp.json");
-        if std::fs::symlink_metadata(&mcp).is_ok() {
+        // An empty file is a running session's placeholder, not a server list.
+        if std::fs::symlink_metadata(&mcp).is_ok_and(|m| !m.is_file() || m.len() > 0) {
             self.ignored.push(IgnoredSetting {
                 file: mcp.display().to_string(),
                 key: "mcpServers".into(),

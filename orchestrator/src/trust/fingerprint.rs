@@ -25,7 +25,8 @@ const MAX_FILES: usize = 2_000;
 const MAX_BYTES: u64 = 64 * 1024 * 1024;
 
 /// Relative path to `sha256:<hex>` (or `symlink:<hex>` of the link's target) of every bound
-/// file that exists. A file that is absent has no entry, so one appearing is a change.
+/// file that exists and is not empty. A file that is absent (or empty) has no entry, so one
+/// appearing with content is a change.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(transparent)]
 pub struct Fingerprint(BTreeMap<String, String>);
@@ -120,6 +121,11 @@ impl Fingerprint {
             for name in names {
                 self.add(workspace, &format!("{rel}/{name}"), budget)?;
             }
+        } else if kind.is_file() && meta.len() == 0 {
+            // An empty file configures nothing, and it is what a running session's
+            // protected-path placeholder (`.mcp.json`) looks like: bound as absent, so a
+            // placeholder neither untrusts a workspace nor gets recorded by a trust given
+            // during a session.
         } else if kind.is_file() {
             budget.bytes += meta.len();
             if budget.bytes > MAX_BYTES {

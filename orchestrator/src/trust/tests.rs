@@ -61,7 +61,11 @@ fn a_workspace_is_untrusted_until_trusted_and_again_when_a_bound_file_changes() 
             "{rel}"
         );
     }
+    // An empty file (a session's placeholder) is the same as none.
+    std::fs::remove_file(ws.join(".mcp.json")).unwrap();
     trust_workspace(&store, &ws).unwrap();
+    std::fs::write(ws.join(".mcp.json"), "").unwrap();
+    assert!(state(&ws, &store).is_trusted());
     std::fs::remove_file(ws.join(".claude/settings.json")).unwrap();
     assert!(!state(&ws, &store).is_trusted());
     assert!(store.forget(&ws).unwrap());
