@@ -309,7 +309,17 @@ fn auto_allow_runs_what_no_deny_or_ask_rule_matches() {
     let open = sandboxed(PermissionMode::Default, &[], &[], &[], false);
     assert_eq!(bash(&open, "echo x > \"$OUT\""), Decision::Allow);
     assert_eq!(bash(&open, "PATH=. make"), Decision::Allow);
-    // Plan mode still runs only read-only commands.
+    // dontAsk counts the auto-allow as pre-approval; plan mode still runs only read-only
+    // commands.
+    let dont_ask = sandboxed(
+        PermissionMode::DontAsk,
+        &[],
+        &["Bash(git push *)"],
+        &[],
+        false,
+    );
+    assert_eq!(bash(&dont_ask, "make"), Decision::Allow);
+    assert_eq!(bash(&dont_ask, "git push"), Decision::Deny);
     let plan = sandboxed(PermissionMode::Plan, &[], &[], &[], false);
     assert_eq!(bash(&plan, "make"), Decision::Deny);
     assert_eq!(bash(&plan, "ls"), Decision::Allow);

@@ -138,11 +138,13 @@ pub fn decide(
             basis: TrustBasis::Flag,
         });
     }
-    if let Some(dir) = inputs
-        .directories
-        .iter()
-        .find(|d| workspace.starts_with(crate::permissions::paths::clean(d)))
-    {
+    if let Some(dir) = inputs.directories.iter().find(|d| {
+        // The workspace is canonical; so is the entry where it exists.
+        let dir = d
+            .canonicalize()
+            .unwrap_or_else(|_| crate::permissions::paths::clean(d));
+        workspace.starts_with(dir)
+    }) {
         return Ok(WorkspaceTrust::Trusted {
             basis: TrustBasis::Directory(dir.clone()),
         });
