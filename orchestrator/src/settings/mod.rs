@@ -68,7 +68,7 @@ impl Source {
         }
     }
 
-    /// Settings the repository itself provides (untrusted).
+    /// Settings the workspace itself carries (they may only narrow until it is trusted).
     pub fn is_repository(self) -> bool {
         matches!(self, Self::Local | Self::Project)
     }

@@ -361,6 +361,10 @@ fn an_untrusted_workspace_may_only_narrow_and_says_what_it_lost() {
         "hooks": hook, "env": {"BASH_ENV": "./x"}
     }));
     f.local(json!({"permissions": {"defaultMode": "plan"}}));
+    write(
+        &f.ws.join(".mcp.json"),
+        json!({"mcpServers": {"x": {"command": "x"}}}),
+    );
     let s = f.load(CliSettings::default()).unwrap();
     assert_eq!(s.trust(), &WorkspaceTrust::default());
     assert!(s.permissions.allow.is_empty());
@@ -374,7 +378,8 @@ fn an_untrusted_workspace_may_only_narrow_and_says_what_it_lost() {
             "env",
             "hooks",
             "permissions.allow",
-            "permissions.defaultMode = \"bypassPermissions\""
+            "permissions.defaultMode = \"bypassPermissions\"",
+            "mcpServers"
         ]
     );
     let notice = s.untrusted_notice().unwrap();
@@ -382,7 +387,7 @@ fn an_untrusted_workspace_may_only_narrow_and_says_what_it_lost() {
         notice.contains("cordon trust") && notice.contains("permissions.allow"),
         "{notice}"
     );
-    assert_eq!(s.trust_record()["ignored"].as_array().unwrap().len(), 4);
+    assert_eq!(s.trust_record()["ignored"].as_array().unwrap().len(), 5);
     // Trusted: all of it counts; a changed file untrusts again, naming it.
     crate::trust::trust_workspace(&f.store, &f.ws).unwrap();
     let s = f.load(CliSettings::default()).unwrap();
