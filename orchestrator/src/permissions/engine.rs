@@ -513,7 +513,9 @@ impl Engine {
             let why = format!("cannot resolve the path `{path}`");
             return Some(match kind {
                 PathKind::Edit => self.unverifiable_write(&why),
-                PathKind::Read => Verdict::new(Decision::Ask, why, None),
+                PathKind::Read => self
+                    .unchecked_against(|r| r.rule.tool == "Read", &why, "the read")
+                    .unwrap_or_else(|| Verdict::new(Decision::Ask, why, None)),
             });
         }
         let tool = if kind == PathKind::Edit {

@@ -308,6 +308,9 @@ fn auto_allow_runs_what_no_deny_or_ask_rule_matches() {
     // Without Edit or Bash specifier rules there is nothing to check them against.
     let open = sandboxed(PermissionMode::Default, &[], &[], &[], false);
     assert_eq!(bash(&open, "echo x > \"$OUT\""), Decision::Allow);
+    assert_eq!(bash(&open, "cat ~someone/.env"), Decision::Allow);
+    let reads = sandboxed(PermissionMode::Default, &[], &[], &["Read(./.env)"], false);
+    assert_eq!(bash(&reads, "cat ~someone/.env"), Decision::Ask);
     assert_eq!(bash(&open, "PATH=. make"), Decision::Allow);
     // dontAsk counts the auto-allow as pre-approval; plan mode still runs only read-only
     // commands.
