@@ -17,3 +17,4 @@ pub mod scripted;
 pub mod session;
 pub mod settings;
 pub mod tools;
+pub mod trust;

@@ -167,7 +167,8 @@ impl PolicyGate {
                 "Permission to use {tool} needs approval ({why}), and no one can approve it in \
                  this headless run. The user can allow it with --allowedTools {tool} (or a \
                  narrower rule such as {example}) or a permissions.allow rule in \
-                 .claude/settings.json, or choose another --permission-mode.",
+                 .claude/settings.json (which counts once the workspace is trusted: `cordon \
+                 trust`), or choose another --permission-mode.",
                 tool = call.name,
                 example = if call.name == "Bash" {
                     "\"Bash(npm test *)\""

@@ -275,7 +275,16 @@ async fn tools_not_allowed_are_denied_with_how_to_allow_them_and_max_turns_stops
         &model,
         home.path(),
         ws.path(),
-        &["--output-format", "json", "--max-turns", "2", "do it"],
+        &[
+            "--output-format",
+            "json",
+            "--max-turns",
+            "2",
+            // Strict mode: a command that is not read-only needs a rule, not just the sandbox.
+            "--settings",
+            r#"{"sandbox": {"autoAllowBashIfSandboxed": false}}"#,
+            "do it",
+        ],
     )
     .await;
     assert_eq!(run.code, 1, "max turns is an error exit: {}", run.stdout);
@@ -497,8 +506,9 @@ async fn manual_compact_and_the_context_report_act_on_a_resumed_session() {
     );
 }
 
-/// The settings' `env` reaches the session's commands, as in Claude Code; the agent's own
-/// marker variable cannot be overridden through it.
+/// The settings' `env` reaches the session's commands, as in Claude Code, once the
+/// workspace is trusted (`--trust`); the agent's own marker variable cannot be overridden
+/// through it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_settings_env_reaches_every_command() {
     let ws = Workspace::new();
@@ -522,7 +532,7 @@ async fn the_settings_env_reaches_every_command() {
         &model,
         home.path(),
         ws.path(),
-        &["--allowedTools", "Bash", "-p"],
+        &["--allowedTools", "Bash", "-p", "--trust"],
         "greet",
     )
     .await;

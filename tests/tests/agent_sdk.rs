@@ -81,6 +81,13 @@ async fn the_agent_sdk_drives_a_session_with_permissions_hooks_and_an_interrupt(
     .await
     .unwrap();
     let home = tempfile::tempdir().unwrap();
+    // Strict mode, so the rm goes to can_use_tool instead of running sandboxed unasked.
+    let managed = home.path().join("managed-settings.json");
+    std::fs::write(
+        &managed,
+        r#"{"sandbox": {"autoAllowBashIfSandboxed": false}}"#,
+    )
+    .unwrap();
 
     // Output goes to files, so a hung session still shows what happened.
     let logs = tempfile::tempdir().unwrap();
@@ -94,6 +101,7 @@ async fn the_agent_sdk_drives_a_session_with_permissions_hooks_and_an_interrupt(
         .env("ANTHROPIC_API_KEY", "test-key")
         .env_remove("ANTHROPIC_AUTH_TOKEN")
         .env("CORDON_HOME", home.path())
+        .env("CORDON_MANAGED_SETTINGS", &managed)
         // Cordon is not Claude Code and reports no claude_code_version.
         .env("CLAUDE_AGENT_SDK_SKIP_VERSION_CHECK", "1")
         .stdin(Stdio::null())

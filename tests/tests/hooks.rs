@@ -13,6 +13,9 @@ use serde_json::{Value, json};
 
 type Run = Output;
 
+/// Settings that send every command that is not read-only through the rules.
+const STRICT: &str = r#"{"sandbox": {"autoAllowBashIfSandboxed": false}}"#;
+
 /// A workspace with hook scripts and a settings file naming them.
 struct Project {
     ws: Workspace,
@@ -70,11 +73,13 @@ impl Project {
     }
 
     fn command(&self, model: &ScriptedModel, args: &[&str]) -> tokio::process::Command {
+        // The workspace is trusted: project hooks never run in an untrusted one (see
+        // hostile_repo/trust.rs).
         let mut cmd = run_command(
             model,
             self.home.path(),
             self.path(),
-            &["--output-format", "json"],
+            &["--output-format", "json", "--trust"],
         );
         cmd.args(args).env(
             "CORDON_MANAGED_SETTINGS",
@@ -182,9 +187,19 @@ async fn a_hook_allow_does_not_override_a_deny_rule() {
     ])
     .await
     .unwrap();
-    // No allow rule: `touch` would ask (and be denied headless) without the hook.
+    // No allow rule and no sandbox auto-allow: `touch` would ask (and be denied headless)
+    // without the hook.
     let run = p
-        .run(&model, &["clean up", "--disallowedTools", "Bash(rm *)"])
+        .run(
+            &model,
+            &[
+                "clean up",
+                "--disallowedTools",
+                "Bash(rm *)",
+                "--settings",
+                STRICT,
+            ],
+        )
         .await;
     assert_eq!(run.code, 0, "{}", run.stderr);
     let requests = model.requests();
@@ -403,7 +418,7 @@ async fn a_denied_permission_prompt_fires_the_notification_hook() {
     ])
     .await
     .unwrap();
-    let run = p.run(&model, &["touch"]).await;
+    let run = p.run(&model, &["touch", "--settings", STRICT]).await;
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(!p.ws.join("nope.txt").exists());
     let inputs = p.log("notify");

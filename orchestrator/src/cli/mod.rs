@@ -12,6 +12,7 @@ mod rewind;
 mod run;
 mod sandbox;
 mod stream_input;
+mod trust;
 
 #[derive(Parser)]
 #[command(
@@ -45,6 +46,8 @@ enum Command {
     Images(images::ImagesArgs),
     /// Explain what the permission rules decide about a tool call (exit 0 allow, 1 deny, 3 ask).
     Permissions(permissions::PermissionsArgs),
+    /// Trust a workspace's own settings, hooks and MCP servers as they are now.
+    Trust(trust::TrustArgs),
 }
 
 /// Exit code for usage errors and unsupported requests.
@@ -74,6 +77,7 @@ pub fn main() -> ExitCode {
         Command::Doctor(args) => doctor::main(args),
         Command::Images(args) => images::main(args),
         Command::Permissions(args) => permissions::main(args),
+        Command::Trust(args) => trust::main(args),
     }
 }
 

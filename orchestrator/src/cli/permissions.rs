@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use cordon::permissions::{Decision, Engine, PermissionMode, Verdict};
-use cordon::settings::{CliSettings, Settings};
+use cordon::settings::{CliSettings, Settings, SettingsArg};
 
 #[derive(Debug, Args)]
 pub struct PermissionsArgs {
@@ -31,8 +31,12 @@ struct ExplainArgs {
     /// The project directory (default: the current directory).
     #[arg(long)]
     workspace: Option<PathBuf>,
+    /// A settings file or inline JSON, as `cordon run --settings` takes it.
     #[arg(long)]
-    settings: Option<PathBuf>,
+    settings: Option<String>,
+    /// Explain as in a run with `--trust` (the workspace's own settings count in full).
+    #[arg(long)]
+    trust: bool,
     #[arg(long, value_enum)]
     permission_mode: Option<PermissionMode>,
     #[arg(long = "allowedTools", alias = "allowed-tools", num_args = 1..)]
@@ -70,7 +74,8 @@ fn explain(args: &ExplainArgs) -> anyhow::Result<(String, Decision)> {
     let settings = Settings::load(
         &workspace,
         CliSettings {
-            settings_file: args.settings.clone(),
+            settings: args.settings.as_deref().map(SettingsArg::parse),
+            trust: args.trust,
             allowed_tools: args.allowed_tools.clone(),
             disallowed_tools: args.disallowed_tools.clone(),
             permission_mode: args.permission_mode,
@@ -126,6 +131,9 @@ pub fn render(
     for w in settings.warnings() {
         let _ = writeln!(out, "warning: {w}");
     }
+    if let Some(notice) = settings.untrusted_notice() {
+        let _ = writeln!(out, "{notice}");
+    }
     (out, verdict.decision)
 }
 
@@ -148,17 +156,21 @@ mod tests {
         std::fs::create_dir(ws.join(".claude")).unwrap();
         std::fs::write(
             ws.join(".claude/settings.json"),
-            r#"{"permissions": {"allow": ["Bash(npm test *)"], "deny": ["Bash(curl *)"]}}"#,
+            r#"{"permissions": {"allow": ["Bash(npm test *)"], "deny": ["Bash(curl *)"]},
+                "sandbox": {"autoAllowBashIfSandboxed": false}}"#,
         )
         .unwrap();
-        let settings = Settings::load_from(
-            &ws,
-            CliSettings::default(),
-            &ws.join("no-managed.json"),
-            None,
-            None,
-        )
-        .unwrap();
+        let sources = cordon::settings::SettingsSources {
+            managed: ws.join("no-managed.json"),
+            user: None,
+            home: None,
+            trust_store: None,
+        };
+        let trusted = CliSettings {
+            trust: true,
+            ..CliSettings::default()
+        };
+        let settings = Settings::load_from(&ws, trusted, &sources).unwrap();
         let engine = Engine::new(settings.engine_config(&ws));
         let (text, d) = render(
             &engine,
@@ -179,5 +191,12 @@ mod tests {
         assert!(text.contains("2. curl x\n     -> deny"), "{text}");
         let (_, d) = render(&engine, "Bash", &json!({"command": "rm x"}), &settings);
         assert_eq!(d, Decision::Ask);
+        // Untrusted, the allow rule is ignored and said so; the deny rule holds.
+        let settings = Settings::load_from(&ws, CliSettings::default(), &sources).unwrap();
+        let engine = Engine::new(settings.engine_config(&ws));
+        let (text, d) = render(&engine, "Bash", &json!({"command": "curl x"}), &settings);
+        assert_eq!(d, Decision::Deny);
+        assert!(text.contains("permissions.allow"), "{text}");
+        assert!(text.contains("is not trusted"), "{text}");
     }
 }

@@ -21,7 +21,7 @@ use cordon::permissions::PermissionMode;
 use cordon::policy_gate::{Engine, PolicyGate};
 use cordon::sandbox::{BackendKind, SandboxSpec};
 use cordon::session::SessionStore;
-use cordon::settings::{CliSettings, Settings};
+use cordon::settings::{CliSettings, Settings, SettingsArg};
 use cordon::tools::{ToolContext, ToolRegistry};
 use tokio::sync::mpsc;
 
@@ -51,10 +51,15 @@ pub struct RunArgs {
     /// Tools or rules to deny; a bare tool name removes the tool.
     #[arg(long = "disallowedTools", alias = "disallowed-tools", num_args = 1..)]
     pub disallowed_tools: Vec<String>,
-    /// A settings file in Claude Code's shape, above the workspace's and the user's settings
-    /// (below the managed ones and the flags).
+    /// A settings file in Claude Code's shape, or the same JSON inline (`'{"permissions":
+    /// ...}'`), above the workspace's and the user's settings (below the managed ones and
+    /// the flags).
     #[arg(long)]
-    pub settings: Option<PathBuf>,
+    pub settings: Option<String>,
+    /// Trust the workspace for this run: its own settings (allow rules, modes, hooks, env)
+    /// count in full, as after `cordon trust`. The managed settings may refuse it.
+    #[arg(long)]
+    pub trust: bool,
     /// The model (default: ANTHROPIC_MODEL, then Cordon's default).
     #[arg(long)]
     pub model: Option<String>,
@@ -130,7 +135,8 @@ pub async fn run_with_model(
     let settings = Settings::load(
         &workspace,
         CliSettings {
-            settings_file: args.settings.clone(),
+            settings: args.settings.as_deref().map(SettingsArg::parse),
+            trust: args.trust,
             allowed_tools: args.allowed_tools.clone(),
             disallowed_tools: args.disallowed_tools.clone(),
             permission_mode: args.permission_mode,
@@ -138,6 +144,10 @@ pub async fn run_with_model(
         },
     )
     .context("loading the settings")?;
+    // Said once, before anything runs: what the untrusted workspace's settings lost.
+    if let Some(notice) = settings.untrusted_notice() {
+        eprintln!("cordon: {notice}");
+    }
 
     let mut model_config = match model_override {
         Some(config) => config,
@@ -262,12 +272,13 @@ pub async fn run_with_model(
         return Ok(ExitCode::SUCCESS);
     }
     if let Some(stream) = stream {
-        let init = output::init_record(
+        let init = init_record(
             &session_id,
-            &workspace.display().to_string(),
+            &workspace,
             &tools,
             &model_name,
-            engine.mode().as_str(),
+            &engine,
+            &settings,
         );
         let info = cordon::control::RecordInfo {
             session_id: session_id.clone(),
@@ -296,12 +307,13 @@ pub async fn run_with_model(
         session_id.clone(),
     ));
     if args.output_format == OutputFormat::StreamJson {
-        let init = output::init_record(
+        let init = init_record(
             &session_id,
-            &workspace.display().to_string(),
+            &workspace,
             &tools,
             &model_name,
-            engine.mode().as_str(),
+            &engine,
+            &settings,
         );
         println_json(&init);
     }
@@ -351,6 +363,26 @@ pub fn is_interactive(args: &RunArgs, stream_input: bool) -> bool {
         && !args.print
         && std::io::stdin().is_terminal()
         && std::io::stdout().is_terminal()
+}
+
+/// The stream-json init record, with the workspace's trust and what its settings lost.
+fn init_record(
+    session_id: &str,
+    workspace: &std::path::Path,
+    tools: &[String],
+    model: &str,
+    engine: &Engine,
+    settings: &Settings,
+) -> serde_json::Value {
+    let mut init = output::init_record(
+        session_id,
+        &workspace.display().to_string(),
+        tools,
+        model,
+        engine.mode().as_str(),
+    );
+    init["workspace_trust"] = settings.trust_record();
+    init
 }
 
 /// The built-in tools, plus ExitPlanMode when the session starts in plan mode or is

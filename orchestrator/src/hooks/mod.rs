@@ -11,10 +11,11 @@
 //!   loop (UserPromptSubmit, Stop, PreCompact, SessionStart/End); the tool-call events are
 //!   fired by [`crate::policy_gate::PolicyGate`].
 //!
-//! Why project hooks run in the sandbox: the repository is untrusted, and a hook in its
-//! `.claude/settings.json` is a command the repository chose. It gets the same confinement
-//! as the model's Bash calls; only the operator's managed settings can put a program on the
-//! host.
+//! Project and local hooks run only once the user trusts the workspace ([`crate::trust`]):
+//! until then the settings loader drops them, SessionStart included. Even trusted, they
+//! run in the sandbox: a hook in `.claude/settings.json` is a command the repository
+//! chose, so it gets the same confinement as the model's Bash calls; only the operator's
+//! managed settings can put a program on the host.
 //!
 //! SubagentStop is parsed and accepted, but never fires: Cordon has no subagents until the
 //! Agent tool lands.

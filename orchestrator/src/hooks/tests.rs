@@ -386,12 +386,14 @@ fn from_settings_keeps_provenance_and_honours_allow_managed_hooks_only() {
             .to_string(),
         )
         .unwrap();
+        // Trusted: an untrusted workspace's hooks never run.
         let settings = crate::settings::Settings::load_from(
             ws.path(),
-            crate::settings::CliSettings::default(),
-            &managed,
-            None,
-            None,
+            crate::settings::CliSettings {
+                trust: true,
+                ..Default::default()
+            },
+            &crate::settings::SettingsSources::managed_only(&managed),
         )
         .unwrap();
         HookSet::from_settings(&settings).unwrap()
@@ -438,10 +440,11 @@ fn an_invalid_matcher_in_settings_names_the_file() {
     .unwrap();
     let settings = crate::settings::Settings::load_from(
         ws.path(),
-        crate::settings::CliSettings::default(),
-        &ws.path().join("none.json"),
-        None,
-        None,
+        crate::settings::CliSettings {
+            trust: true,
+            ..Default::default()
+        },
+        &crate::settings::SettingsSources::managed_only(&ws.path().join("none.json")),
     )
     .unwrap();
     let err = HookSet::from_settings(&settings).unwrap_err().to_string();

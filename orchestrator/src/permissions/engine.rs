@@ -9,6 +9,14 @@
 //!   and ask rules also match subdomains.
 //! - Plan mode denies whatever is not read-only, even when an allow rule matches; dontAsk
 //!   turns every "ask" into a denial; bypassPermissions allows what no rule denies or asks.
+//! - Every Bash command runs in the sandbox, so with `auto_allow_bash_if_sandboxed` (the
+//!   settings' `sandbox.autoAllowBashIfSandboxed`, default true) a command no deny or ask
+//!   rule matches runs without asking, its redirections included. A bare `Bash` allow rule
+//!   does the same for every command; a specifier rule (`Bash(npm test *)`) is checked part
+//!   by part.
+//! - What cannot be checked (an unparseable command, a computed command name or redirect
+//!   target) is never allowed past a deny or ask rule that might match it: it asks, and in
+//!   bypassPermissions (which never asks on its own) a possible deny is a denial.
 //!
 //! Every [`Verdict`] says why, and which rule from which file decided it.
 
@@ -111,6 +119,10 @@ pub struct EngineConfig {
     pub additional_directories: Vec<PathBuf>,
     /// The operator disabled bypassPermissions.
     pub bypass_disabled: bool,
+    /// Bash commands that match no deny or ask rule run without asking (they run in the
+    /// sandbox, which is the boundary). Off here, so an engine built from rule lists alone
+    /// is strict; the settings turn it on unless `sandbox.autoAllowBashIfSandboxed` is false.
+    pub auto_allow_bash_if_sandboxed: bool,
 }
 
 impl EngineConfig {
@@ -124,6 +136,7 @@ impl EngineConfig {
             home: std::env::var_os("HOME").map(PathBuf::from),
             additional_directories: Vec::new(),
             bypass_disabled: false,
+            auto_allow_bash_if_sandboxed: false,
         }
     }
 }
@@ -489,23 +502,21 @@ impl Engine {
         }
         let relative = !path.starts_with('/') && !path.starts_with('~');
         if cd_seen && relative {
-            return Some(Verdict::new(
-                if kind == PathKind::Edit {
-                    Decision::Ask
-                } else {
-                    Decision::Allow
-                },
-                format!("`{path}` is relative to a directory the command changes to"),
-                None,
-            ));
+            let why = format!("`{path}` is relative to a directory the command changes to");
+            return Some(match kind {
+                PathKind::Edit => self.unverifiable_write(&why),
+                PathKind::Read => Verdict::new(Decision::Allow, why, None),
+            });
         }
         let candidates = self.resolve_candidates(path);
         if candidates.is_empty() {
-            return Some(Verdict::new(
-                Decision::Ask,
-                format!("cannot resolve the path `{path}`"),
-                None,
-            ));
+            let why = format!("cannot resolve the path `{path}`");
+            return Some(match kind {
+                PathKind::Edit => self.unverifiable_write(&why),
+                PathKind::Read => self
+                    .unchecked_against(|r| r.rule.tool == "Read", &why, "the read")
+                    .unwrap_or_else(|| Verdict::new(Decision::Ask, why, None)),
+            });
         }
         let tool = if kind == PathKind::Edit {
             "Edit"
@@ -586,8 +597,7 @@ impl Engine {
                 Some(r.origin.clone()),
             );
         }
-        let mode = self.mode();
-        if mode == PermissionMode::Plan {
+        if self.mode() == PermissionMode::Plan {
             return Verdict::new(
                 Decision::Deny,
                 format!(
@@ -603,22 +613,108 @@ impl Engine {
                 Some(r.origin.clone()),
             );
         }
-        if let Some(r) = self.bash_rule(&self.cfg.allow, |_| false) {
-            return Verdict::new(
+        self.unverifiable_command(&format!(
+            "the command cannot be checked part by part ({why})"
+        ))
+    }
+
+    /// A bare `Bash` allow rule: every command.
+    fn bare_bash_allow(&self) -> Option<&ScopedRule> {
+        self.cfg
+            .allow
+            .iter()
+            .find(|r| r.rule.tool == "Bash" && r.rule.specifier.is_none())
+    }
+
+    /// Whether a Bash command that no rule decides runs without asking: always in
+    /// bypassPermissions, never in plan mode (read-only commands only), otherwise when the
+    /// sandbox auto-allow is on. Why sound: every command runs in the session's sandbox, so
+    /// what it can reach is bounded by the kernel whatever the rules say; rules decide
+    /// only what runs inside it.
+    fn sandboxed_bash_runs(&self) -> bool {
+        match self.mode() {
+            PermissionMode::BypassPermissions => true,
+            PermissionMode::Plan => false,
+            _ => self.cfg.auto_allow_bash_if_sandboxed,
+        }
+    }
+
+    /// Why a Bash command that no rule decides runs without asking, if it does.
+    fn sandboxed_allow(&self) -> Option<Verdict> {
+        if let Some(r) = self.bare_bash_allow() {
+            return Some(Verdict::new(
                 Decision::Allow,
                 format!("allowed by rule {} (every command)", r.origin),
                 Some(r.origin.clone()),
-            );
+            ));
         }
-        if mode == PermissionMode::BypassPermissions {
-            return Verdict::new(Decision::Allow, "permission mode bypassPermissions", None);
+        if !self.sandboxed_bash_runs() {
+            return None;
+        }
+        let reason = if self.mode() == PermissionMode::BypassPermissions {
+            "permission mode bypassPermissions"
+        } else {
+            "it runs in the sandbox and no rule asks (sandbox.autoAllowBashIfSandboxed)"
+        };
+        Some(Verdict::new(Decision::Allow, reason, None))
+    }
+
+    /// A command (or part) whose program cannot be known exactly. Security: a deny or ask
+    /// rule with a specifier might match what really runs, so it is never allowed past
+    /// one (see [`Engine::unchecked_against`]). With no such rule, the sandbox auto-allow, a
+    /// bare `Bash` allow or bypassPermissions runs it; no specifier allow rule ever does.
+    fn unverifiable_command(&self, why: &str) -> Verdict {
+        let rule_could_match = |r: &ScopedRule| r.rule.tool == "Bash" && r.rule.specifier.is_some();
+        if let Some(v) = self.unchecked_against(rule_could_match, why, "it") {
+            return v;
+        }
+        if let Some(v) = self.sandboxed_allow() {
+            return v;
         }
         // Security: what the parser cannot read is never allowed by a specifier rule.
         Verdict::new(
             Decision::Ask,
-            format!("the command cannot be checked part by part ({why}), so it needs approval"),
+            format!("{why}, so no rule can allow it and it needs approval"),
             None,
         )
+    }
+
+    /// A write whose file cannot be known (`> "$OUT"`, a relative path after `cd`): as
+    /// [`Engine::unverifiable_command`], against the Edit and Write rules. With none, the
+    /// verdict is an ask that [`Engine::bash_part`] lifts when the command itself runs
+    /// without asking (the sandbox bounds where it can write).
+    fn unverifiable_write(&self, why: &str) -> Verdict {
+        let rule_could_match = |r: &ScopedRule| matches!(r.rule.tool.as_str(), "Edit" | "Write");
+        self.unchecked_against(rule_could_match, why, "the write")
+            .unwrap_or_else(|| Verdict::new(Decision::Ask, why, None))
+    }
+
+    /// The verdict on something that cannot be checked against the deny or ask rules that
+    /// `could_match`: a possible deny asks (bypassPermissions, which never asks on its own,
+    /// denies), a possible ask asks; `None` when no such rule exists.
+    fn unchecked_against(
+        &self,
+        could_match: impl Fn(&ScopedRule) -> bool,
+        why: &str,
+        what: &str,
+    ) -> Option<Verdict> {
+        let bypass = self.mode() == PermissionMode::BypassPermissions;
+        let deny = self.cfg.deny.iter().find(|r| could_match(r));
+        let ask = self.cfg.ask.iter().find(|r| could_match(r));
+        let (decision, kind, r) = match (deny, ask) {
+            (Some(r), _) if bypass => (Decision::Deny, "deny", r),
+            (Some(r), _) => (Decision::Ask, "deny", r),
+            (None, Some(r)) => (Decision::Ask, "ask", r),
+            (None, None) => return None,
+        };
+        Some(Verdict::new(
+            decision,
+            format!(
+                "{why}, so {what} cannot be checked against the {kind} rule {}",
+                r.origin
+            ),
+            Some(r.origin.clone()),
+        ))
     }
 
     fn bash_parts(&self, parts: &[Part]) -> BashExplanation {
@@ -689,14 +785,12 @@ impl Engine {
             };
             match redirect.target.literal() {
                 Some(path) => file_verdicts.extend(self.bash_path(kind, path, cd_seen)),
-                None if kind == PathKind::Edit => file_verdicts.push(Verdict::new(
-                    Decision::Ask,
-                    format!(
+                None if kind == PathKind::Edit => {
+                    file_verdicts.push(self.unverifiable_write(&format!(
                         "it writes to a file whose name is computed (`{}`)",
                         redirect.target.value
-                    ),
-                    None,
-                )),
+                    )))
+                }
                 None => {}
             }
         }
@@ -733,13 +827,7 @@ impl Engine {
             );
         }
         let command = match &part.unresolved {
-            Some(why) => {
-                let mut v = self.mode_verdict("Bash", false, None, &[]);
-                if v.decision != Decision::Allow {
-                    v.reason = format!("no rule can allow it: {why}");
-                }
-                v
-            }
+            Some(why) => self.unverifiable_command(&format!("no rule can match it exactly: {why}")),
             None => {
                 let inner = part.rendered();
                 if let Some(r) = self.bash_rule(&self.cfg.allow, |s| spec_matches(s, &inner)) {
@@ -751,10 +839,22 @@ impl Engine {
                 } else if read_only {
                     Verdict::new(Decision::Allow, "a read-only command", None)
                 } else {
-                    self.mode_verdict("Bash", false, None, &[])
+                    self.sandboxed_allow()
+                        .unwrap_or_else(|| self.mode_verdict("Bash", false, None, &[]))
                 }
             }
         };
+        // A command that runs without asking because it is sandboxed (auto-allow, a bare
+        // `Bash` allow, bypassPermissions) also writes where it likes: the mode's asks on
+        // its redirections are lifted; deny and ask rules on the files still hold.
+        if command.decision == Decision::Allow && self.sandboxed_allow().is_some() {
+            for v in &mut file_verdicts {
+                if v.decision == Decision::Ask && v.rule.is_none() {
+                    v.decision = Decision::Allow;
+                    v.reason = format!("{} (a sandboxed command's write)", v.reason);
+                }
+            }
+        }
         // The worst of the command and the files it touches.
         std::iter::once(command)
             .chain(file_verdicts)

@@ -250,8 +250,11 @@ fn unparseable_asks_and_is_never_allowed_by_a_specifier() {
     assert_eq!(x.verdict.decision, Decision::Ask);
     assert!(x.unparseable.is_some());
     let all = engine(PermissionMode::Default, &["Bash"], &[], &["Bash(*curl*)"]);
-    assert_eq!(bash(&all, "if true; then ls; fi"), Decision::Allow);
+    // A deny rule that cannot be checked against it keeps a bare allow from running it.
+    assert_eq!(bash(&all, "if true; then ls; fi"), Decision::Ask);
     assert_eq!(bash(&all, "if true; then curl x; fi"), Decision::Deny);
+    let all = engine(PermissionMode::Default, &["Bash"], &[], &[]);
+    assert_eq!(bash(&all, "if true; then ls; fi"), Decision::Allow);
 }
 
 #[test]
@@ -262,4 +265,134 @@ fn explanations_name_the_part() {
     assert_eq!(x.parts[0].1.decision, Decision::Allow);
     assert_eq!(x.parts[1].1.decision, Decision::Ask);
     assert!(x.verdict.reason.contains("curl x"), "{}", x.verdict.reason);
+}
+
+/// An engine as the settings build it: the sandbox auto-allow on unless `strict`.
+fn sandboxed(
+    mode: PermissionMode,
+    allow: &[&str],
+    ask: &[&str],
+    deny: &[&str],
+    strict: bool,
+) -> Engine {
+    let mut cfg = engine(mode, allow, ask, deny).config().clone();
+    cfg.auto_allow_bash_if_sandboxed = !strict;
+    Engine::new(cfg)
+}
+
+#[test]
+fn auto_allow_runs_what_no_deny_or_ask_rule_matches() {
+    let e = sandboxed(
+        PermissionMode::Default,
+        &[],
+        &["Bash(git push *)", "Edit(./keep/**)"],
+        &["Bash(rm *)", "Edit(./locked/**)"],
+        false,
+    );
+    for cmd in [
+        "make",
+        "npm install",
+        "ls > /tmp/x",
+        "echo x > out.txt",
+        "touch a b",
+    ] {
+        assert_eq!(bash(&e, cmd), Decision::Allow, "{cmd}");
+    }
+    assert_eq!(bash(&e, "rm -rf x"), Decision::Deny);
+    assert_eq!(bash(&e, "git push origin"), Decision::Ask);
+    assert_eq!(bash(&e, "echo x > locked/a"), Decision::Deny);
+    assert_eq!(bash(&e, "echo x > keep/a"), Decision::Ask);
+    // A computed target or command might be what a rule names: asked, never allowed.
+    assert_eq!(bash(&e, "echo x > \"$OUT\""), Decision::Ask);
+    assert_eq!(bash(&e, "PATH=. make"), Decision::Ask);
+    // Without Edit or Bash specifier rules there is nothing to check them against.
+    let open = sandboxed(PermissionMode::Default, &[], &[], &[], false);
+    assert_eq!(bash(&open, "echo x > \"$OUT\""), Decision::Allow);
+    assert_eq!(bash(&open, "cat ~someone/.env"), Decision::Allow);
+    let reads = sandboxed(PermissionMode::Default, &[], &[], &["Read(./.env)"], false);
+    assert_eq!(bash(&reads, "cat ~someone/.env"), Decision::Ask);
+    assert_eq!(bash(&open, "PATH=. make"), Decision::Allow);
+    // dontAsk counts the auto-allow as pre-approval; plan mode still runs only read-only
+    // commands.
+    let dont_ask = sandboxed(
+        PermissionMode::DontAsk,
+        &[],
+        &["Bash(git push *)"],
+        &[],
+        false,
+    );
+    assert_eq!(bash(&dont_ask, "make"), Decision::Allow);
+    assert_eq!(bash(&dont_ask, "git push"), Decision::Deny);
+    let plan = sandboxed(PermissionMode::Plan, &[], &[], &[], false);
+    assert_eq!(bash(&plan, "make"), Decision::Deny);
+    assert_eq!(bash(&plan, "ls"), Decision::Allow);
+    // Auto-allow concerns Bash only.
+    let edit = json!({"file_path": "/ws/sub/a.rs"});
+    assert_eq!(open.decide("Edit", &edit, false).decision, Decision::Ask);
+}
+
+#[test]
+fn strict_mode_sends_every_non_read_only_command_through_the_rules() {
+    let e = sandboxed(
+        PermissionMode::Default,
+        &["Bash(npm test *)"],
+        &[],
+        &[],
+        true,
+    );
+    assert_eq!(bash(&e, "make"), Decision::Ask);
+    assert_eq!(bash(&e, "ls > out.txt"), Decision::Ask);
+    assert_eq!(bash(&e, "ls"), Decision::Allow);
+    assert_eq!(bash(&e, "npm test -w"), Decision::Allow);
+    assert_eq!(bash(&e, "npm test && curl x"), Decision::Ask);
+}
+
+#[test]
+fn bypass_never_asks_on_its_own_and_deny_rules_hold() {
+    let open = sandboxed(PermissionMode::BypassPermissions, &[], &[], &[], true);
+    for cmd in [
+        "echo x > \"$OUT\"",
+        "cd sub && echo x > f",
+        "$CMD x",
+        "echo x > /etc/x",
+    ] {
+        assert_eq!(bash(&open, cmd), Decision::Allow, "{cmd}");
+    }
+    let denied = sandboxed(
+        PermissionMode::BypassPermissions,
+        &[],
+        &[],
+        &["Bash(curl *)", "Edit(./locked/**)"],
+        true,
+    );
+    assert_eq!(bash(&denied, "curl x"), Decision::Deny);
+    assert_eq!(bash(&denied, "echo x > locked/a"), Decision::Deny);
+    // What cannot be checked against a deny rule is denied, not asked.
+    assert_eq!(bash(&denied, "echo x > \"$OUT\""), Decision::Deny);
+    assert_eq!(bash(&denied, "PATH=. make"), Decision::Deny);
+    assert_eq!(bash(&denied, "make > out.txt"), Decision::Allow);
+}
+
+#[test]
+fn a_bare_bash_allow_allows_every_command_and_its_redirections() {
+    for strict in [true, false] {
+        let e = sandboxed(PermissionMode::AcceptEdits, &["Bash"], &[], &[], strict);
+        for cmd in [
+            "ls > /tmp/x",
+            "echo x > /etc/x",
+            "make",
+            "echo x > \"$OUT\"",
+        ] {
+            assert_eq!(bash(&e, cmd), Decision::Allow, "{cmd} strict={strict}");
+        }
+    }
+    let e = sandboxed(
+        PermissionMode::AcceptEdits,
+        &["Bash"],
+        &[],
+        &["Edit(//etc/**)"],
+        true,
+    );
+    assert_eq!(bash(&e, "echo x > /etc/x"), Decision::Deny);
+    assert_eq!(bash(&e, "ls > /tmp/x"), Decision::Allow);
 }

@@ -2,8 +2,8 @@
 //!
 //! | source  | file                                                         |
 //! |---------|--------------------------------------------------------------|
-//! | managed | `/etc/cordon/managed-settings.json` (`CORDON_MANAGED_SETTINGS`) |
-//! | cli     | `--settings FILE`, then `--allowedTools` / `--disallowedTools` / `--permission-mode` |
+//! | managed | `/etc/cordon/managed-settings.json` (`CORDON_MANAGED_SETTINGS` only where that is absent) |
+//! | cli     | `--settings FILE` or `--settings '{...}'`, then `--allowedTools` / `--disallowedTools` / `--permission-mode` |
 //! | local   | `<workspace>/.claude/settings.local.json`                    |
 //! | project | `<workspace>/.claude/settings.json`                          |
 //! | user    | `~/.cordon/settings.json` (`CORDON_USER_SETTINGS`)           |
@@ -11,19 +11,24 @@
 //! Precedence is in that order: a scalar key takes the highest source's value; rule lists
 //! merge (all sources' rules apply; deny beats ask beats allow whatever their source).
 //!
-//! The repository is untrusted, so project and local settings are limited:
-//! - they can add rules, but never remove one: a managed deny always applies;
+//! The workspace's own files (local, project) are the repository's. Until the user trusts
+//! the workspace ([`crate::trust`]) they may only narrow: `policies/untrusted-settings.json`
+//! says what they keep (deny and ask rules, narrower modes, `disableAllHooks`,
+//! `sandbox.autoAllowBashIfSandboxed: false`); everything else (allow rules, acceptEdits
+//! and bypassPermissions, hooks, env, additional directories, sandbox and MCP settings) is
+//! ignored and listed in [`Settings::ignored`]. Once trusted, they count like the user's.
+//! In every case:
+//! - a source can add rules, never remove one: a managed deny always applies;
 //! - with `allowManagedPermissionRulesOnly` (managed only), only managed rules count, also
 //!   over the CLI flags; with `allowManagedHooksOnly`, only managed hooks run;
-//! - `defaultMode: bypassPermissions` from project or local settings is ignored (a
-//!   repository must not switch prompts off for whoever runs it); user and CLI may set it
-//!   unless the managed `disableBypassPermissionsMode: "disable"` forbids it everywhere;
-//! - `additionalDirectories` from project or local settings is ignored (it would widen what
-//!   acceptEdits allows without asking).
+//! - `disableBypassPermissionsMode: "disable"` (managed only) forbids bypassPermissions;
+//! - `trustedDirectories` counts from the user's and the managed settings only, and
+//!   `allowHeadlessTrust: false` (managed only) refuses `--trust`.
 //!
-//! `allowManagedPermissionRulesOnly` and `allowManagedHooksOnly` are honoured only from the
-//! managed file; elsewhere they are warned about and ignored.
+//! `allowManagedPermissionRulesOnly`, `allowManagedHooksOnly` and `allowHeadlessTrust` are
+//! honoured only from the managed file; elsewhere they are warned about and ignored.
 
+pub mod local_rules;
 mod validate;
 
 use std::collections::BTreeMap;
@@ -34,6 +39,12 @@ use serde_json::Value;
 use crate::permissions::{
     EngineConfig, PermissionMode, Rule, ScopedRule, paths::PathPattern, split_rule_list,
 };
+use crate::trust::{IgnoredSetting, TrustInputs, TrustStore, WorkspaceTrust};
+pub use local_rules::{LocalRuleAdded, LocalRuleError, add_local_allow_rule};
+
+/// The workspace's own settings files, relative to it, highest precedence first.
+pub const LOCAL_FILE: &str = ".claude/settings.local.json";
+pub const PROJECT_FILE: &str = ".claude/settings.json";
 
 /// Where a setting came from, highest precedence first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
@@ -57,7 +68,7 @@ impl Source {
         }
     }
 
-    /// Settings the repository itself provides (untrusted).
+    /// Settings the workspace itself carries (they may only narrow until it is trusted).
     pub fn is_repository(self) -> bool {
         matches!(self, Self::Local | Self::Project)
     }
@@ -69,11 +80,31 @@ impl std::fmt::Display for Source {
     }
 }
 
+/// `--settings`: a file, or inline JSON (as Claude Code takes it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SettingsArg {
+    File(PathBuf),
+    Inline(String),
+}
+
+impl SettingsArg {
+    /// Inline JSON when the argument starts with `{`, else a file's path.
+    pub fn parse(arg: &str) -> SettingsArg {
+        if arg.trim_start().starts_with('{') {
+            SettingsArg::Inline(arg.to_string())
+        } else {
+            SettingsArg::File(PathBuf::from(arg))
+        }
+    }
+}
+
 /// The command line's part of the settings.
 #[derive(Debug, Clone, Default)]
 pub struct CliSettings {
-    /// `--settings FILE`.
-    pub settings_file: Option<PathBuf>,
+    /// `--settings FILE` or `--settings '{...}'`.
+    pub settings: Option<SettingsArg>,
+    /// `--trust`: trust the workspace for this run.
+    pub trust: bool,
     /// `--allowedTools` (each entry may hold several rules).
     pub allowed_tools: Vec<String>,
     /// `--disallowedTools`.
@@ -98,6 +129,12 @@ pub enum SettingsError {
     },
     #[error("{path}: {problem}")]
     Invalid { path: String, problem: String },
+    #[error(
+        "--trust is refused by the managed settings (allowHeadlessTrust: false); trust the workspace with `cordon trust` instead"
+    )]
+    TrustFlagRefused,
+    #[error("deciding whether the workspace is trusted: {0}")]
+    Trust(#[from] Box<crate::trust::TrustError>),
 }
 
 /// The merged permission settings, each rule with its origin.
@@ -111,6 +148,8 @@ pub struct PermissionSettings {
     pub additional_directories: Vec<(PathBuf, Source)>,
     /// The managed settings disabled bypassPermissions.
     pub bypass_disabled: bool,
+    /// `sandbox.autoAllowBashIfSandboxed` and the source that set it.
+    pub auto_allow_bash: Option<(bool, Source)>,
 }
 
 /// One file that was read.
@@ -135,13 +174,94 @@ pub struct Settings {
     pub home: Option<PathBuf>,
     files: Vec<LoadedFile>,
     warnings: Vec<String>,
+    trust: WorkspaceTrust,
+    ignored: Vec<IgnoredSetting>,
 }
 
-/// The managed settings file (`CORDON_MANAGED_SETTINGS` overrides, for tests).
+/// Where settings come from besides the workspace and the command line.
+#[derive(Debug, Clone)]
+pub struct SettingsSources {
+    pub managed: PathBuf,
+    pub user: Option<PathBuf>,
+    /// The user's home (`~` in rules and `trustedDirectories`).
+    pub home: Option<PathBuf>,
+    /// The record of trusted workspaces (none: nothing was ever trusted).
+    pub trust_store: Option<TrustStore>,
+}
+
+impl SettingsSources {
+    /// The managed and user files, home and trust record of this process's environment.
+    pub fn from_env() -> SettingsSources {
+        SettingsSources {
+            managed: managed_path(),
+            user: user_path(),
+            home: std::env::var_os("HOME").map(PathBuf::from),
+            trust_store: TrustStore::from_env().ok(),
+        }
+    }
+
+    /// Only a managed file: no user settings, no home, nothing trusted (tests).
+    pub fn managed_only(managed: &Path) -> SettingsSources {
+        SettingsSources {
+            managed: managed.to_path_buf(),
+            user: None,
+            home: None,
+            trust_store: None,
+        }
+    }
+}
+
+/// The operator's managed settings file.
+pub const MANAGED_PATH: &str = "/etc/cordon/managed-settings.json";
+/// Names another managed file where the operator installed none (tests).
+pub const MANAGED_ENV: &str = "CORDON_MANAGED_SETTINGS";
+
+/// The managed settings file: [`MANAGED_PATH`], or `CORDON_MANAGED_SETTINGS` when no file
+/// (not even a dangling link) is at [`MANAGED_PATH`].
+///
+/// Security: the override lets tests, and hosts without an operator, have a managed layer;
+/// it can never replace the operator's file, so no one who sets this process's environment
+/// can drop the operator's locks. A repository cannot set it at all: settings `env`
+/// reaches only the sandbox, never Cordon's own environment.
 pub fn managed_path() -> PathBuf {
-    std::env::var_os("CORDON_MANAGED_SETTINGS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/etc/cordon/managed-settings.json"))
+    managed_path_from(Path::new(MANAGED_PATH), std::env::var_os(MANAGED_ENV))
+}
+
+fn managed_path_from(system: &Path, override_path: Option<std::ffi::OsString>) -> PathBuf {
+    match override_path {
+        Some(p) if std::fs::symlink_metadata(system).is_err() => PathBuf::from(p),
+        Some(_) => {
+            tracing::warn!(
+                "{MANAGED_ENV} ignored: the operator's {} exists",
+                system.display()
+            );
+            system.to_path_buf()
+        }
+        None => system.to_path_buf(),
+    }
+}
+
+/// Reads a settings file as text; `None` when it does not exist. The one place settings
+/// files are read from disk.
+fn read_text(path: &Path) -> Result<Option<String>, SettingsError> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(SettingsError::Read {
+            path: path.to_path_buf(),
+            source: e,
+        }),
+    }
+}
+
+/// The workspace's own settings files (local, project), as text, each `None` when absent.
+pub fn read_repository_files(
+    workspace: &Path,
+) -> Result<Vec<(&'static str, Option<String>)>, SettingsError> {
+    [LOCAL_FILE, PROJECT_FILE]
+        .into_iter()
+        .map(|rel| Ok((rel, read_text(&workspace.join(rel))?)))
+        .collect()
 }
 
 /// The user settings file (`CORDON_USER_SETTINGS` overrides, for tests).
@@ -153,41 +273,24 @@ pub fn user_path() -> Option<PathBuf> {
 }
 
 impl Settings {
-    /// Loads and merges every source for `workspace`.
+    /// Loads and merges every source for `workspace` (canonical).
     pub fn load(workspace: &Path, cli: CliSettings) -> Result<Settings, SettingsError> {
-        let home = std::env::var_os("HOME").map(PathBuf::from);
-        Self::load_from(
-            workspace,
-            cli,
-            &managed_path(),
-            user_path().as_deref(),
-            home,
-        )
+        Self::load_from(workspace, cli, &SettingsSources::from_env())
     }
 
-    /// [`Settings::load`] with explicit managed and user files.
+    /// [`Settings::load`] with explicit sources.
     pub fn load_from(
         workspace: &Path,
         cli: CliSettings,
-        managed: &Path,
-        user: Option<&Path>,
-        home: Option<PathBuf>,
+        sources: &SettingsSources,
     ) -> Result<Settings, SettingsError> {
         let mut files = Vec::new();
         let mut warnings = Vec::new();
-        let mut read = |source: Source, path: &Path, required: bool| {
-            if !required && !path.exists() {
-                return Ok(());
-            }
-            let text = std::fs::read_to_string(path).map_err(|e| SettingsError::Read {
-                path: path.to_path_buf(),
+        let mut parse = |source: Source, origin: String, text: &str| {
+            let value: Value = serde_json::from_str(text).map_err(|e| SettingsError::Parse {
+                path: PathBuf::from(&origin),
                 source: e,
             })?;
-            let value: Value = serde_json::from_str(&text).map_err(|e| SettingsError::Parse {
-                path: path.to_path_buf(),
-                source: e,
-            })?;
-            let origin = path.display().to_string();
             for w in validate::check(&value).map_err(|problem| SettingsError::Invalid {
                 path: origin.clone(),
                 problem,
@@ -201,22 +304,31 @@ impl Settings {
             });
             Ok::<(), SettingsError>(())
         };
-        read(Source::Managed, managed, false)?;
-        if let Some(f) = &cli.settings_file {
-            read(Source::Cli, f, true)?;
+        let origin = |p: &Path| p.display().to_string();
+        if let Some(text) = read_text(&sources.managed)? {
+            parse(Source::Managed, origin(&sources.managed), &text)?;
         }
-        read(
-            Source::Local,
-            &workspace.join(".claude/settings.local.json"),
-            false,
-        )?;
-        read(
-            Source::Project,
-            &workspace.join(".claude/settings.json"),
-            false,
-        )?;
-        if let Some(u) = user {
-            read(Source::User, u, false)?;
+        match &cli.settings {
+            Some(SettingsArg::File(f)) => {
+                let text = read_text(f)?.ok_or_else(|| SettingsError::Read {
+                    path: f.clone(),
+                    source: std::io::ErrorKind::NotFound.into(),
+                })?;
+                parse(Source::Cli, origin(f), &text)?;
+            }
+            Some(SettingsArg::Inline(json)) => parse(Source::Cli, "--settings".into(), json)?,
+            None => {}
+        }
+        let repository = read_repository_files(workspace)?;
+        for ((rel, text), source) in repository.iter().zip([Source::Local, Source::Project]) {
+            if let Some(text) = text {
+                parse(source, origin(&workspace.join(rel)), text)?;
+            }
+        }
+        if let Some(u) = &sources.user
+            && let Some(text) = read_text(u)?
+        {
+            parse(Source::User, origin(u), &text)?;
         }
         // The flags, as one more CLI "file" after `--settings` (and so above it).
         let flags = cli_flags_value(&cli);
@@ -226,7 +338,7 @@ impl Settings {
                 problem,
             });
         }
-        // Right after the managed file: the flags outrank `--settings FILE`.
+        // Right after the managed file: the flags outrank `--settings`.
         let at = files
             .iter()
             .position(|f| f.source != Source::Managed)
@@ -241,15 +353,96 @@ impl Settings {
         );
         let mut s = Settings {
             workspace: workspace.to_path_buf(),
-            home,
+            home: sources.home.clone(),
             warnings,
             ..Settings::default()
         };
+        s.trust = s.decide_trust(&files, &repository, &cli, sources)?;
+        if !s.trust.is_trusted() {
+            s.restrict_repository(&mut files);
+        }
         s.merge(files)?;
         for w in &s.warnings {
             tracing::warn!("settings: {w}");
         }
         Ok(s)
+    }
+
+    /// Whether the workspace is trusted, from its files as they were just read.
+    fn decide_trust(
+        &mut self,
+        files: &[LoadedFile],
+        repository: &[(&'static str, Option<String>)],
+        cli: &CliSettings,
+        sources: &SettingsSources,
+    ) -> Result<WorkspaceTrust, SettingsError> {
+        let managed = files.iter().find(|f| f.source == Source::Managed);
+        let headless_allowed = managed
+            .and_then(|m| m.value.get("allowHeadlessTrust"))
+            .and_then(Value::as_bool)
+            .unwrap_or(true);
+        if cli.trust && !headless_allowed {
+            return Err(SettingsError::TrustFlagRefused);
+        }
+        let mut directories = Vec::new();
+        for f in files {
+            let Some(dirs) = f.value.get("trustedDirectories").and_then(Value::as_array) else {
+                continue;
+            };
+            if !matches!(f.source, Source::Managed | Source::User) {
+                if !f.source.is_repository() {
+                    self.warnings.push(format!(
+                        "{}: trustedDirectories is honoured only in the user's and the managed settings; ignored",
+                        f.origin
+                    ));
+                }
+                continue;
+            }
+            for d in dirs.iter().filter_map(Value::as_str) {
+                match crate::permissions::paths::expand_home(d, self.home.as_deref()) {
+                    Some(p) if p.is_absolute() => directories.push(p),
+                    _ => self.warnings.push(format!(
+                        "{}: trustedDirectories entry {d:?} is not an absolute path; ignored",
+                        f.origin
+                    )),
+                }
+            }
+        }
+        // The settings files are bound by the very bytes parsed above.
+        let texts: Vec<(&str, Option<&[u8]>)> = repository
+            .iter()
+            .map(|(rel, text)| (*rel, text.as_deref().map(str::as_bytes)))
+            .collect();
+        let inputs = TrustInputs {
+            flag: cli.trust,
+            directories: &directories,
+            store: sources.trust_store.as_ref(),
+        };
+        let workspace = &self.workspace;
+        crate::trust::decide(
+            workspace,
+            || crate::trust::Fingerprint::of(workspace, &texts),
+            &inputs,
+        )
+        .map_err(|e| SettingsError::Trust(Box::new(e)))
+    }
+
+    /// Drops from the repository's files what an untrusted workspace may not set.
+    fn restrict_repository(&mut self, files: &mut [LoadedFile]) {
+        for f in files.iter_mut().filter(|f| f.source.is_repository()) {
+            let (kept, ignored) = crate::trust::untrusted::restrict(&f.value, &f.origin);
+            f.value = kept;
+            self.ignored.extend(ignored);
+        }
+        let mcp = self.workspace.join(".mcp.json");
+        // An empty file is a running session's placeholder, not a server list.
+        if std::fs::symlink_metadata(&mcp).is_ok_and(|m| !m.is_file() || m.len() > 0) {
+            self.ignored.push(IgnoredSetting {
+                file: mcp.display().to_string(),
+                key: "mcpServers".into(),
+                why: "MCP servers are programs the repository chose".into(),
+            });
+        }
     }
 
     fn merge(&mut self, files: Vec<LoadedFile>) -> Result<(), SettingsError> {
@@ -267,7 +460,11 @@ impl Settings {
             .and_then(Value::as_str)
             == Some("disable");
         for f in &files {
-            for key in ["allowManagedPermissionRulesOnly", "allowManagedHooksOnly"] {
+            for key in [
+                "allowManagedPermissionRulesOnly",
+                "allowManagedHooksOnly",
+                "allowHeadlessTrust",
+            ] {
                 if f.source != Source::Managed && f.value.get(key).is_some() {
                     self.warnings.push(format!(
                         "{}: {key} is honoured only in the managed settings; ignored",
@@ -318,20 +515,21 @@ impl Settings {
                 .and_then(|p| p.get("additionalDirectories"))
                 .and_then(Value::as_array)
             {
-                if f.source.is_repository() {
-                    self.warnings.push(format!(
-                        "{}: permissions.additionalDirectories ignored: the repository's settings cannot widen where edits are accepted",
-                        f.origin
-                    ));
-                } else {
-                    for d in dirs.iter().filter_map(Value::as_str) {
-                        let path = crate::permissions::paths::expand_home(d, self.home.as_deref())
-                            .map(|p| crate::permissions::paths::absolute(&p, &root));
-                        if let Some(p) = path {
-                            self.permissions.additional_directories.push((p, f.source));
-                        }
+                for d in dirs.iter().filter_map(Value::as_str) {
+                    let path = crate::permissions::paths::expand_home(d, self.home.as_deref())
+                        .map(|p| crate::permissions::paths::absolute(&p, &root));
+                    if let Some(p) = path {
+                        self.permissions.additional_directories.push((p, f.source));
                     }
                 }
+            }
+            if self.permissions.auto_allow_bash.is_none()
+                && let Some(on) = f
+                    .value
+                    .pointer("/sandbox/autoAllowBashIfSandboxed")
+                    .and_then(Value::as_bool)
+            {
+                self.permissions.auto_allow_bash = Some((on, f.source));
             }
             if self.model.is_none() {
                 self.model = f
@@ -363,22 +561,14 @@ impl Settings {
         if self.permissions.default_mode.is_some() {
             return;
         }
-        if mode == PermissionMode::BypassPermissions {
-            if f.source.is_repository() {
-                // Security: the repository is untrusted; it must not switch prompts off.
-                self.warnings.push(format!(
-                    "{}: defaultMode bypassPermissions ignored: a repository's settings cannot disable permission checks",
-                    f.origin
-                ));
-                return;
-            }
-            if self.permissions.bypass_disabled {
-                self.warnings.push(format!(
-                    "{}: defaultMode bypassPermissions ignored: disabled by the managed settings",
-                    f.origin
-                ));
-                return;
-            }
+        // An untrusted repository's acceptEdits or bypassPermissions never gets here: its
+        // files were restricted before the merge.
+        if mode == PermissionMode::BypassPermissions && self.permissions.bypass_disabled {
+            self.warnings.push(format!(
+                "{}: defaultMode bypassPermissions ignored: disabled by the managed settings",
+                f.origin
+            ));
+            return;
         }
         self.permissions.default_mode = Some((mode, f.source));
     }
@@ -395,6 +585,62 @@ impl Settings {
     /// Warnings about unknown keys and ignored values.
     pub fn warnings(&self) -> &[String] {
         &self.warnings
+    }
+
+    /// Whether the workspace is trusted, and how (or why not).
+    pub fn trust(&self) -> &WorkspaceTrust {
+        &self.trust
+    }
+
+    /// What the untrusted workspace's own settings set and this session ignores.
+    pub fn ignored(&self) -> &[IgnoredSetting] {
+        &self.ignored
+    }
+
+    /// The one message saying what an untrusted workspace's settings lost, for stderr; `None`
+    /// when nothing was ignored.
+    pub fn untrusted_notice(&self) -> Option<String> {
+        if self.ignored.is_empty() {
+            return None;
+        }
+        let changed = match &self.trust {
+            WorkspaceTrust::Untrusted {
+                reason: crate::trust::UntrustedReason::Changed(files),
+            } => format!(" (trusted before; changed since: {})", files.join(", ")),
+            WorkspaceTrust::Untrusted {
+                reason: crate::trust::UntrustedReason::Unverifiable(why),
+            } => format!(" (trusted before; cannot be checked now: {why})"),
+            _ => String::new(),
+        };
+        let mut text = format!(
+            "workspace {} is not trusted{changed}; its own settings may only narrow, so these are ignored:",
+            self.workspace.display()
+        );
+        for i in &self.ignored {
+            text.push_str(&format!("\n  {i}"));
+        }
+        text.push_str(&format!(
+            "\ntrust it with `cordon trust {}` (or --trust for one run)",
+            self.workspace.display()
+        ));
+        Some(text)
+    }
+
+    /// The trust state and the ignored settings, for the stream-json init record.
+    pub fn trust_record(&self) -> Value {
+        let mut v = serde_json::to_value(&self.trust).unwrap_or(Value::Null);
+        if let Some(obj) = v.as_object_mut() {
+            obj.insert(
+                "ignored".into(),
+                serde_json::to_value(&self.ignored).unwrap_or(Value::Null),
+            );
+        }
+        v
+    }
+
+    /// `sandbox.autoAllowBashIfSandboxed`: true unless a source set it false.
+    pub fn auto_allow_bash(&self) -> bool {
+        self.permissions.auto_allow_bash.is_none_or(|(on, _)| on)
     }
 
     /// The files that were read (and the CLI flags as `cli`), highest precedence first.
@@ -437,6 +683,7 @@ impl Settings {
             .map(|(p, _)| p.clone())
             .collect();
         cfg.bypass_disabled = self.permissions.bypass_disabled;
+        cfg.auto_allow_bash_if_sandboxed = self.auto_allow_bash();
         cfg
     }
 

@@ -11,6 +11,7 @@ struct Fixture {
     managed: PathBuf,
     user: PathBuf,
     home: PathBuf,
+    store: TrustStore,
 }
 
 fn fixture() -> Fixture {
@@ -23,9 +24,18 @@ fn fixture() -> Fixture {
     Fixture {
         managed: root.join("managed.json"),
         user: home.join("settings.json"),
+        store: TrustStore::at(&root.join("cordon")),
         ws,
         home,
         _dir: dir,
+    }
+}
+
+/// The command line of a run with `--trust`.
+fn trusted() -> CliSettings {
+    CliSettings {
+        trust: true,
+        ..CliSettings::default()
     }
 }
 
@@ -41,13 +51,13 @@ impl Fixture {
         write(&self.ws.join(".claude/settings.local.json"), v);
     }
     fn load(&self, cli: CliSettings) -> Result<Settings, SettingsError> {
-        Settings::load_from(
-            &self.ws,
-            cli,
-            &self.managed,
-            Some(&self.user),
-            Some(self.home.clone()),
-        )
+        let sources = SettingsSources {
+            managed: self.managed.clone(),
+            user: Some(self.user.clone()),
+            home: Some(self.home.clone()),
+            trust_store: Some(self.store.clone()),
+        };
+        Settings::load_from(&self.ws, cli, &sources)
     }
     fn engine(&self, cli: CliSettings) -> Engine {
         Engine::new(self.load(cli).unwrap().engine_config(&self.ws))
@@ -71,7 +81,7 @@ fn lists_merge_and_scalars_take_the_highest_source() {
         &f.user,
         json!({"permissions": {"allow": ["Bash(cargo *)"], "defaultMode": "plan"}, "env": {"A": "user", "B": "user"}}),
     );
-    let s = f.load(CliSettings::default()).unwrap();
+    let s = f.load(trusted()).unwrap();
     assert_eq!(s.model.as_deref(), Some("managed-model"));
     assert_eq!(s.mode(), PermissionMode::AcceptEdits);
     assert_eq!(s.permissions.allow.len(), 3);
@@ -103,7 +113,7 @@ fn cli_flags_outrank_the_settings_file_and_the_repository() {
     f.project(json!({"permissions": {"defaultMode": "acceptEdits"}}));
     let s = f
         .load(CliSettings {
-            settings_file: Some(file.clone()),
+            settings: Some(SettingsArg::File(file.clone())),
             permission_mode: Some(PermissionMode::DontAsk),
             allowed_tools: vec!["Read Bash(git log:*)".into()],
             model: Some("flag".into()),
@@ -116,7 +126,7 @@ fn cli_flags_outrank_the_settings_file_and_the_repository() {
     assert_eq!(s.permissions.allow.len(), 2);
     let s = f
         .load(CliSettings {
-            settings_file: Some(file),
+            settings: Some(SettingsArg::File(file)),
             ..CliSettings::default()
         })
         .unwrap();
@@ -131,14 +141,16 @@ fn the_repository_cannot_widen_what_managed_denies() {
         json!({"permissions": {"deny": ["Bash(curl *)", "Read(./.env)"]}}),
     );
     f.project(json!({"permissions": {"allow": ["Bash", "Bash(curl *)", "Read(./.env)"]}}));
-    let e = f.engine(CliSettings::default());
-    assert_eq!(bash(&e, "curl x"), Decision::Deny);
-    assert_eq!(bash(&e, "cat .env"), Decision::Deny);
-    let env = f.ws.join(".env").display().to_string();
-    assert_eq!(
-        e.decide("Read", &json!({"file_path": env}), true).decision,
-        Decision::Deny
-    );
+    for cli in [CliSettings::default(), trusted()] {
+        let e = f.engine(cli);
+        assert_eq!(bash(&e, "curl x"), Decision::Deny);
+        assert_eq!(bash(&e, "cat .env"), Decision::Deny);
+        let env = f.ws.join(".env").display().to_string();
+        assert_eq!(
+            e.decide("Read", &json!({"file_path": env}), true).decision,
+            Decision::Deny
+        );
+    }
     let s = f.load(CliSettings::default()).unwrap();
     let kernel = s.read_edit_deny_rules(&f.ws);
     assert_eq!(kernel.len(), 1);
@@ -150,7 +162,8 @@ fn managed_only_rules_ignore_everyone_else() {
     let f = fixture();
     write(
         &f.managed,
-        json!({"allowManagedPermissionRulesOnly": true, "permissions": {"allow": ["Bash(make)"]}}),
+        json!({"allowManagedPermissionRulesOnly": true, "permissions": {"allow": ["Bash(make)"]},
+            "sandbox": {"autoAllowBashIfSandboxed": false}}),
     );
     f.project(
         json!({"permissions": {"allow": ["Bash(npm test)"]}, "allowManagedHooksOnly": false}),
@@ -162,7 +175,7 @@ fn managed_only_rules_ignore_everyone_else() {
     assert_eq!(bash(&e, "make"), Decision::Allow);
     assert_eq!(bash(&e, "npm test"), Decision::Ask);
     assert_eq!(bash(&e, "cargo build"), Decision::Ask);
-    let s = f.load(CliSettings::default()).unwrap();
+    let s = f.load(trusted()).unwrap();
     assert!(
         s.warnings()
             .iter()
@@ -171,16 +184,23 @@ fn managed_only_rules_ignore_everyone_else() {
 }
 
 #[test]
-fn bypass_mode_from_the_repository_is_refused() {
+fn bypass_mode_from_the_repository_needs_trust() {
     let f = fixture();
     f.project(json!({"permissions": {"defaultMode": "bypassPermissions"}}));
     let s = f.load(CliSettings::default()).unwrap();
     assert_eq!(s.mode(), PermissionMode::Default);
     assert!(
-        s.warnings()
+        s.ignored()
             .iter()
-            .any(|w| w.contains("bypassPermissions ignored"))
+            .any(|i| i.key == "permissions.defaultMode = \"bypassPermissions\""),
+        "{:?}",
+        s.ignored()
     );
+    assert_eq!(
+        f.load(trusted()).unwrap().mode(),
+        PermissionMode::BypassPermissions
+    );
+    std::fs::remove_file(f.ws.join(".claude/settings.json")).unwrap();
     // The user may.
     write(
         &f.user,
@@ -213,9 +233,13 @@ fn hooks_by_source_respect_managed_only() {
     let hook = json!({"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "x"}]}]});
     write(&f.managed, json!({"hooks": hook}));
     f.project(json!({"hooks": hook}));
-    let s = f.load(CliSettings::default()).unwrap();
+    let s = f.load(trusted()).unwrap();
     let sources: Vec<Source> = s.hooks_by_source().into_iter().map(|(s, _)| s).collect();
     assert_eq!(sources, [Source::Managed, Source::Project]);
+    // Untrusted, the repository's hooks never run.
+    let s = f.load(CliSettings::default()).unwrap();
+    let sources: Vec<Source> = s.hooks_by_source().into_iter().map(|(s, _)| s).collect();
+    assert_eq!(sources, [Source::Managed]);
     write(
         &f.managed,
         json!({"hooks": hook, "allowManagedHooksOnly": true}),
@@ -266,7 +290,7 @@ fn invalid_values_name_the_file_and_the_path() {
     assert!(err.contains("invalid JSON"), "{err}");
     let err = f
         .load(CliSettings {
-            settings_file: Some(f.ws.join("missing.json")),
+            settings: Some(SettingsArg::File(f.ws.join("missing.json"))),
             ..CliSettings::default()
         })
         .unwrap_err()
@@ -311,10 +335,183 @@ fn project_root_anchor_and_additional_directories() {
         s.permissions.additional_directories,
         vec![(f.home.join("extra"), Source::User)]
     );
+    let s = f.load(trusted()).unwrap();
+    assert_eq!(
+        s.permissions.additional_directories,
+        vec![
+            (PathBuf::from("/tmp"), Source::Project),
+            (f.home.join("extra"), Source::User)
+        ]
+    );
     let e = Engine::new(s.engine_config(&f.ws.join("src")));
     let p = f.ws.join("src/a.rs").display().to_string();
     assert_eq!(
         e.decide("Edit", &json!({"file_path": p}), false).decision,
         Decision::Allow
     );
+}
+
+#[test]
+fn an_untrusted_workspace_may_only_narrow_and_says_what_it_lost() {
+    let f = fixture();
+    let hook = json!({"SessionStart": [{"hooks": [{"type": "command", "command": "touch m"}]}]});
+    f.project(json!({
+        "permissions": {"allow": ["Bash"], "deny": ["Bash(curl *)"], "ask": ["Edit"],
+            "defaultMode": "bypassPermissions"},
+        "hooks": hook, "env": {"BASH_ENV": "./x"}
+    }));
+    f.local(json!({"permissions": {"defaultMode": "plan"}}));
+    write(
+        &f.ws.join(".mcp.json"),
+        json!({"mcpServers": {"x": {"command": "x"}}}),
+    );
+    let s = f.load(CliSettings::default()).unwrap();
+    assert_eq!(s.trust(), &WorkspaceTrust::default());
+    assert!(s.permissions.allow.is_empty());
+    assert_eq!((s.permissions.deny.len(), s.permissions.ask.len()), (1, 1));
+    assert_eq!(s.mode(), PermissionMode::Plan, "narrowing modes count");
+    assert!(s.hooks_by_source().is_empty() && s.env.is_empty());
+    let keys: Vec<&str> = s.ignored().iter().map(|i| i.key.as_str()).collect();
+    assert_eq!(
+        keys,
+        [
+            "env",
+            "hooks",
+            "permissions.allow",
+            "permissions.defaultMode = \"bypassPermissions\"",
+            "mcpServers"
+        ]
+    );
+    let notice = s.untrusted_notice().unwrap();
+    assert!(
+        notice.contains("cordon trust") && notice.contains("permissions.allow"),
+        "{notice}"
+    );
+    assert_eq!(s.trust_record()["ignored"].as_array().unwrap().len(), 5);
+    // Trusted: all of it counts; a changed file untrusts again, naming it.
+    crate::trust::trust_workspace(&f.store, &f.ws).unwrap();
+    let s = f.load(CliSettings::default()).unwrap();
+    assert!(s.trust().is_trusted() && s.ignored().is_empty());
+    assert_eq!(s.permissions.allow.len(), 1);
+    assert_eq!(s.env.get("BASH_ENV").map(String::as_str), Some("./x"));
+    assert_eq!(s.hooks_by_source().len(), 1);
+    f.local(json!({"permissions": {"defaultMode": "acceptEdits"}}));
+    let s = f.load(CliSettings::default()).unwrap();
+    assert_eq!(
+        s.trust(),
+        &WorkspaceTrust::Untrusted {
+            reason: crate::trust::UntrustedReason::Changed(vec![LOCAL_FILE.into()])
+        }
+    );
+    assert!(s.untrusted_notice().unwrap().contains("changed since"));
+}
+
+#[test]
+fn trusted_directories_count_from_the_user_and_the_operator_only() {
+    let f = fixture();
+    f.project(json!({"permissions": {"allow": ["Bash"]}, "trustedDirectories": ["/"]}));
+    let s = f.load(CliSettings::default()).unwrap();
+    assert!(!s.trust().is_trusted());
+    write(&f.user, json!({"trustedDirectories": ["~/nowhere"]}));
+    assert!(!f.load(CliSettings::default()).unwrap().trust().is_trusted());
+    write(
+        &f.managed,
+        json!({"trustedDirectories": [f.ws.parent().unwrap()]}),
+    );
+    let s = f.load(CliSettings::default()).unwrap();
+    assert!(s.trust().is_trusted());
+    assert_eq!(s.permissions.allow.len(), 1);
+}
+
+#[test]
+fn the_operator_decides_whether_trust_flag_works() {
+    let f = fixture();
+    f.project(json!({"permissions": {"allow": ["Bash"]}}));
+    assert!(f.load(trusted()).unwrap().trust().is_trusted());
+    write(&f.managed, json!({"allowHeadlessTrust": false}));
+    let err = f.load(trusted()).unwrap_err();
+    assert!(matches!(err, SettingsError::TrustFlagRefused), "{err}");
+    // Elsewhere the key is warned about and has no effect.
+    write(&f.managed, json!({}));
+    write(&f.user, json!({"allowHeadlessTrust": false}));
+    let s = f.load(trusted()).unwrap();
+    assert!(s.trust().is_trusted());
+    assert!(
+        s.warnings()
+            .iter()
+            .any(|w| w.contains("allowHeadlessTrust"))
+    );
+}
+
+#[test]
+fn auto_allow_defaults_on_and_the_operator_can_lock_it_off() {
+    let f = fixture();
+    let make = |f: &Fixture, cli| bash(&f.engine(cli), "make");
+    assert_eq!(make(&f, CliSettings::default()), Decision::Allow);
+    // An untrusted repository may turn it off (narrowing), not back on.
+    f.project(json!({"sandbox": {"autoAllowBashIfSandboxed": false}}));
+    assert_eq!(make(&f, CliSettings::default()), Decision::Ask);
+    f.project(json!({"sandbox": {"autoAllowBashIfSandboxed": true}}));
+    write(
+        &f.user,
+        json!({"sandbox": {"autoAllowBashIfSandboxed": false}}),
+    );
+    assert_eq!(make(&f, CliSettings::default()), Decision::Ask);
+    assert_eq!(make(&f, trusted()), Decision::Allow);
+    write(
+        &f.managed,
+        json!({"sandbox": {"autoAllowBashIfSandboxed": false}}),
+    );
+    write(
+        &f.user,
+        json!({"sandbox": {"autoAllowBashIfSandboxed": true}}),
+    );
+    let inline = CliSettings {
+        settings: Some(SettingsArg::parse(
+            r#"{"sandbox": {"autoAllowBashIfSandboxed": true}}"#,
+        )),
+        trust: true,
+        ..CliSettings::default()
+    };
+    assert_eq!(make(&f, inline), Decision::Ask);
+}
+
+#[test]
+fn inline_settings_json_is_a_cli_source() {
+    let f = fixture();
+    assert_eq!(
+        SettingsArg::parse("./s.json"),
+        SettingsArg::File("./s.json".into())
+    );
+    let cli = CliSettings {
+        settings: Some(SettingsArg::parse(
+            r#" {"permissions": {"allow": ["Bash(npm test *)"]}}"#,
+        )),
+        ..CliSettings::default()
+    };
+    let s = f.load(cli).unwrap();
+    assert_eq!(s.permissions.allow[0].origin.source, "--settings");
+    let bad = CliSettings {
+        settings: Some(SettingsArg::parse("{nope")),
+        ..CliSettings::default()
+    };
+    let err = f.load(bad).unwrap_err().to_string();
+    assert!(
+        err.contains("--settings") && err.contains("invalid JSON"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_managed_override_never_replaces_the_operators_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let system = dir.path().join("managed-settings.json");
+    let test = Some(std::ffi::OsString::from("/tmp/test.json"));
+    assert_eq!(
+        managed_path_from(&system, test.clone()),
+        PathBuf::from("/tmp/test.json")
+    );
+    std::os::unix::fs::symlink("/nonexistent", &system).unwrap();
+    assert_eq!(managed_path_from(&system, test), system);
+    assert_eq!(managed_path_from(&system, None), system);
 }

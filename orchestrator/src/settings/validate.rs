@@ -26,6 +26,9 @@ const USED: &[(&str, Kind)] = &[
     ("allowManagedPermissionRulesOnly", Kind::Bool),
     ("allowManagedHooksOnly", Kind::Bool),
     ("disableAllHooks", Kind::Bool),
+    ("sandbox", Kind::Object),
+    ("trustedDirectories", Kind::StringList),
+    ("allowHeadlessTrust", Kind::Bool),
 ];
 
 /// Claude Code keys Cordon accepts silently and does not use (yet).
@@ -52,7 +55,6 @@ const KNOWN_UNUSED: &[(&str, Kind)] = &[
     ("companyAnnouncements", Kind::StringList),
     ("spinnerTipsEnabled", Kind::Bool),
     ("alwaysThinkingEnabled", Kind::Bool),
-    ("sandbox", Kind::Object),
     ("feedbackSurveyState", Kind::Any),
     ("theme", Kind::String),
     ("verbose", Kind::Bool),
@@ -69,6 +71,11 @@ pub fn check(root: &Value) -> Result<Vec<String>, String> {
     for (key, value) in obj {
         if key == "permissions" {
             check_permissions(value, &mut warnings)?;
+        } else if key == "sandbox" {
+            check_kind(key, value, Kind::Object)?;
+            if let Some(v) = value.get("autoAllowBashIfSandboxed") {
+                check_kind("sandbox.autoAllowBashIfSandboxed", v, Kind::Bool)?;
+            }
         } else if let Some((_, kind)) = USED
             .iter()
             .chain(KNOWN_UNUSED.iter())

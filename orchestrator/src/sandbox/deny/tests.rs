@@ -129,7 +129,8 @@ fn deny_rules_come_from_the_merged_settings() {
         ..Default::default()
     };
     let missing = root.join("no-managed-settings.json");
-    let settings = crate::settings::Settings::load_from(&root, cli, &missing, None, None).unwrap();
+    let sources = crate::settings::SettingsSources::managed_only(&missing);
+    let settings = crate::settings::Settings::load_from(&root, cli, &sources).unwrap();
     let mut tools: Vec<(String, String)> = rules_from_settings(&settings)
         .into_iter()
         .map(|r| (r.tool, r.pattern))
