@@ -16,3 +16,4 @@ pub mod scripted;
 pub mod session;
 pub mod settings;
 pub mod tools;
+pub mod workspace_fs;

@@ -200,7 +200,10 @@ pub async fn run_with_model(
         config.context_window = window;
     }
     let home = std::env::var_os("HOME").map(PathBuf::from);
-    config.memory = prompt::memory_text(&prompt::memory_files(&workspace, home.as_deref()));
+    config.memory = prompt::memory_text(
+        &workspace,
+        &prompt::memory_files(&workspace, home.as_deref()),
+    );
 
     let checkpoints = Checkpoints::open(&cordon::paths::cordon_home()?, &session_id, &workspace)
         .context("opening the checkpoint store")?;

@@ -176,13 +176,20 @@ impl Settings {
         let mut files = Vec::new();
         let mut warnings = Vec::new();
         let mut read = |source: Source, path: &Path, required: bool| {
-            if !required && !path.exists() {
-                return Ok(());
-            }
-            let text = std::fs::read_to_string(path).map_err(|e| SettingsError::Read {
-                path: path.to_path_buf(),
-                source: e,
-            })?;
+            let text = if source.is_repository() {
+                match repository_file(workspace, path, &mut warnings)? {
+                    Some(text) => text,
+                    None => return Ok(()),
+                }
+            } else {
+                if !required && !path.exists() {
+                    return Ok(());
+                }
+                std::fs::read_to_string(path).map_err(|e| SettingsError::Read {
+                    path: path.to_path_buf(),
+                    source: e,
+                })?
+            };
             let value: Value = serde_json::from_str(&text).map_err(|e| SettingsError::Parse {
                 path: path.to_path_buf(),
                 source: e,
@@ -448,6 +455,48 @@ impl Settings {
             .into_iter()
             .map(|(tool, p, _)| (tool, p))
             .collect()
+    }
+}
+
+/// A settings file larger than this is not a settings file.
+const REPOSITORY_FILE_MAX: u64 = 1024 * 1024;
+
+/// The text of one of the repository's settings files (`path` inside `workspace`), read
+/// beneath the workspace and never through a link: a `.claude/settings.json` linked to a
+/// host file must not be read on the host. A missing file is `None`; a refused one (a
+/// link, a FIFO, too large, not text) is `None` with a warning naming it, so a hostile
+/// repository cannot stop a session from starting; other read errors are errors.
+fn repository_file(
+    workspace: &Path,
+    path: &Path,
+    warnings: &mut Vec<String>,
+) -> Result<Option<String>, SettingsError> {
+    use crate::workspace_fs::{Workspace, WorkspaceFsError};
+    let read_err = |source| SettingsError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let ws = match Workspace::open(workspace) {
+        Ok(ws) => ws,
+        Err(WorkspaceFsError::OpenRoot { source, .. })
+            if source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            return Ok(None);
+        }
+        Err(e) => return Err(read_err(std::io::Error::other(e.to_string()))),
+    };
+    let Some(rel) = ws.relative(path) else {
+        return Err(read_err(std::io::Error::other(
+            "not a path beneath the workspace",
+        )));
+    };
+    match ws.read_text(rel, REPOSITORY_FILE_MAX) {
+        Ok(text) => Ok(text),
+        Err(WorkspaceFsError::Read { source, .. }) => Err(read_err(source)),
+        Err(refused) => {
+            warnings.push(format!("{refused}; its settings are ignored"));
+            Ok(None)
+        }
     }
 }
 
