@@ -17,3 +17,4 @@ pub mod session;
 pub mod settings;
 pub mod tools;
 pub mod workspace_fs;
+pub mod workspace_location;

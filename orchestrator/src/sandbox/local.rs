@@ -182,8 +182,7 @@ impl LocalBackend {
                 source: std::io::Error::other("session id must be 1-64 of [A-Za-z0-9_-]"),
             });
         }
-        let workspace =
-            std::fs::canonicalize(&spec.workspace).map_err(setup("resolving the workspace"))?;
+        let workspace = super::checked_workspace(&spec.workspace, &self.home)?;
         let run = paths::run_dir(&self.home);
         std::fs::DirBuilder::new()
             .recursive(true)
