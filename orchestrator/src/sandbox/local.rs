@@ -212,7 +212,7 @@ impl LocalBackend {
             .map_err(|e| setup("creating the lifeline")(e.into()))?;
         let mut config = self.launch_config(spec, workspace, state_dir);
         config.lifeline_fd = Some(life_r.as_raw_fd());
-        let config_path = state_dir.join("launch.json");
+        let config_path = state_dir.join(state::LAUNCH_CONFIG);
         let json = serde_json::to_vec_pretty(&config)
             .map_err(|e| setup("encoding the launch config")(e.into()))?;
         std::fs::OpenOptions::new()

@@ -187,7 +187,10 @@ impl Session {
 
     /// Removes the placeholders (those still empty), the run directory, and frees the uid.
     pub fn release(self) {
-        masks::remove_placeholders(&self.run_dir);
+        // Placeholders exist only once a workspace was attached (and recorded).
+        if let Some(ws) = &self.workspace {
+            masks::remove_placeholders(&self.run_dir, ws);
+        }
         let _ = std::fs::remove_dir_all(&self.run_dir);
     }
 
