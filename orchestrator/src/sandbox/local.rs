@@ -184,11 +184,8 @@ impl LocalBackend {
         }
         let workspace = super::checked_workspace(&spec.workspace, &self.home)?;
         let run = paths::run_dir(&self.home);
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&run)
-            .map_err(setup("creating the run dir"))?;
+        paths::prepare_home(&self.home).map_err(setup("preparing the data directory"))?;
+        paths::private_dir(&run).map_err(setup("creating the run dir"))?;
         state::sweep_stale(&run);
         let state_dir = run.join(&spec.session_id);
         std::fs::DirBuilder::new()

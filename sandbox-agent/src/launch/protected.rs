@@ -167,7 +167,7 @@ fn save(state_dir: &Path, records: &[PlaceholderRecord]) -> Result<(), LaunchErr
     };
     let text = serde_json::to_vec(records).map_err(|e| err(e.into()))?;
     let tmp = state_dir.join(".placeholders.json.tmp");
-    std::fs::write(&tmp, text).map_err(err)?;
+    super::state::write_private(&tmp, &text).map_err(err)?;
     std::fs::rename(&tmp, state_dir.join(RECORD)).map_err(err)
 }
 

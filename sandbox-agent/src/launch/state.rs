@@ -30,7 +30,25 @@ pub fn start_time(pid: i32) -> Option<u64> {
 pub fn write_pid_file(state_dir: &Path) -> std::io::Result<()> {
     let pid = std::process::id() as i32;
     let start = start_time(pid).unwrap_or(0);
-    std::fs::write(state_dir.join(PID_FILE), format!("{pid} {start}\n"))
+    write_private(
+        &state_dir.join(PID_FILE),
+        format!("{pid} {start}\n").as_bytes(),
+    )
+}
+
+/// Writes `bytes` to `path`, a file of Cordon's data directory (run state, records),
+/// creating it with mode 0600: only its user may read it. An existing file is truncated
+/// and keeps its mode.
+pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?
+        .write_all(bytes)
 }
 
 /// Whether the launcher recorded in `state_dir` still runs. `None`: no record.

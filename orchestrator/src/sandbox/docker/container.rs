@@ -130,6 +130,7 @@ impl Session {
         let setup = |step| move |source| SandboxError::Setup { step, source };
         let sock = self.sock_dir();
         let _ = std::fs::remove_dir_all(&self.run_dir);
+        crate::paths::private_dir(&self.run_dir).map_err(setup("create run dir"))?;
         std::fs::create_dir_all(&sock).map_err(setup("create run dir"))?;
         std::fs::set_permissions(&self.run_dir, std::fs::Permissions::from_mode(0o700))
             .map_err(setup("chmod run dir"))?;
@@ -155,7 +156,7 @@ impl Session {
         };
         let text = serde_json::to_vec(&record)
             .map_err(|e| SandboxError::Docker(format!("encode session record: {e}")))?;
-        std::fs::write(self.run_dir.join("session.json"), text).map_err(|source| {
+        crate::paths::write_private(&self.run_dir.join("session.json"), &text).map_err(|source| {
             SandboxError::Setup {
                 step: "write session record",
                 source,
