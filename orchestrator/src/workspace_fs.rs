@@ -19,11 +19,11 @@
 
 use std::fs::File;
 use std::io::{ErrorKind, Read};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Component, Path, PathBuf};
 
 use nix::errno::Errno;
-use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
+use nix::fcntl::OFlag;
 use nix::sys::stat::Mode;
 
 /// Why a workspace file was not read.
@@ -112,22 +112,15 @@ impl Workspace {
     fn open_beneath(&self, rel: &Path) -> Result<OwnedFd, Errno> {
         // O_NONBLOCK: a FIFO must not block the open (it is refused after fstat).
         // O_NOCTTY: a terminal device must never become our controlling terminal.
-        let how = OpenHow::new()
-            .flags(OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY | OFlag::O_CLOEXEC)
-            .resolve(
-                ResolveFlag::RESOLVE_BENEATH
-                    | ResolveFlag::RESOLVE_NO_SYMLINKS
-                    | ResolveFlag::RESOLVE_NO_MAGICLINKS,
-            );
-        // EAGAIN: a concurrent rename somewhere under the root; the kernel asks to retry.
-        let mut attempts = 0;
-        loop {
-            match nix::fcntl::openat2(&self.dir, rel, how) {
-                Err(Errno::EINTR) => continue,
-                Err(Errno::EAGAIN) if attempts < 8 => attempts += 1,
-                other => return other,
-            }
-        }
+        let flags = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
+        sandbox_agent::fsops::openat2(
+            self.dir.as_fd(),
+            rel,
+            flags,
+            0,
+            sandbox_agent::fsops::BENEATH_NO_LINKS,
+        )
+        .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))
     }
 }
 

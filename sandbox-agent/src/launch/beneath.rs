@@ -12,12 +12,12 @@
 //!   followed, and the entry itself is examined and removed relative to that fd
 //!   (`fstatat` without following, `unlinkat`), never by its path again.
 
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path};
 
 use nix::errno::Errno;
-use nix::fcntl::{AtFlags, OFlag, OpenHow, ResolveFlag};
+use nix::fcntl::{AtFlags, OFlag};
 use nix::sys::stat::{FileStat, Mode, SFlag};
 use nix::unistd::UnlinkatFlags;
 
@@ -139,22 +139,15 @@ impl RecordedWorkspace {
     }
 
     fn open_dir_beneath(&self, rel: &Path) -> Result<OwnedFd, Errno> {
-        let how = OpenHow::new()
-            .flags(OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
-            .resolve(
-                ResolveFlag::RESOLVE_BENEATH
-                    | ResolveFlag::RESOLVE_NO_SYMLINKS
-                    | ResolveFlag::RESOLVE_NO_MAGICLINKS,
-            );
-        let mut attempts = 0;
-        loop {
-            match nix::fcntl::openat2(&self.dir, rel, how) {
-                Err(Errno::EINTR) => continue,
-                // A concurrent rename under the root: the kernel asks to retry.
-                Err(Errno::EAGAIN) if attempts < 8 => attempts += 1,
-                other => return other,
-            }
-        }
+        let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC;
+        crate::fsops::openat2(
+            self.dir.as_fd(),
+            rel,
+            flags,
+            0,
+            crate::fsops::BENEATH_NO_LINKS,
+        )
+        .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))
     }
 }
 

@@ -176,6 +176,21 @@ fn open_entries(dir: &Path) -> Vec<String> {
     open
 }
 
+/// A session with one Bash call (a file written, a checkpoint taken) and an answer.
+async fn bash_session(home: &Path, ws: &Path, note: &str) -> Output {
+    let turns = vec![
+        Turn::tool_use(
+            "b1",
+            "Bash",
+            json!({"command": format!("echo {note} > notes.txt")}),
+        ),
+        Turn::text("done"),
+    ];
+    let model = ScriptedModel::start(turns).await.unwrap();
+    let args = ["--allowedTools", "Bash", "-p"];
+    run_json_ok(&model, home, ws, &args, "go").await.0
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cordon_home_and_everything_in_it_are_private_after_a_run() {
     let ws = Workspace::new();
@@ -187,25 +202,7 @@ async fn cordon_home_and_everything_in_it_are_private_after_a_run() {
     std::fs::write(home.join("old.txt"), "old").unwrap();
     std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::set_permissions(home.join("old.txt"), std::fs::Permissions::from_mode(0o644)).unwrap();
-    let session = |note: &'static str| {
-        vec![
-            Turn::tool_use(
-                "b1",
-                "Bash",
-                json!({"command": format!("echo {note} > notes.txt")}),
-            ),
-            Turn::text("done"),
-        ]
-    };
-    let model = ScriptedModel::start(session("one")).await.unwrap();
-    let (out, _) = run_json_ok(
-        &model,
-        &home,
-        ws.path(),
-        &["--allowedTools", "Bash", "-p"],
-        "go",
-    )
-    .await;
+    let out = bash_session(&home, ws.path(), "one").await;
     assert!(
         out.stderr
             .contains("tightened the permissions of Cordon's data directory"),
@@ -219,18 +216,15 @@ async fn cordon_home_and_everything_in_it_are_private_after_a_run() {
     assert!(home.join("cordon.db").exists());
     assert!(std::fs::read_dir(home.join("sessions")).unwrap().count() > 0);
     assert!(std::fs::read_dir(home.join("checkpoints")).unwrap().count() > 0);
+    let run_state = std::fs::read_dir(home.join("run")).map_or(0, Iterator::count);
+    assert_eq!(
+        run_state, 0,
+        "the session's run state went with its sandbox"
+    );
     assert_eq!(open_entries(&home), Vec::<String>::new());
 
     // Said once: the next run finds it private and says nothing.
-    let model = ScriptedModel::start(session("two")).await.unwrap();
-    let (out, _) = run_json_ok(
-        &model,
-        &home,
-        ws.path(),
-        &["--allowedTools", "Bash", "-p"],
-        "go",
-    )
-    .await;
+    let out = bash_session(&home, ws.path(), "two").await;
     assert!(!out.stderr.contains("tightened"), "{}", out.stderr);
     assert_eq!(open_entries(&home), Vec::<String>::new());
 }
