@@ -188,6 +188,7 @@ impl LocalBackend {
         paths::private_dir(&run).map_err(setup("creating the run dir"))?;
         state::sweep_stale(&run);
         let state_dir = run.join(&spec.session_id);
+        settle_previous_launcher(&state_dir);
         std::fs::DirBuilder::new()
             .mode(0o700)
             .create(&state_dir)
@@ -378,6 +379,20 @@ impl LocalHandle {
         }
         drop(guard);
         state::cleanup_session(&self.state_dir);
+    }
+}
+
+/// A resumed session's previous launcher may still be tearing down (its orchestrator was
+/// killed a moment ago: the launcher saw its lifeline close and is cleaning up). Waits for
+/// it, at most [`STOP_TIMEOUT`], then cleans what a dead one left, so the new start does
+/// not find the old state dir in its way.
+fn settle_previous_launcher(state_dir: &Path) {
+    let deadline = Instant::now() + STOP_TIMEOUT;
+    while state::launcher_alive(state_dir) == Some(true) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    if state::launcher_alive(state_dir) == Some(false) {
+        state::cleanup_session(state_dir);
     }
 }
 
