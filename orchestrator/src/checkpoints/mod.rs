@@ -29,7 +29,7 @@ mod rewind;
 mod tests;
 
 use std::io::Write;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -142,7 +142,9 @@ impl Checkpoints {
             let path = path.to_path_buf();
             move |source| CheckpointError::Init { path, source }
         };
-        std::fs::create_dir_all(&empty_home).map_err(init(&empty_home))?;
+        // The store holds full copies of the workspace's files (`.env` included): only
+        // its user may read it (0700 dirs; `--shared=0600` makes git's own files 0600).
+        crate::paths::private_dir(&empty_home).map_err(init(&empty_home))?;
         let work_tree = std::fs::canonicalize(workspace).map_err(init(workspace))?;
         let git = Git {
             git_dir: git_dir.clone(),
@@ -150,11 +152,11 @@ impl Checkpoints {
             empty_home,
         };
         if !git_dir.join("HEAD").exists() {
-            std::fs::create_dir_all(&git_dir).map_err(init(&git_dir))?;
+            crate::paths::private_dir(&git_dir).map_err(init(&git_dir))?;
             let mut cmd = git.command(None);
             cmd.env_remove("GIT_WORK_TREE").env_remove("GIT_DIR");
             let status = cmd
-                .args(["init", "--bare", "-q"])
+                .args(["init", "--bare", "-q", "--shared=0600"])
                 .arg(&git_dir)
                 .status()
                 .map_err(|source| CheckpointError::Spawn {
@@ -169,7 +171,7 @@ impl Checkpoints {
             }
         }
         let info = git_dir.join("info");
-        std::fs::create_dir_all(&info).map_err(init(&info))?;
+        crate::paths::private_dir(&info).map_err(init(&info))?;
         let mut exclude = git::EXCLUDE.as_bytes().to_vec();
         // Cordon's own data never belongs in a snapshot, even when it lies in the workspace.
         let home = std::fs::canonicalize(home).unwrap_or_else(|_| home.to_path_buf());
@@ -178,8 +180,9 @@ impl Checkpoints {
         {
             exclude.extend(pattern);
         }
-        std::fs::write(info.join("exclude"), exclude).map_err(init(&info))?;
-        std::fs::write(info.join("attributes"), git::ATTRIBUTES).map_err(init(&info))?;
+        crate::paths::write_private(&info.join("exclude"), &exclude).map_err(init(&info))?;
+        crate::paths::write_private(&info.join("attributes"), git::ATTRIBUTES.as_bytes())
+            .map_err(init(&info))?;
         Ok(Self {
             git,
             session_id: session_id.into(),
@@ -231,9 +234,11 @@ impl Checkpoints {
             cmd_args.extend(["--pathspec-from-file=-", "--pathspec-file-nul"]);
             self.run_literal("forgetting large files", &cmd_args, &spec)?;
         }
-        std::fs::write(&excludes, &patterns).map_err(|source| CheckpointError::Record {
-            path: excludes.clone(),
-            source,
+        crate::paths::write_private(&excludes, &patterns).map_err(|source| {
+            CheckpointError::Record {
+                path: excludes.clone(),
+                source,
+            }
         })?;
         let excludes_arg = format!("core.excludesFile={}", excludes.display());
         self.git
@@ -298,6 +303,7 @@ impl Checkpoints {
         std::fs::OpenOptions::new()
             .create(true)
             .append(true)
+            .mode(0o600)
             .open(&path)
             .and_then(|mut f| f.write_all(&line).and_then(|()| f.sync_data()))
             .map_err(|source| CheckpointError::Record { path, source })?;

@@ -81,20 +81,24 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// Logs to stderr, filtered by `CORDON_LOG` (else `RUST_LOG`, else warnings only).
 /// The `--workspace` a command was given, else the current directory, canonical (what
-/// every command that works on a workspace resolves the same way).
+/// every command that works on a workspace resolves the same way), refused when it may not
+/// be a workspace (`/`, a home directory or an ancestor of one, around or inside
+/// `CORDON_HOME`, a directory every user may write: see [`cordon::workspace_location`]).
 fn workspace_or_cwd(given: Option<&std::path::Path>) -> anyhow::Result<std::path::PathBuf> {
     use anyhow::Context;
     let workspace = match given {
         Some(w) => w.to_path_buf(),
         None => std::env::current_dir().context("reading the current directory")?,
     };
-    workspace
+    let workspace = workspace
         .canonicalize()
-        .with_context(|| format!("workspace {} does not exist", workspace.display()))
+        .with_context(|| format!("workspace {} does not exist", workspace.display()))?;
+    cordon::workspace_location::Forbidden::from_env().check(&workspace)?;
+    Ok(workspace)
 }
 
+/// Logs to stderr, filtered by `CORDON_LOG` (else `RUST_LOG`, else warnings only).
 fn init_tracing() {
     let filter = std::env::var("CORDON_LOG")
         .or_else(|_| std::env::var("RUST_LOG"))

@@ -11,6 +11,7 @@ use clap::Args;
 use cordon::checkpoints::{Checkpoints, rewind_conversation};
 use cordon::interactive::commands::prompts_of;
 use cordon::interactive::preview::one_line;
+use cordon::output;
 use cordon::session::SessionStore;
 
 use super::EXIT_USAGE;
@@ -91,7 +92,12 @@ fn run(args: RewindArgs) -> anyhow::Result<ExitCode> {
                     .find(|(u, _)| *u == c.user_message_uuid)
                     .map(|(_, p)| one_line(p, 60))
                     .unwrap_or_default();
-                println!("{}  {}  {}", c.user_message_uuid, c.created_at, prompt);
+                println!(
+                    "{}  {}  {}",
+                    c.user_message_uuid,
+                    c.created_at,
+                    output::for_terminal(&prompt)
+                );
             }
         }
         return Ok(ExitCode::SUCCESS);
@@ -114,14 +120,17 @@ fn run(args: RewindArgs) -> anyhow::Result<ExitCode> {
         });
         println!("{value}");
     } else {
+        // File names are the sandbox's choice: shown, never sent as control sequences.
+        let shown =
+            |p: &std::path::Path| output::for_terminal(&p.display().to_string()).into_owned();
         for p in &report.restored {
-            println!("restored {}", p.display());
+            println!("restored {}", shown(p));
         }
         for p in &report.removed {
-            println!("removed {}", p.display());
+            println!("removed {}", shown(p));
         }
         for p in &report.skipped {
-            println!("left as is (over 50 MiB) {}", p.display());
+            println!("left as is (over 50 MiB) {}", shown(p));
         }
         println!(
             "rewound {} file(s), removed {} in {}",

@@ -98,7 +98,7 @@ pub fn main(args: RunArgs) -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("cordon: {e:#}");
+            eprintln!("cordon: {}", output::for_terminal(&format!("{e:#}")));
             ExitCode::FAILURE
         }
     }
@@ -214,7 +214,10 @@ pub async fn run_with_model(
         config.context_window = window;
     }
     let home = std::env::var_os("HOME").map(PathBuf::from);
-    config.memory = prompt::memory_text(&prompt::memory_files(&workspace, home.as_deref()));
+    config.memory = prompt::memory_text(
+        &workspace,
+        &prompt::memory_files(&workspace, home.as_deref()),
+    );
 
     let checkpoints = Checkpoints::open(&cordon::paths::cordon_home()?, &session_id, &workspace)
         .context("opening the checkpoint store")?;
@@ -338,10 +341,12 @@ pub async fn run_with_model(
     let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     match args.output_format {
         OutputFormat::Text => {
+            // The answer is the model's (and through it the repository's): shown, never
+            // sent to the terminal as control sequences.
             if outcome.is_error {
-                eprintln!("cordon: {}", outcome.text);
+                eprintln!("cordon: {}", output::for_terminal(&outcome.text));
             } else {
-                println!("{}", outcome.text);
+                println!("{}", output::for_terminal(&outcome.text));
             }
         }
         OutputFormat::Json | OutputFormat::StreamJson => {
@@ -463,7 +468,7 @@ async fn print_events(
                 println_json(&output::message_record(&session_id, &m));
             }
             (OutputFormat::Text, LoopEvent::Assistant(m) | LoopEvent::User(m)) if verbose => {
-                eprint!("{}", output::human(&m));
+                eprint!("{}", output::for_terminal(&output::human(&m)));
             }
             (_, LoopEvent::Compacted { tokens_before }) if verbose => {
                 eprintln!("[compacted the conversation; it held about {tokens_before} tokens]");

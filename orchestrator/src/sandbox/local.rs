@@ -182,16 +182,13 @@ impl LocalBackend {
                 source: std::io::Error::other("session id must be 1-64 of [A-Za-z0-9_-]"),
             });
         }
-        let workspace =
-            std::fs::canonicalize(&spec.workspace).map_err(setup("resolving the workspace"))?;
+        let workspace = super::checked_workspace(&spec.workspace, &self.home)?;
         let run = paths::run_dir(&self.home);
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&run)
-            .map_err(setup("creating the run dir"))?;
+        paths::prepare_home(&self.home).map_err(setup("preparing the data directory"))?;
+        paths::private_dir(&run).map_err(setup("creating the run dir"))?;
         state::sweep_stale(&run);
         let state_dir = run.join(&spec.session_id);
+        settle_previous_launcher(&state_dir);
         std::fs::DirBuilder::new()
             .mode(0o700)
             .create(&state_dir)
@@ -213,7 +210,7 @@ impl LocalBackend {
             .map_err(|e| setup("creating the lifeline")(e.into()))?;
         let mut config = self.launch_config(spec, workspace, state_dir);
         config.lifeline_fd = Some(life_r.as_raw_fd());
-        let config_path = state_dir.join("launch.json");
+        let config_path = state_dir.join(state::LAUNCH_CONFIG);
         let json = serde_json::to_vec_pretty(&config)
             .map_err(|e| setup("encoding the launch config")(e.into()))?;
         std::fs::OpenOptions::new()
@@ -382,6 +379,20 @@ impl LocalHandle {
         }
         drop(guard);
         state::cleanup_session(&self.state_dir);
+    }
+}
+
+/// A resumed session's previous launcher may still be tearing down (its orchestrator was
+/// killed a moment ago: the launcher saw its lifeline close and is cleaning up). Waits for
+/// it, at most [`STOP_TIMEOUT`], then cleans what a dead one left, so the new start does
+/// not find the old state dir in its way.
+fn settle_previous_launcher(state_dir: &Path) {
+    let deadline = Instant::now() + STOP_TIMEOUT;
+    while state::launcher_alive(state_dir) == Some(true) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    if state::launcher_alive(state_dir) == Some(false) {
+        state::cleanup_session(state_dir);
     }
 }
 

@@ -6,7 +6,7 @@
 //!   network namespaces, no Docker needed.
 //! - [`docker`]: one container per session through bollard.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use sandbox_agent::client::AgentClient;
 use sandbox_agent::error::AgentError;
@@ -84,6 +84,22 @@ pub enum SandboxError {
     Docker(String),
     #[error("the session's sandbox was shut down")]
     Closed,
+    #[error("{0}")]
+    Workspace(#[from] crate::workspace_location::LocationError),
+}
+
+/// The spec's workspace, canonical, once it passed the location policy
+/// ([`crate::workspace_location`]) for this process and for the backend's own state
+/// directory `data_dir`: every backend starts a sandbox only on a checked one.
+pub fn checked_workspace(workspace: &Path, data_dir: &Path) -> Result<PathBuf, SandboxError> {
+    let canonical = std::fs::canonicalize(workspace).map_err(|source| SandboxError::Setup {
+        step: "resolving the workspace",
+        source,
+    })?;
+    crate::workspace_location::Forbidden::from_env()
+        .with_data_dir(data_dir)
+        .check(&canonical)?;
+    Ok(canonical)
 }
 
 /// Tears a sandbox down. Dropping a handle without calling `destroy` must still not leak:

@@ -51,11 +51,28 @@ pub struct SessionStore {
 
 impl SessionStore {
     pub fn open(home: &Path) -> Result<Self, StoreError> {
-        std::fs::create_dir_all(home.join("sessions")).map_err(|source| StoreError::Dir {
+        crate::paths::prepare_home(home).map_err(|source| StoreError::Dir {
+            path: home.to_path_buf(),
+            source,
+        })?;
+        crate::paths::private_dir(&home.join("sessions")).map_err(|source| StoreError::Dir {
             path: home.join("sessions"),
             source,
         })?;
         let path = home.join("cordon.db");
+        // Created 0600 before SQLite opens it: its journal and WAL files take its mode.
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .mode(0o600)
+                .open(&path)
+                .map_err(|source| StoreError::Dir {
+                    path: path.clone(),
+                    source,
+                })?;
+        }
         let db = Connection::open(&path).map_err(|source| StoreError::Open {
             path: path.clone(),
             source,

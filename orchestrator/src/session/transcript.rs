@@ -5,6 +5,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::model::{ContentBlock, Message, Role};
@@ -55,14 +56,16 @@ impl Transcript {
     /// Creates a new transcript (fails if it exists).
     pub fn create(path: &Path, session_id: &str) -> Result<Self, TranscriptError> {
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|source| TranscriptError::Open {
+            crate::paths::private_dir(dir).map_err(|source| TranscriptError::Open {
                 path: path.into(),
                 source,
             })?;
         }
+        // Only its user may read a transcript: it holds what the model saw.
         let file = OpenOptions::new()
             .create_new(true)
             .append(true)
+            .mode(0o600)
             .open(path)
             .map_err(|source| TranscriptError::Open {
                 path: path.into(),

@@ -254,13 +254,22 @@ fn read_text(path: &Path) -> Result<Option<String>, SettingsError> {
     }
 }
 
-/// The workspace's own settings files (local, project), as text, each `None` when absent.
+/// The workspace's own settings files (local, project), as text, each `None` when absent
+/// or refused (a link, a FIFO, an oversized file: see [`repository_file`]).
 pub fn read_repository_files(
     workspace: &Path,
 ) -> Result<Vec<(&'static str, Option<String>)>, SettingsError> {
+    read_repository_files_noting(workspace, &mut Vec::new())
+}
+
+/// [`read_repository_files`], saying in `warnings` which files were refused.
+fn read_repository_files_noting(
+    workspace: &Path,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<(&'static str, Option<String>)>, SettingsError> {
     [LOCAL_FILE, PROJECT_FILE]
         .into_iter()
-        .map(|rel| Ok((rel, read_text(&workspace.join(rel))?)))
+        .map(|rel| Ok((rel, repository_file(workspace, &workspace.join(rel), warnings)?)))
         .collect()
 }
 
@@ -286,6 +295,8 @@ impl Settings {
     ) -> Result<Settings, SettingsError> {
         let mut files = Vec::new();
         let mut warnings = Vec::new();
+        // Read first (a refused file becomes a warning); parsed below in merge order.
+        let repository = read_repository_files_noting(workspace, &mut warnings)?;
         let mut parse = |source: Source, origin: String, text: &str| {
             let value: Value = serde_json::from_str(text).map_err(|e| SettingsError::Parse {
                 path: PathBuf::from(&origin),
@@ -319,7 +330,6 @@ impl Settings {
             Some(SettingsArg::Inline(json)) => parse(Source::Cli, "--settings".into(), json)?,
             None => {}
         }
-        let repository = read_repository_files(workspace)?;
         for ((rel, text), source) in repository.iter().zip([Source::Local, Source::Project]) {
             if let Some(text) = text {
                 parse(source, origin(&workspace.join(rel)), text)?;
@@ -695,6 +705,48 @@ impl Settings {
             .into_iter()
             .map(|(tool, p, _)| (tool, p))
             .collect()
+    }
+}
+
+/// A settings file larger than this is not a settings file.
+const REPOSITORY_FILE_MAX: u64 = 1024 * 1024;
+
+/// The text of one of the repository's settings files (`path` inside `workspace`), read
+/// beneath the workspace and never through a link: a `.claude/settings.json` linked to a
+/// host file must not be read on the host. A missing file is `None`; a refused one (a
+/// link, a FIFO, too large, not text) is `None` with a warning naming it, so a hostile
+/// repository cannot stop a session from starting; other read errors are errors.
+fn repository_file(
+    workspace: &Path,
+    path: &Path,
+    warnings: &mut Vec<String>,
+) -> Result<Option<String>, SettingsError> {
+    use crate::workspace_fs::{Workspace, WorkspaceFsError};
+    let read_err = |source| SettingsError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let ws = match Workspace::open(workspace) {
+        Ok(ws) => ws,
+        Err(WorkspaceFsError::OpenRoot { source, .. })
+            if source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            return Ok(None);
+        }
+        Err(e) => return Err(read_err(std::io::Error::other(e.to_string()))),
+    };
+    let Some(rel) = ws.relative(path) else {
+        return Err(read_err(std::io::Error::other(
+            "not a path beneath the workspace",
+        )));
+    };
+    match ws.read_text(rel, REPOSITORY_FILE_MAX) {
+        Ok(text) => Ok(text),
+        Err(WorkspaceFsError::Read { source, .. }) => Err(read_err(source)),
+        Err(refused) => {
+            warnings.push(format!("{refused}; its settings are ignored"));
+            Ok(None)
+        }
     }
 }
 

@@ -444,6 +444,31 @@ fn the_operator_decides_whether_trust_flag_works() {
 }
 
 #[test]
+fn repository_settings_behind_a_link_or_a_fifo_are_ignored_with_a_warning() {
+    let f = fixture();
+    let outside = f.home.join("outside.json");
+    write(&outside, json!({"env": {"LEAKED": "from a host file"}}));
+    std::os::unix::fs::symlink(&outside, f.ws.join(".claude/settings.json")).unwrap();
+    nix::unistd::mkfifo(
+        &f.ws.join(".claude/settings.local.json"),
+        nix::sys::stat::Mode::from_bits_truncate(0o644),
+    )
+    .unwrap();
+    let s = f.load(CliSettings::default()).unwrap();
+    assert!(s.env.is_empty(), "{:?}", s.env);
+    assert!(s.files().iter().all(|f| !f.source.is_repository()));
+    let warnings = s.warnings().join("\n");
+    assert!(
+        warnings.contains("settings.json: is a symbolic link"),
+        "{warnings}"
+    );
+    assert!(
+        warnings.contains("settings.local.json: is a FIFO"),
+        "{warnings}"
+    );
+}
+
+#[test]
 fn auto_allow_defaults_on_and_the_operator_can_lock_it_off() {
     let f = fixture();
     let make = |f: &Fixture, cli| bash(&f.engine(cli), "make");
@@ -514,4 +539,16 @@ fn the_managed_override_never_replaces_the_operators_file() {
     std::os::unix::fs::symlink("/nonexistent", &system).unwrap();
     assert_eq!(managed_path_from(&system, test), system);
     assert_eq!(managed_path_from(&system, None), system);
+}
+
+#[test]
+fn repository_settings_under_a_linked_claude_dir_are_ignored() {
+    let f = fixture();
+    std::fs::remove_dir(f.ws.join(".claude")).unwrap();
+    let elsewhere = f.home.join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    write(&elsewhere.join("settings.json"), json!({"model": "linked"}));
+    std::os::unix::fs::symlink(&elsewhere, f.ws.join(".claude")).unwrap();
+    let s = f.load(CliSettings::default()).unwrap();
+    assert_eq!(s.model, None);
 }

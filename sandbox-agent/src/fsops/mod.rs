@@ -27,7 +27,7 @@ use crate::error::{AgentError, ErrorCode};
 
 pub use edit::edit;
 pub use read::read;
-pub use resolve::Resolver;
+pub use resolve::{BENEATH_NO_LINKS, Resolver, openat2};
 pub use write::write;
 
 pub(crate) use resolve::{Entry, io_err};

@@ -219,9 +219,14 @@ struct OpenHow {
     resolve: u64,
 }
 
+/// The resolution rules of an open that follows no link at all, beneath its directory
+/// fd: what host-side reads and removals of workspace entries use.
+pub const BENEATH_NO_LINKS: u64 =
+    libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
+
 /// `openat2(2)` through the raw syscall (glibc has no wrapper), retrying on EINTR and on
 /// the EAGAIN a concurrent rename can cause under RESOLVE_BENEATH.
-pub(crate) fn openat2(
+pub fn openat2(
     dir: BorrowedFd<'_>,
     path: &Path,
     flags: i32,

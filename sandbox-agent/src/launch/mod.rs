@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::AgentConfig;
 
+mod beneath;
 mod child;
 pub mod denied;
 pub mod mounts;

@@ -16,12 +16,12 @@
 
 use std::collections::BTreeSet;
 use std::io::ErrorKind;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::LaunchError;
+use super::{LaunchError, beneath};
 
 /// What kind of entry a protected path is (and what placeholder stands in for it).
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -167,7 +167,7 @@ fn save(state_dir: &Path, records: &[PlaceholderRecord]) -> Result<(), LaunchErr
     };
     let text = serde_json::to_vec(records).map_err(|e| err(e.into()))?;
     let tmp = state_dir.join(".placeholders.json.tmp");
-    std::fs::write(&tmp, text).map_err(err)?;
+    super::state::write_private(&tmp, &text).map_err(err)?;
     std::fs::rename(&tmp, state_dir.join(RECORD)).map_err(err)
 }
 
@@ -226,30 +226,37 @@ pub fn create_placeholders(
             .map_err(|e| fail(format!("chown of its placeholder: {e}")))?;
         let meta = std::fs::symlink_metadata(&path)
             .map_err(|e| fail(format!("stat of its placeholder: {e}")))?;
-        records[first + i].id = Some((meta.dev(), meta.ino()));
+        records[first + i].id = Some(beneath::identity(&meta));
     }
     save(state_dir, &records)
 }
 
 /// Removes every recorded placeholder that is still the empty entry the launcher made;
 /// anything else (written to, replaced) is left alone. Idempotent.
-pub fn remove_placeholders(state_dir: &Path) {
+///
+/// `workspace` is the workspace the session's state records (its launch config, its
+/// session record): a record naming a path outside it, or reaching it through a link, is
+/// ignored with a warning, never acted on ([`super::beneath`]).
+pub fn remove_placeholders(state_dir: &Path, workspace: &Path) {
     let records = load(state_dir);
+    if records.is_empty() {
+        let _ = std::fs::remove_file(state_dir.join(RECORD));
+        return;
+    }
+    let ws = match beneath::RecordedWorkspace::open(workspace) {
+        Ok(ws) => ws,
+        Err(e) => {
+            tracing::warn!(state = %state_dir.display(), "placeholders left in place: {e}");
+            return;
+        }
+    };
     for rec in records.iter().rev() {
-        let Ok(meta) = std::fs::symlink_metadata(&rec.path) else {
-            continue;
+        let expect = match rec.kind {
+            EntryKind::File => beneath::Expect::EmptyFile,
+            EntryKind::Dir => beneath::Expect::Dir,
         };
-        let same = rec.id.is_none_or(|id| id == (meta.dev(), meta.ino()));
-        let removed = match rec.kind {
-            EntryKind::File if same && meta.file_type().is_file() && meta.len() == 0 => {
-                std::fs::remove_file(&rec.path)
-            }
-            // remove_dir fails on a non-empty directory: exactly what we want.
-            EntryKind::Dir if same && meta.file_type().is_dir() => std::fs::remove_dir(&rec.path),
-            _ => Ok(()),
-        };
-        if let Err(e) = removed {
-            tracing::warn!(path = %rec.path.display(), error = %e, "placeholder left in place");
+        if let Err(e) = ws.remove_if(&rec.path, rec.id, expect) {
+            tracing::warn!(path = %rec.path.display(), "placeholder left in place: {e}");
         }
     }
     let _ = std::fs::remove_file(state_dir.join(RECORD));
@@ -351,13 +358,14 @@ mod tests {
             nix::unistd::getuid().as_raw(),
             nix::unistd::getgid().as_raw(),
         );
-        create_placeholders(state.path(), ws.path(), &phs, owner).unwrap();
+        let root = ws.path().canonicalize().unwrap();
+        create_placeholders(state.path(), &root, &phs, owner).unwrap();
         assert!(ws.path().join(".bashrc").is_file());
         std::fs::write(ws.path().join(".envrc"), "user data").unwrap();
-        remove_placeholders(state.path());
+        remove_placeholders(state.path(), &root);
         assert!(!ws.path().join(".bashrc").exists());
         assert!(!ws.path().join(".claude").exists());
         assert!(ws.path().join(".envrc").exists(), "user content kept");
-        remove_placeholders(state.path());
+        remove_placeholders(state.path(), &root);
     }
 }

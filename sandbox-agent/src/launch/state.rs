@@ -9,12 +9,14 @@
 //! [`cleanup_session`] removes all of it (and the placeholders); [`sweep_stale`] does so
 //! for every session whose launcher is gone.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use super::protected;
 
 const PID_FILE: &str = "launcher.pid";
+/// The launch config's file name in the state dir.
+pub const LAUNCH_CONFIG: &str = "launch.json";
 
 /// A process's start time (clock ticks since boot), to guard against pid reuse.
 pub fn start_time(pid: i32) -> Option<u64> {
@@ -28,7 +30,25 @@ pub fn start_time(pid: i32) -> Option<u64> {
 pub fn write_pid_file(state_dir: &Path) -> std::io::Result<()> {
     let pid = std::process::id() as i32;
     let start = start_time(pid).unwrap_or(0);
-    std::fs::write(state_dir.join(PID_FILE), format!("{pid} {start}\n"))
+    write_private(
+        &state_dir.join(PID_FILE),
+        format!("{pid} {start}\n").as_bytes(),
+    )
+}
+
+/// Writes `bytes` to `path`, a file of Cordon's data directory (run state, records),
+/// creating it with mode 0600: only its user may read it. An existing file is truncated
+/// and keeps its mode.
+pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?
+        .write_all(bytes)
 }
 
 /// Whether the launcher recorded in `state_dir` still runs. `None`: no record.
@@ -41,14 +61,29 @@ pub fn launcher_alive(state_dir: &Path) -> Option<bool> {
 }
 
 /// Removes the session's placeholders and its whole state dir (socket included).
-/// Call only once the sandbox is gone. Idempotent.
+/// Call only once the sandbox is gone. Idempotent. Placeholders are removed only beneath
+/// the workspace the state's launch config records; without one, they stay.
 pub fn cleanup_session(state_dir: &Path) {
-    protected::remove_placeholders(state_dir);
+    match recorded_workspace(state_dir) {
+        Some(workspace) => protected::remove_placeholders(state_dir, &workspace),
+        None if !protected::load(state_dir).is_empty() => tracing::warn!(
+            dir = %state_dir.display(),
+            "placeholders left in place: the state records no workspace"
+        ),
+        None => {}
+    }
     if let Err(e) = std::fs::remove_dir_all(state_dir)
         && e.kind() != std::io::ErrorKind::NotFound
     {
         tracing::warn!(dir = %state_dir.display(), error = %e, "session state left behind");
     }
+}
+
+/// The workspace the launch config in `state_dir` records.
+fn recorded_workspace(state_dir: &Path) -> Option<PathBuf> {
+    let text = std::fs::read(state_dir.join(LAUNCH_CONFIG)).ok()?;
+    let config: super::LaunchConfig = serde_json::from_slice(&text).ok()?;
+    Some(config.workspace)
 }
 
 /// Cleans up after every session under `run_dir` whose launcher is dead (a crash, a
@@ -103,5 +138,77 @@ mod tests {
         sweep_stale(run.path());
         assert!(live.exists());
         assert!(!dead.exists());
+    }
+
+    /// A launch config for a session on `workspace` kept in `state_dir`.
+    fn write_launch_config(state_dir: &Path, workspace: &Path) {
+        let config = serde_json::json!({
+            "session_id": "s",
+            "state_dir": state_dir,
+            "workspace": workspace,
+            "agent": {
+                "socket_path": "/run/cordon/agent.sock",
+                "workspace": workspace,
+                "tmp_dir": "/tmp",
+            },
+        });
+        std::fs::write(state_dir.join(LAUNCH_CONFIG), config.to_string()).unwrap();
+    }
+
+    /// A tampered run state (placeholders.json naming host paths outside the recorded
+    /// workspace, directly, by `..` or through a link in the workspace) deletes nothing
+    /// there; the workspace's own placeholder still goes.
+    #[test]
+    fn a_tampered_state_file_cannot_delete_outside_the_workspace() {
+        let run = tempfile::tempdir().unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        let ws = ws.path().canonicalize().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let outside = outside.path().canonicalize().unwrap();
+        std::fs::write(outside.join("victim"), "").unwrap();
+        std::fs::create_dir(outside.join("victim-dir")).unwrap();
+        std::os::unix::fs::symlink(&outside, ws.join("link")).unwrap();
+        std::fs::write(ws.join(".bashrc"), "").unwrap();
+        let dead = run.path().join("dead");
+        std::fs::create_dir_all(dead.join("sock")).unwrap();
+        std::fs::write(dead.join(PID_FILE), "1 1\n").unwrap();
+        write_launch_config(&dead, &ws);
+        let up = format!(
+            "../{}/victim",
+            outside.file_name().unwrap().to_string_lossy()
+        );
+        let records = serde_json::json!([
+            {"path": outside.join("victim"), "kind": "file"},
+            {"path": outside.join("victim-dir"), "kind": "dir"},
+            {"path": ws.join(up), "kind": "file"},
+            {"path": ws.join("link/victim"), "kind": "file"},
+            {"path": ws.join(".bashrc"), "kind": "file"},
+        ]);
+        std::fs::write(dead.join("placeholders.json"), records.to_string()).unwrap();
+        sweep_stale(run.path());
+        assert!(!dead.exists(), "the dead session is swept");
+        assert!(outside.join("victim").exists());
+        assert!(outside.join("victim-dir").exists());
+        assert!(
+            !ws.join(".bashrc").exists(),
+            "the workspace's own placeholder went"
+        );
+    }
+
+    /// A launch config recording `/` as the workspace makes no path removable.
+    #[test]
+    fn a_state_recording_root_as_the_workspace_removes_nothing() {
+        let run = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let outside = outside.path().canonicalize().unwrap();
+        std::fs::write(outside.join("victim"), "").unwrap();
+        let dead = run.path().join("dead");
+        std::fs::create_dir_all(&dead).unwrap();
+        std::fs::write(dead.join(PID_FILE), "1 1\n").unwrap();
+        write_launch_config(&dead, Path::new("/"));
+        let records = serde_json::json!([{"path": outside.join("victim"), "kind": "file"}]);
+        std::fs::write(dead.join("placeholders.json"), records.to_string()).unwrap();
+        sweep_stale(run.path());
+        assert!(outside.join("victim").exists());
     }
 }

@@ -45,7 +45,7 @@ pub fn run_launcher(config_path: &Path) -> i32 {
     }
     let outcome = run_session(&config, lifeline.as_ref());
     // The namespace is gone (or never was): nothing mounts the placeholders any more.
-    protected::remove_placeholders(&config.state_dir);
+    protected::remove_placeholders(&config.state_dir, &config.workspace);
     let _ = std::fs::remove_dir_all(config.socket_dir());
     match outcome {
         Ok(Ended { code, released }) => {

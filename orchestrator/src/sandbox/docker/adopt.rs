@@ -151,7 +151,7 @@ pub async fn reconcile(
             continue;
         }
         if let Some(dir) = &orphan.run_dir {
-            clean_run_dir(dir);
+            clean_run_dir(run_root, dir);
         }
         tracing::info!(
             "removed orphaned sandbox container {} of session {}",
@@ -163,9 +163,24 @@ pub async fn reconcile(
     Ok(removed)
 }
 
-/// Revokes the workspace grant recorded in `dir/session.json`, then removes `dir`.
-/// The record is host-only (the container sees `dir/sock` alone), so it is trustworthy.
-fn clean_run_dir(dir: &Path) {
+/// Revokes the workspace grant recorded in `dir/session.json`, removes the placeholders it
+/// records, then removes `dir`.
+///
+/// The record is host-only (the container sees `dir/sock` alone), but it is still checked
+/// before anything is done on its word: a tampered record or container label must not
+/// make Cordon change ACLs or delete files elsewhere on the host. Only a run directory of
+/// this installation (a direct child of `run_root` named like one) is touched, and the
+/// recorded workspace must be canonical and pass the location policy
+/// ([`crate::workspace_location`]); the placeholders are then removed only beneath it.
+fn clean_run_dir(run_root: &Path, dir: &Path) {
+    if !is_run_dir_of(run_root, dir) {
+        tracing::warn!(
+            "not cleaning {}: not a run directory under {}",
+            dir.display(),
+            run_root.display()
+        );
+        return;
+    }
     let record = std::fs::read(dir.join("session.json"))
         .ok()
         .and_then(|b| serde_json::from_slice::<SessionRecord>(&b).ok());
@@ -174,12 +189,42 @@ fn clean_run_dir(dir: &Path) {
         workspace: Some(ws),
         ..
     }) = record
-        && let Err(e) = access::revoke(&ws, uid)
     {
-        tracing::warn!("revoking workspace access of uid {uid}: {e}");
+        match recorded_workspace_ok(run_root, &ws) {
+            Ok(()) => {
+                if let Err(e) = access::revoke(&ws, uid) {
+                    tracing::warn!("revoking workspace access of uid {uid}: {e}");
+                }
+                super::masks::remove_placeholders(dir, &ws);
+            }
+            Err(why) => tracing::warn!(
+                "{}: grant and placeholders left alone: the recorded workspace {} {why}",
+                dir.display(),
+                ws.display()
+            ),
+        }
     }
-    super::masks::remove_placeholders(dir);
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Whether `dir` is one of this installation's run directories: `run_root/cordon-...`.
+fn is_run_dir_of(run_root: &Path, dir: &Path) -> bool {
+    dir.parent() == Some(run_root)
+        && dir.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+            n.strip_prefix("cordon-")
+                .is_some_and(|id| container::container_name(id) == n)
+        })
+}
+
+/// Whether a workspace read from run state may be acted on.
+fn recorded_workspace_ok(run_root: &Path, ws: &Path) -> Result<(), String> {
+    if std::fs::canonicalize(ws).ok().as_deref() != Some(ws) {
+        return Err("is not a canonical path of an existing directory".into());
+    }
+    crate::workspace_location::Forbidden::from_env()
+        .with_data_dir(run_root)
+        .check(ws)
+        .map_err(|e| format!("is refused ({e})"))
 }
 
 #[cfg(test)]
@@ -192,6 +237,45 @@ mod tests {
                     987654 1000 200 18446744073709551615";
         assert_eq!(parse_start_time(stat), Some(987_654));
         assert_eq!(parse_start_time("garbage"), None);
+    }
+
+    #[test]
+    fn only_this_installations_run_dirs_are_cleaned() {
+        let root = Path::new("/h/.cordon/docker/run");
+        assert!(is_run_dir_of(root, &root.join("cordon-abc_1.x")));
+        for bad in [
+            PathBuf::from("/h/.cordon/docker/run/../../../etc"),
+            root.join("cordon-a/b"),
+            root.join("other"),
+            PathBuf::from("/etc/cordon-x"),
+            root.to_path_buf(),
+        ] {
+            assert!(!is_run_dir_of(root, &bad), "{}", bad.display());
+        }
+    }
+
+    /// A tampered session record naming a workspace of `/` (or one through a link)
+    /// removes no placeholder it lists outside a real workspace; the run dir still goes.
+    #[test]
+    fn a_tampered_session_record_cannot_delete_host_files() {
+        let run_root = tempfile::tempdir().unwrap();
+        let run_root = run_root.path().canonicalize().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let outside = outside.path().canonicalize().unwrap();
+        std::fs::write(outside.join("victim"), "").unwrap();
+        std::os::unix::fs::symlink(&outside, run_root.join("ws-link")).unwrap();
+        for ws in [PathBuf::from("/"), run_root.join("ws-link")] {
+            let dir = run_root.join("cordon-s1");
+            std::fs::create_dir_all(&dir).unwrap();
+            let record = serde_json::json!({"session_id": "s1", "uid": 300_123, "workspace": ws});
+            std::fs::write(dir.join("session.json"), record.to_string()).unwrap();
+            let placeholders =
+                serde_json::json!([{"path": outside.join("victim"), "kind": "file"}]);
+            std::fs::write(dir.join("placeholders.json"), placeholders.to_string()).unwrap();
+            clean_run_dir(&run_root, &dir);
+            assert!(!dir.exists());
+            assert!(outside.join("victim").exists(), "{}", ws.display());
+        }
     }
 
     #[test]

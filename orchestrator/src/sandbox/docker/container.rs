@@ -64,11 +64,7 @@ impl Session {
         uids: &UidAllocator,
         spec: &SandboxSpec,
     ) -> Result<Self, SandboxError> {
-        let workspace =
-            std::fs::canonicalize(&spec.workspace).map_err(|source| SandboxError::Setup {
-                step: "resolve workspace",
-                source,
-            })?;
+        let workspace = crate::sandbox::checked_workspace(&spec.workspace, &config.run_root)?;
         let mut session = Self::slot(config, uids, &spec.session_id)?;
         session.tenant = spec.tenant.clone();
         if let Err(e) = session.attach(&workspace, spec) {
@@ -81,6 +77,16 @@ impl Session {
     /// Grants the workspace and plans the mounts over it (placeholders made on the host).
     /// On error the caller cleans up (revoke, placeholders, run dir).
     pub fn attach(&mut self, workspace: &Path, spec: &SandboxSpec) -> Result<(), SandboxError> {
+        if let Some(own) = collides_with_container_mount(workspace) {
+            return Err(SandboxError::Setup {
+                step: "checking the workspace's mount point",
+                source: std::io::Error::other(format!(
+                    "the workspace {} would be mounted over the container's own {own}; \
+                     choose a project directory",
+                    workspace.display()
+                )),
+            });
+        }
         self.attach_workspace(workspace)?;
         self.masks = masks::prepare(workspace, spec, &self.run_dir)?;
         Ok(())
@@ -124,6 +130,7 @@ impl Session {
         let setup = |step| move |source| SandboxError::Setup { step, source };
         let sock = self.sock_dir();
         let _ = std::fs::remove_dir_all(&self.run_dir);
+        crate::paths::private_dir(&self.run_dir).map_err(setup("create run dir"))?;
         std::fs::create_dir_all(&sock).map_err(setup("create run dir"))?;
         std::fs::set_permissions(&self.run_dir, std::fs::Permissions::from_mode(0o700))
             .map_err(setup("chmod run dir"))?;
@@ -149,7 +156,7 @@ impl Session {
         };
         let text = serde_json::to_vec(&record)
             .map_err(|e| SandboxError::Docker(format!("encode session record: {e}")))?;
-        std::fs::write(self.run_dir.join("session.json"), text).map_err(|source| {
+        crate::paths::write_private(&self.run_dir.join("session.json"), &text).map_err(|source| {
             SandboxError::Setup {
                 step: "write session record",
                 source,
@@ -181,7 +188,10 @@ impl Session {
 
     /// Removes the placeholders (those still empty), the run directory, and frees the uid.
     pub fn release(self) {
-        masks::remove_placeholders(&self.run_dir);
+        // Placeholders exist only once a workspace was attached (and recorded).
+        if let Some(ws) = &self.workspace {
+            masks::remove_placeholders(&self.run_dir, ws);
+        }
         let _ = std::fs::remove_dir_all(&self.run_dir);
     }
 
@@ -194,6 +204,16 @@ impl Session {
         }
         self.release();
     }
+}
+
+/// The container's own mount point that a workspace at `workspace` (the same absolute path
+/// inside) would land on or above, if any: the engine refuses two mounts at one point
+/// ("Duplicate mount point" for a `/tmp` workspace), and a workspace above one would
+/// put the container's run dir or tmpfs inside the user's tree.
+pub fn collides_with_container_mount(workspace: &Path) -> Option<&'static str> {
+    ["/tmp", CONTAINER_RUN_DIR]
+        .into_iter()
+        .find(|own| Path::new(own).starts_with(workspace))
 }
 
 /// Docker container name for a session or pool slot: `cordon-` and the id, with anything
@@ -478,5 +498,33 @@ mod tests {
     fn container_names_are_what_docker_accepts() {
         assert_eq!(container_name("s1"), "cordon-s1");
         assert_eq!(container_name("a/b c"), "cordon-a_b_c");
+    }
+
+    #[test]
+    fn a_workspace_on_or_above_the_containers_own_mounts_is_refused() {
+        assert_eq!(
+            collides_with_container_mount(Path::new("/tmp")),
+            Some("/tmp")
+        );
+        assert_eq!(
+            collides_with_container_mount(Path::new("/run")),
+            Some(CONTAINER_RUN_DIR)
+        );
+        assert_eq!(
+            collides_with_container_mount(Path::new(CONTAINER_RUN_DIR)),
+            Some(CONTAINER_RUN_DIR)
+        );
+        for fine in [
+            "/tmp/project",
+            "/home/u/src",
+            "/run/user/1000/ws",
+            "/tmpfoo",
+        ] {
+            assert_eq!(
+                collides_with_container_mount(Path::new(fine)),
+                None,
+                "{fine}"
+            );
+        }
     }
 }

@@ -163,9 +163,11 @@ fn make_masks(run_dir: &Path) -> Result<(), SandboxError> {
     Ok(())
 }
 
-/// Removes the placeholders recorded in `run_dir` that are still empty (idempotent).
-pub fn remove_placeholders(run_dir: &Path) {
-    protected::remove_placeholders(run_dir);
+/// Removes the placeholders recorded in `run_dir` that are still empty (idempotent), only
+/// beneath `workspace` (the session's, as recorded): see
+/// [`protected::remove_placeholders`].
+pub fn remove_placeholders(run_dir: &Path, workspace: &Path) {
+    protected::remove_placeholders(run_dir, workspace);
 }
 
 #[cfg(test)]
@@ -208,7 +210,7 @@ mod tests {
             .map(|b| b.target.components().count())
             .collect();
         assert!(depth.windows(2).all(|w| w[0] <= w[1]), "parents first");
-        remove_placeholders(run.path());
+        remove_placeholders(run.path(), &ws);
         for rel in [".git/config", ".claude", ".mcp.json", ".envrc"] {
             assert!(!ws.join(rel).exists(), "{rel} placeholder removed");
         }
@@ -249,7 +251,7 @@ mod tests {
             let mode = std::fs::metadata(run.path().join(mask)).unwrap().mode();
             assert_eq!(mode & 0o7777, 0, "{mask} is mode 0000");
         }
-        remove_placeholders(run.path());
+        remove_placeholders(run.path(), &ws);
     }
 
     #[test]

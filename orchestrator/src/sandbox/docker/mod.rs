@@ -115,13 +115,10 @@ impl Default for DockerConfig {
     }
 }
 
-/// `$CORDON_HOME`, default `~/.cordon`.
+/// `$CORDON_HOME`, default `~/.cordon` ([`crate::paths::cordon_home`]); `/root/.cordon`
+/// when neither variable is set.
 pub fn cordon_home() -> PathBuf {
-    if let Some(home) = std::env::var_os("CORDON_HOME") {
-        return PathBuf::from(home);
-    }
-    let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("/root"), PathBuf::from);
-    home.join(".cordon")
+    crate::paths::cordon_home().unwrap_or_else(|_| PathBuf::from("/root/.cordon"))
 }
 
 /// Maps a bollard error to the backend's error type, naming the step.

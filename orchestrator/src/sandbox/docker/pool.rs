@@ -339,11 +339,13 @@ async fn init_of(docker: &Docker, id: &str) -> Result<(OwnedFd, Option<PathBuf>)
 
 /// Mounts the workspace into the slot's container, writes the agent config, starts it.
 async fn prepare_claim(slot: &mut Slot, spec: &SandboxSpec) -> Result<(), SandboxError> {
-    let workspace =
-        std::fs::canonicalize(&spec.workspace).map_err(|source| SandboxError::Setup {
-            step: "resolve workspace",
-            source,
-        })?;
+    // The run root (the parent of every slot's run dir) is the backend's state.
+    let run_root = slot
+        .session
+        .run_dir
+        .parent()
+        .unwrap_or(&slot.session.run_dir);
+    let workspace = crate::sandbox::checked_workspace(&spec.workspace, run_root)?;
     slot.session.session_id = spec.session_id.clone();
     slot.session.tenant = spec.tenant.clone();
     let started = std::time::Instant::now();

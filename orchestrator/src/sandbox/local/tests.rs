@@ -206,7 +206,15 @@ async fn stale_sessions_are_swept_at_the_next_start() {
     let stale = f.home.path().join("run").join("deadbeef");
     std::fs::create_dir_all(stale.join("sock")).unwrap();
     std::fs::write(stale.join("launcher.pid"), "1 1\n").unwrap();
-    let placeholder = f.workspace.path().join(".envrc");
+    // The sweep acts only beneath the workspace the dead session's launch config records.
+    let ws = f.workspace.path().canonicalize().unwrap();
+    let config = f.backend.launch_config(&spec(&f), &ws, &stale);
+    std::fs::write(
+        stale.join(state::LAUNCH_CONFIG),
+        serde_json::to_vec(&config).unwrap(),
+    )
+    .unwrap();
+    let placeholder = ws.join(".envrc");
     std::fs::write(&placeholder, "").unwrap();
     std::fs::write(
         stale.join("placeholders.json"),

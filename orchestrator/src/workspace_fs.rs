@@ -1,0 +1,332 @@
+//! Reading workspace files on the host: beneath the workspace, never through a link.
+//!
+//! Everything in the workspace is written by the repository or by the sandbox, so on the
+//! host it is untrusted data. A `CLAUDE.md -> /root/.ssh/id_ed25519` or a
+//! `.claude/settings.json -> /proc/self/environ` must not make the orchestrator read a host
+//! secret and send it to the model. [`Workspace`] holds a directory fd of the workspace
+//! and opens every file relative to it with `openat2(2)`:
+//!
+//! - `RESOLVE_BENEATH`: no `..` or absolute component can leave the workspace;
+//! - `RESOLVE_NO_SYMLINKS` (and `RESOLVE_NO_MAGICLINKS`): no component may be a link, so a
+//!   link anywhere on the way (`.claude -> /etc`) or at the end is refused, never followed;
+//! - `O_NONBLOCK`, then `fstat`: a FIFO opens without waiting for a writer and is refused
+//!   (a blocking open of one would hang the session's start), as is anything but a
+//!   regular file;
+//! - a size cap, checked on the open file and again while reading (a file may grow).
+//!
+//! Files outside the workspace that count (the user's own `~/.claude`, `~/.cordon`, the
+//! managed ones) are read with [`read_own_file`], which keeps the FIFO and size guards.
+
+use std::fs::File;
+use std::io::{ErrorKind, Read};
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Component, Path, PathBuf};
+
+use nix::errno::Errno;
+use nix::fcntl::OFlag;
+use nix::sys::stat::Mode;
+
+/// Why a workspace file was not read.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkspaceFsError {
+    #[error("opening the workspace {path}: {source}")]
+    OpenRoot {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: not a plain path beneath the workspace")]
+    NotBeneath { path: PathBuf },
+    #[error("{path}: is a symbolic link or passes through one; not followed")]
+    Link { path: PathBuf },
+    #[error("{path}: is a {kind}, not a regular file; not read")]
+    NotRegular { path: PathBuf, kind: &'static str },
+    #[error("{path}: larger than {max} bytes; not read")]
+    TooLarge { path: PathBuf, max: u64 },
+    #[error("{path}: not UTF-8 text; not read")]
+    NotText { path: PathBuf },
+    #[error("{path}: cannot read: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// A workspace opened once: every read resolves beneath its directory fd.
+#[derive(Debug)]
+pub struct Workspace {
+    root: PathBuf,
+    dir: OwnedFd,
+}
+
+impl Workspace {
+    /// Opens `root` (the canonical workspace the session runs in).
+    pub fn open(root: &Path) -> Result<Workspace, WorkspaceFsError> {
+        let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+        let dir = nix::fcntl::open(root, flags, Mode::empty()).map_err(|e| {
+            WorkspaceFsError::OpenRoot {
+                path: root.to_path_buf(),
+                source: e.into(),
+            }
+        })?;
+        Ok(Workspace {
+            root: root.to_path_buf(),
+            dir,
+        })
+    }
+
+    /// The workspace's path.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// `path` relative to the workspace, when it names something strictly inside it by
+    /// plain components (no `..`, no `.`).
+    pub fn relative<'a>(&self, path: &'a Path) -> Option<&'a Path> {
+        let rel = path.strip_prefix(&self.root).ok()?;
+        plain(rel).then_some(rel)
+    }
+
+    /// The text of the file at `rel` (relative to the workspace), at most `max` bytes.
+    /// `Ok(None)` when there is no such file; an error when it is a link, not a regular
+    /// file, too large or not UTF-8.
+    pub fn read_text(&self, rel: &Path, max: u64) -> Result<Option<String>, WorkspaceFsError> {
+        let shown = self.root.join(rel);
+        if !plain(rel) {
+            return Err(WorkspaceFsError::NotBeneath { path: shown });
+        }
+        let file = match self.open_beneath(rel) {
+            Ok(f) => f,
+            Err(Errno::ENOENT) => return Ok(None),
+            // ELOOP: a link on the way or at the end; EXDEV: resolution tried to leave.
+            Err(Errno::ELOOP | Errno::EXDEV) => return Err(WorkspaceFsError::Link { path: shown }),
+            Err(e) => {
+                return Err(WorkspaceFsError::Read {
+                    path: shown,
+                    source: e.into(),
+                });
+            }
+        };
+        read_open_file(File::from(file), &shown, max).map(Some)
+    }
+
+    fn open_beneath(&self, rel: &Path) -> Result<OwnedFd, Errno> {
+        // O_NONBLOCK: a FIFO must not block the open (it is refused after fstat).
+        // O_NOCTTY: a terminal device must never become our controlling terminal.
+        let flags = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
+        sandbox_agent::fsops::openat2(
+            self.dir.as_fd(),
+            rel,
+            flags,
+            0,
+            sandbox_agent::fsops::BENEATH_NO_LINKS,
+        )
+        .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))
+    }
+}
+
+/// Reads one of the user's own (or a managed) files outside the workspace: links are
+/// followed (the user's home is theirs), but the FIFO and size guards hold.
+/// `Ok(None)` when it does not exist.
+pub fn read_own_file(path: &Path, max: u64) -> Result<Option<String>, WorkspaceFsError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path);
+    match opened {
+        Ok(file) => read_open_file(file, path, max).map(Some),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(WorkspaceFsError::Read {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+/// Refuses anything but a regular file of at most `max` bytes, then reads it as text.
+fn read_open_file(file: File, path: &Path, max: u64) -> Result<String, WorkspaceFsError> {
+    let read_err = |source| WorkspaceFsError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let meta = file.metadata().map_err(read_err)?;
+    if !meta.file_type().is_file() {
+        return Err(WorkspaceFsError::NotRegular {
+            path: path.to_path_buf(),
+            kind: kind_of(&meta.file_type()),
+        });
+    }
+    let too_large = || WorkspaceFsError::TooLarge {
+        path: path.to_path_buf(),
+        max,
+    };
+    if meta.len() > max {
+        return Err(too_large());
+    }
+    let mut bytes = Vec::new();
+    // One byte past the cap tells a file that grew since the fstat.
+    file.take(max.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(read_err)?;
+    if bytes.len() as u64 > max {
+        return Err(too_large());
+    }
+    String::from_utf8(bytes).map_err(|_| WorkspaceFsError::NotText {
+        path: path.to_path_buf(),
+    })
+}
+
+/// Relative, non-empty, plain components only.
+fn plain(rel: &Path) -> bool {
+    rel.components().next().is_some() && rel.components().all(|c| matches!(c, Component::Normal(_)))
+}
+
+fn kind_of(t: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_dir() {
+        "directory"
+    } else if t.is_fifo() {
+        "FIFO"
+    } else if t.is_socket() {
+        "socket"
+    } else if t.is_char_device() || t.is_block_device() {
+        "device"
+    } else if t.is_symlink() {
+        "symbolic link"
+    } else {
+        "special file"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::symlink;
+
+    use super::*;
+
+    fn ws() -> (tempfile::TempDir, Workspace) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let ws = Workspace::open(&root).unwrap();
+        (dir, ws)
+    }
+
+    #[test]
+    fn reads_a_plain_file_and_reports_a_missing_one() {
+        let (dir, ws) = ws();
+        std::fs::create_dir(dir.path().join(".claude")).unwrap();
+        std::fs::write(dir.path().join(".claude/CLAUDE.md"), "hello").unwrap();
+        let text = ws.read_text(Path::new(".claude/CLAUDE.md"), 64).unwrap();
+        assert_eq!(text.as_deref(), Some("hello"));
+        assert!(ws.read_text(Path::new("CLAUDE.md"), 64).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_link_at_the_end_or_on_the_way_is_refused() {
+        let (dir, ws) = ws();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret"), "SECRET").unwrap();
+        symlink(outside.path().join("secret"), dir.path().join("CLAUDE.md")).unwrap();
+        symlink(outside.path(), dir.path().join(".claude")).unwrap();
+        std::fs::write(dir.path().join("inner"), "x").unwrap();
+        symlink("inner", dir.path().join("relative-link")).unwrap();
+        for rel in ["CLAUDE.md", ".claude/secret", "relative-link"] {
+            let err = ws.read_text(Path::new(rel), 64).unwrap_err();
+            assert!(matches!(err, WorkspaceFsError::Link { .. }), "{rel}: {err}");
+        }
+    }
+
+    #[test]
+    fn magic_links_and_escapes_are_refused() {
+        let (dir, ws) = ws();
+        symlink("/proc/self/environ", dir.path().join("env")).unwrap();
+        assert!(matches!(
+            ws.read_text(Path::new("env"), 1 << 20).unwrap_err(),
+            WorkspaceFsError::Link { .. }
+        ));
+        for rel in ["../x", "/etc/passwd", "./a", ""] {
+            assert!(
+                matches!(
+                    ws.read_text(Path::new(rel), 64).unwrap_err(),
+                    WorkspaceFsError::NotBeneath { .. }
+                ),
+                "{rel}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_fifo_is_refused_without_blocking() {
+        let (dir, ws) = ws();
+        nix::unistd::mkfifo(
+            &dir.path().join("CLAUDE.md"),
+            Mode::from_bits_truncate(0o644),
+        )
+        .unwrap();
+        let err = ws.read_text(Path::new("CLAUDE.md"), 64).unwrap_err();
+        assert!(
+            matches!(err, WorkspaceFsError::NotRegular { kind: "FIFO", .. }),
+            "{err}"
+        );
+        std::fs::create_dir(dir.path().join("d")).unwrap();
+        assert!(matches!(
+            ws.read_text(Path::new("d"), 64).unwrap_err(),
+            WorkspaceFsError::NotRegular { .. }
+        ));
+    }
+
+    #[test]
+    fn a_file_over_the_cap_or_not_text_is_refused() {
+        let (dir, ws) = ws();
+        std::fs::write(dir.path().join("big"), vec![b'a'; 65]).unwrap();
+        std::fs::write(dir.path().join("bin"), [0xff, 0xfe]).unwrap();
+        assert!(matches!(
+            ws.read_text(Path::new("big"), 64).unwrap_err(),
+            WorkspaceFsError::TooLarge { max: 64, .. }
+        ));
+        assert_eq!(
+            ws.read_text(Path::new("big"), 65).unwrap().unwrap().len(),
+            65
+        );
+        assert!(matches!(
+            ws.read_text(Path::new("bin"), 64).unwrap_err(),
+            WorkspaceFsError::NotText { .. }
+        ));
+    }
+
+    #[test]
+    fn relative_accepts_only_paths_strictly_inside() {
+        let (_dir, ws) = ws();
+        let root = ws.root().to_path_buf();
+        assert_eq!(
+            ws.relative(&root.join(".claude/settings.json")),
+            Some(Path::new(".claude/settings.json"))
+        );
+        assert_eq!(ws.relative(&root), None);
+        assert_eq!(ws.relative(&root.join("../x")), None);
+        assert_eq!(ws.relative(Path::new("/etc/passwd")), None);
+    }
+
+    #[test]
+    fn own_files_follow_links_but_refuse_fifos() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("real"), "mine").unwrap();
+        symlink(dir.path().join("real"), dir.path().join("link")).unwrap();
+        nix::unistd::mkfifo(&dir.path().join("fifo"), Mode::from_bits_truncate(0o644)).unwrap();
+        assert_eq!(
+            read_own_file(&dir.path().join("link"), 64)
+                .unwrap()
+                .as_deref(),
+            Some("mine")
+        );
+        assert!(
+            read_own_file(&dir.path().join("none"), 64)
+                .unwrap()
+                .is_none()
+        );
+        assert!(matches!(
+            read_own_file(&dir.path().join("fifo"), 64).unwrap_err(),
+            WorkspaceFsError::NotRegular { .. }
+        ));
+    }
+}
