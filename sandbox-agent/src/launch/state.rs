@@ -4,6 +4,7 @@
 //! - `launcher.log`: the launcher's and agent's stderr;
 //! - `launcher.pid`: pid and start time of the launcher, to tell live sessions from dead;
 //! - `placeholders.json`: placeholders created for protected paths;
+//! - `git-guard.json`: the git dirs pinned at start and when, for the teardown vetting;
 //! - `sock/`: bind-mounted at `/run/cordon` in the sandbox, owned by the sandbox uid;
 //!
 //! [`cleanup_session`] removes all of it (and the placeholders); [`sweep_stale`] does so
@@ -43,6 +44,7 @@ pub fn launcher_alive(state_dir: &Path) -> Option<bool> {
 /// Removes the session's placeholders and its whole state dir (socket included).
 /// Call only once the sandbox is gone. Idempotent.
 pub fn cleanup_session(state_dir: &Path) {
+    super::gitvet::vet_session(state_dir);
     protected::remove_placeholders(state_dir);
     if let Err(e) = std::fs::remove_dir_all(state_dir)
         && e.kind() != std::io::ErrorKind::NotFound

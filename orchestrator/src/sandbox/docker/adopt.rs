@@ -178,6 +178,8 @@ fn clean_run_dir(dir: &Path) {
     {
         tracing::warn!("revoking workspace access of uid {uid}: {e}");
     }
+    // The container is gone: vet the git dirs its session made, then clean up.
+    super::masks::vet_git(dir);
     super::masks::remove_placeholders(dir);
     let _ = std::fs::remove_dir_all(dir);
 }
