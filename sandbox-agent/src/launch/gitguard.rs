@@ -368,6 +368,10 @@ pub fn entries(workspace: &Path, survey: &Survey, policy: &GitPolicy) -> Vec<Pro
         .iter()
         .map(|f| ProtectedPath::new(f, EntryKind::File))
         .collect();
+    if survey.git_dirs.is_empty() {
+        // No repository: nothing reads a hooks path or an include (and no git runs here).
+        return out;
+    }
     // Relative hook paths from the user's own configuration apply to every work tree.
     let mut user = Chain::default();
     for file in user_configs(home) {

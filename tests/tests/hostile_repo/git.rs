@@ -169,6 +169,26 @@ fn init_attack(marks: &Path) -> String {
     )
 }
 
+/// The control: the same kind of plant, made on the host, does run with this host git
+/// (so an empty marker dir below means the plants were stopped, not that git ignored them).
+fn control(git: &HostGit, root: &Path) {
+    let repo = root.join("control");
+    let marks = root.join("control-marks");
+    std::fs::create_dir_all(&marks).unwrap();
+    std::fs::create_dir_all(&repo).unwrap();
+    git.ok(&repo, &["init", "-q"]);
+    let fsmonitor = format!("touch {}/fsmonitor", marks.display());
+    git.ok(&repo, &["config", "core.fsmonitor", &fsmonitor]);
+    let hook = repo.join(".git/hooks/pre-commit");
+    std::fs::write(&hook, format!("#!/bin/sh\ntouch {}/hook\n", marks.display())).unwrap();
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    git.run(&repo, &["status"]);
+    git.ok(&repo, &["commit", "-q", "--allow-empty", "-m", "c"]);
+    let mut ran = marks_in(&marks);
+    ran.sort();
+    assert_eq!(ran, ["fsmonitor", "hook"], "the control plants must run");
+}
+
 fn marks_in(dir: &Path) -> Vec<String> {
     std::fs::read_dir(dir)
         .unwrap()
@@ -183,6 +203,7 @@ async fn planted_git_redirections_never_run_on_the_host() {
     let marks = root.path().join("marks");
     std::fs::create_dir(&marks).unwrap();
     let git = HostGit::new(root.path());
+    control(&git, root.path());
     let ws = Workspace::new();
     hostile_target(&git, root.path(), ws.path());
     let fresh = Workspace::new();
