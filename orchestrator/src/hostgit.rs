@@ -26,7 +26,7 @@ const EMPTY_TREE_SHA1: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
 const EMPTY_TREE_SHA256: &str = "6ef19b41225c5369f1c104d45d8d85efa9b057b53b14b4b9b939dd74decc5321";
 
 /// The largest `HEAD` or `commondir` read.
-const MAX_SMALL_FILE: u64 = 4096;
+const MAX_SMALL_FILE: usize = 4096;
 
 /// Why a workspace's repository cannot be read safely.
 #[derive(Debug, thiserror::Error)]
@@ -65,18 +65,19 @@ impl WorkspaceRepo {
     pub fn open(cwd: &Path) -> Result<Self, RepoError> {
         let (work_tree, git_dir) = find_git_dir(cwd)?;
         check_commondir(&git_dir)?;
-        let config = read_small(&git_dir.join("config"), sandbox_agent::hostgit::MAX_CONFIG_BYTES)?;
+        let config = read_small(
+            &git_dir.join("config"),
+            sandbox_agent::hostgit::MAX_CONFIG_BYTES,
+        )?;
         let entries = list_config(&config.unwrap_or_default())?;
         let format = RepoFormat::from_entries(&entries).map_err(|why| RepoError::Invalid {
             path: git_dir.join("config"),
             why,
         })?;
         let head_path = git_dir.join("HEAD");
-        let head = read_small(&head_path, MAX_SMALL_FILE as usize)?.ok_or_else(|| {
-            RepoError::Invalid {
-                path: head_path.clone(),
-                why: "missing".into(),
-            }
+        let head = read_small(&head_path, MAX_SMALL_FILE)?.ok_or_else(|| RepoError::Invalid {
+            path: head_path.clone(),
+            why: "missing".into(),
         })?;
         let head = valid_head(&head).ok_or_else(|| RepoError::Invalid {
             path: head_path,
@@ -167,12 +168,15 @@ fn find_git_dir(cwd: &Path) -> Result<(PathBuf, PathBuf), RepoError> {
 /// sandbox puts there to pin it), never another directory.
 fn check_commondir(git_dir: &Path) -> Result<(), RepoError> {
     let path = git_dir.join("commondir");
-    let Some(text) = read_small(&path, MAX_SMALL_FILE as usize)? else {
+    let Some(text) = read_small(&path, MAX_SMALL_FILE)? else {
         return Ok(());
     };
     let text = String::from_utf8_lossy(&text);
     let target = git_dir.join(text.trim_end_matches(['\n', '\r']));
-    let same = match (std::fs::canonicalize(&target), std::fs::canonicalize(git_dir)) {
+    let same = match (
+        std::fs::canonicalize(&target),
+        std::fs::canonicalize(git_dir),
+    ) {
         (Ok(a), Ok(b)) => a == b,
         _ => false,
     };
@@ -210,7 +214,9 @@ fn read_small(path: &Path, max: usize) -> Result<Option<Vec<u8>>, RepoError> {
         });
     }
     let mut buf = Vec::new();
-    file.take(max as u64 + 1).read_to_end(&mut buf).map_err(err)?;
+    file.take(max as u64 + 1)
+        .read_to_end(&mut buf)
+        .map_err(err)?;
     if buf.len() > max {
         return Err(RepoError::Invalid {
             path: path.to_path_buf(),
@@ -258,7 +264,11 @@ impl RepoFormat {
     fn config_text(&self) -> String {
         let mut text = format!(
             "[core]\n\trepositoryformatversion = {}\n\tbare = false\n",
-            if self.sha256 || self.reftable { 1 } else { self.version }
+            if self.sha256 || self.reftable {
+                1
+            } else {
+                self.version
+            }
         );
         if self.sha256 || self.reftable {
             text.push_str("[extensions]\n");

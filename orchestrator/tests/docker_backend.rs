@@ -646,8 +646,14 @@ async fn a_git_dir_made_in_the_container_is_vetted_at_destroy() {
     assert_eq!((code, out.trim()), (0, "MADE"), "{out}");
     sandbox.destroy().await.unwrap();
     let config = std::fs::read_to_string(root.join(".git/config")).unwrap();
-    assert!(!config.contains("fsmonitor") && config.contains("bare"), "{config}");
-    assert!(!root.join(".git/hooks/pre-commit").exists(), "hook left in place");
+    assert!(
+        !config.contains("fsmonitor") && config.contains("bare"),
+        "{config}"
+    );
+    assert!(
+        !root.join(".git/hooks/pre-commit").exists(),
+        "hook left in place"
+    );
 }
 
 /// Restarts the Docker daemon as an operator would: SIGTERM, wait for it to exit, start the

@@ -273,8 +273,10 @@ mod tests {
     fn the_environment_is_cleared_and_hardened() {
         let cmd = command();
         let envs: Vec<_> = cmd.get_envs().collect();
-        assert!(envs.iter().any(|(k, v)| *k == "GIT_CONFIG_GLOBAL"
-            && v.is_some_and(|v| v == "/dev/null")));
+        assert!(
+            envs.iter()
+                .any(|(k, v)| *k == "GIT_CONFIG_GLOBAL" && v.is_some_and(|v| v == "/dev/null"))
+        );
         let args: Vec<_> = cmd.get_args().map(|a| a.to_string_lossy()).collect();
         assert!(args.iter().any(|a| a == "core.hooksPath=/dev/null"));
         assert!(args.iter().any(|a| a == "--no-optional-locks"));

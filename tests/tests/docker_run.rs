@@ -100,7 +100,10 @@ async fn a_task_runs_its_tools_in_a_session_container() {
         std::fs::read_to_string(ws.join("made.txt")).unwrap(),
         "in-container\n"
     );
-    assert!(!ws.join(".git/hooks/pre-commit").exists(), "no hook planted");
+    assert!(
+        !ws.join(".git/hooks/pre-commit").exists(),
+        "no hook planted"
+    );
     assert!(
         !ws.join(".git/commondir").exists(),
         "the commondir placeholder is gone"

@@ -44,7 +44,11 @@ fn plant(ws: &Path, marker: &Path) {
     std::fs::write(ws.join(".git/info/attributes"), "* filter=evil diff=evil\n").unwrap();
     for dir in [".git/hooks", "hooks2"] {
         std::fs::create_dir_all(ws.join(dir)).unwrap();
-        for hook in ["post-index-change", "reference-transaction", "fsmonitor-watchman"] {
+        for hook in [
+            "post-index-change",
+            "reference-transaction",
+            "fsmonitor-watchman",
+        ] {
             let p = ws.join(dir).join(hook);
             std::fs::write(&p, format!("#!/bin/sh\n{touch}\n")).unwrap();
             std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755))
@@ -92,7 +96,11 @@ fn redirected_git_dirs_are_refused() {
 
     let ws = repo();
     let other = tempfile::tempdir().unwrap();
-    std::fs::write(ws.path().join(".git/commondir"), other.path().to_str().unwrap()).unwrap();
+    std::fs::write(
+        ws.path().join(".git/commondir"),
+        other.path().to_str().unwrap(),
+    )
+    .unwrap();
     assert!(matches!(
         WorkspaceRepo::open(ws.path()),
         Err(RepoError::Redirected { .. })
@@ -136,7 +144,12 @@ fn heads_are_validated() {
         Some("ref: refs/heads/main\n")
     );
     assert!(valid_head(&[b'a'; 40]).is_some());
-    for bad in [&b"ref: HEAD"[..], b"ref: refs/../x", b"xyz", b"ref: refs/a b"] {
+    for bad in [
+        &b"ref: HEAD"[..],
+        b"ref: refs/../x",
+        b"xyz",
+        b"ref: refs/a b",
+    ] {
         assert!(valid_head(bad).is_none(), "{bad:?}");
     }
 }
@@ -150,7 +163,10 @@ fn no_other_git_commands() {
     for krate in ["orchestrator/src", "sandbox-agent/src", "tests/src"] {
         scan(&root.join(krate), &mut offenders);
     }
-    assert!(offenders.is_empty(), "build git through hostgit: {offenders:?}");
+    assert!(
+        offenders.is_empty(),
+        "build git through hostgit: {offenders:?}"
+    );
 }
 
 fn scan(dir: &Path, offenders: &mut Vec<PathBuf>) {

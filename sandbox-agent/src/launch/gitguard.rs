@@ -163,7 +163,8 @@ pub fn looks_like_git_dir(dir: &Path) -> bool {
     let meta = |name: &str| std::fs::symlink_metadata(dir.join(name));
     meta("HEAD").is_ok()
         && (meta("commondir").is_ok_and(|m| m.is_file())
-            || (meta("objects").is_ok_and(|m| m.is_dir()) && meta("refs").is_ok_and(|m| m.is_dir())))
+            || (meta("objects").is_ok_and(|m| m.is_dir())
+                && meta("refs").is_ok_and(|m| m.is_dir())))
 }
 
 /// Finds the workspace's git dirs and gitdir files (see the module docs). `skip` lists
@@ -407,7 +408,7 @@ pub fn entries(workspace: &Path, survey: &Survey, policy: &GitPolicy) -> Vec<Pro
             hook_dirs.push(dir);
         }
         let runs_hooks = hook_dirs.iter().any(|d| has_hooks(d));
-        if let Some(wt) = work_tree.as_deref().and_then(|w| normalize(w)) {
+        if let Some(wt) = work_tree.as_deref().and_then(normalize) {
             for e in &policy.hook_manager_files.paths {
                 let path = wt.join(&e.path);
                 let exists = std::fs::symlink_metadata(&path).is_ok();

@@ -420,7 +420,10 @@ mod tests {
         std::fs::write(ws.path().join("changed"), "..\n").unwrap();
         remove_placeholders(state.path());
         assert!(!ws.path().join(".bashrc").exists());
-        assert!(!ws.path().join("commondir").exists(), "content placeholder removed");
+        assert!(
+            !ws.path().join("commondir").exists(),
+            "content placeholder removed"
+        );
         assert!(ws.path().join("changed").exists(), "changed content kept");
         assert!(!ws.path().join(".claude").exists());
         assert!(ws.path().join(".envrc").exists(), "user content kept");

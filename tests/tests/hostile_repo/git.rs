@@ -180,7 +180,11 @@ fn control(git: &HostGit, root: &Path) {
     let fsmonitor = format!("touch {}/fsmonitor", marks.display());
     git.ok(&repo, &["config", "core.fsmonitor", &fsmonitor]);
     let hook = repo.join(".git/hooks/pre-commit");
-    std::fs::write(&hook, format!("#!/bin/sh\ntouch {}/hook\n", marks.display())).unwrap();
+    std::fs::write(
+        &hook,
+        format!("#!/bin/sh\ntouch {}/hook\n", marks.display()),
+    )
+    .unwrap();
     std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     git.run(&repo, &["status"]);
     git.ok(&repo, &["commit", "-q", "--allow-empty", "-m", "c"]);
@@ -254,7 +258,10 @@ async fn planted_git_redirections_never_run_on_the_host() {
     .unwrap();
     run_json_ok(&model2, home.path(), fresh.path(), &mode, "init").await;
     let (_, init_out, _) = tool_results(&model2.requests()[1].body).remove(0);
-    assert!(init_out.contains("INITOK"), "git init failed inside: {init_out}");
+    assert!(
+        init_out.contains("INITOK"),
+        "git init failed inside: {init_out}"
+    );
 
     // What a user does next on the host.
     let w = ws.path();
@@ -262,15 +269,23 @@ async fn planted_git_redirections_never_run_on_the_host() {
     git.ok(w, &["commit", "-q", "--allow-empty", "-m", "host"]);
     git.ok(w, &["log", "-1"]);
     git.ok(&w.join("vendor/lib"), &["status"]);
-    git.ok(&w.join("vendor/lib"), &["commit", "-q", "--allow-empty", "-m", "h"]);
+    git.ok(
+        &w.join("vendor/lib"),
+        &["commit", "-q", "--allow-empty", "-m", "h"],
+    );
     git.ok(&w.join("sub"), &["status"]);
     git.ok(&w.join("planted"), &["status"]);
-    git.ok(&w.join("planted"), &["commit", "-q", "--allow-empty", "-m", "h"]);
+    git.ok(
+        &w.join("planted"),
+        &["commit", "-q", "--allow-empty", "-m", "h"],
+    );
     git.ok(fresh.path(), &["status"]);
     git.ok(fresh.path(), &["log", "-1"]);
     git.ok(fresh.path(), &["commit", "-q", "--allow-empty", "-m", "h"]);
     // And a second session, whose prompt runs git on the host.
-    let model3 = ScriptedModel::start(vec![Turn::text("again")]).await.unwrap();
+    let model3 = ScriptedModel::start(vec![Turn::text("again")])
+        .await
+        .unwrap();
     run_json_ok(&model3, home.path(), w, &mode, "again").await;
     let system = model3.requests()[0].body["system"].to_string();
     assert!(system.contains("Git branch: main"), "{system}");
@@ -294,6 +309,10 @@ async fn planted_git_redirections_never_run_on_the_host() {
     let quarantined = std::fs::read_dir(fresh.join(".git"))
         .unwrap()
         .flatten()
-        .any(|e| e.file_name().to_string_lossy().starts_with("cordon-quarantine-"));
+        .any(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("cordon-quarantine-")
+        });
     assert!(quarantined, "the vetting keeps what it removed");
 }

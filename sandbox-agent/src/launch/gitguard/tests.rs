@@ -11,7 +11,10 @@ pub(crate) fn git(dir: &Path, args: &[&str]) {
 }
 
 fn rels(entries: &[ProtectedPath]) -> Vec<String> {
-    entries.iter().map(|e| e.path.display().to_string()).collect()
+    entries
+        .iter()
+        .map(|e| e.path.display().to_string())
+        .collect()
 }
 
 fn limits() -> WalkLimits {
@@ -54,7 +57,10 @@ fn every_git_dir_is_found_and_pinned() {
     git(ws, &["init", "-q"]);
     git(&ws.join("vendor/lib"), &["init", "-q"]);
     git(&ws.join(".git/modules/sub"), &["init", "-q", "--bare"]);
-    git(&ws.join(".git/modules/sub/modules/deep"), &["init", "-q", "--bare"]);
+    git(
+        &ws.join(".git/modules/sub/modules/deep"),
+        &["init", "-q", "--bare"],
+    );
     std::fs::create_dir_all(ws.join("sub")).unwrap();
     std::fs::write(ws.join("sub/.git"), "gitdir: ../.git/modules/sub\n").unwrap();
     let wt = ws.join(".git/worktrees/wt");
@@ -90,7 +96,10 @@ fn every_git_dir_is_found_and_pinned() {
     ] {
         assert!(names.contains(&want.to_string()), "{want} in {names:?}");
     }
-    let commondir = e.iter().find(|p| p.path == Path::new(".git/commondir")).unwrap();
+    let commondir = e
+        .iter()
+        .find(|p| p.path == Path::new(".git/commondir"))
+        .unwrap();
     assert_eq!(commondir.placeholder.as_deref(), Some("."));
 }
 
@@ -110,7 +119,11 @@ fn hook_paths_and_includes_are_resolved_inside_the_workspace() {
         "[include]\n\tpath = nested.cfg\n",
     )
     .unwrap();
-    std::fs::write(ws.join("nested.cfg"), "[core]\n\thooksPath = tools/hooks2\n").unwrap();
+    std::fs::write(
+        ws.join("nested.cfg"),
+        "[core]\n\thooksPath = tools/hooks2\n",
+    )
+    .unwrap();
     let s = survey(ws, &limits(), &[]);
     let names = rels(&entries(ws, &s, policy().unwrap()));
     for want in [
@@ -132,8 +145,14 @@ fn hook_manager_files_are_pinned_where_hooks_run() {
     git(ws, &["init", "-q"]);
     std::fs::write(ws.join(".pre-commit-config.yaml"), "repos: []\n").unwrap();
     let names = rels(&entries(ws, &survey(ws, &limits(), &[]), policy().unwrap()));
-    assert!(names.contains(&".pre-commit-config.yaml".to_string()), "existing");
-    assert!(!names.contains(&"lefthook.yml".to_string()), "no hooks, no placeholder");
+    assert!(
+        names.contains(&".pre-commit-config.yaml".to_string()),
+        "existing"
+    );
+    assert!(
+        !names.contains(&"lefthook.yml".to_string()),
+        "no hooks, no placeholder"
+    );
     std::fs::write(ws.join(".git/hooks/pre-commit"), "#!/bin/sh\n").unwrap();
     let names = rels(&entries(ws, &survey(ws, &limits(), &[]), policy().unwrap()));
     assert!(names.contains(&"lefthook.yml".to_string()), "{names:?}");

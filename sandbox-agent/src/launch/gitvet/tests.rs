@@ -29,7 +29,12 @@ fn quarantine(git_dir: &Path) -> PathBuf {
         .unwrap()
         .flatten()
         .map(|e| e.path())
-        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("cordon-quarantine-"))
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("cordon-quarantine-")
+        })
         .expect("a quarantine dir")
 }
 
@@ -56,10 +61,18 @@ fn a_repository_made_in_the_session_keeps_only_harmless_config_and_sample_hooks(
 
     let kept = crate::hostgit::list_config(&std::fs::read(g.join("config")).unwrap()).unwrap();
     let keys: Vec<String> = kept.iter().map(key_of).collect();
-    assert!(keys.contains(&"core.repositoryformatversion".to_string()), "{keys:?}");
+    assert!(
+        keys.contains(&"core.repositoryformatversion".to_string()),
+        "{keys:?}"
+    );
     assert!(keys.contains(&"user.name".to_string()));
     assert!(keys.contains(&"remote.origin.url".to_string()));
-    for gone in ["core.fsmonitor", "remote.evil.url", "alias.st", "include.path"] {
+    for gone in [
+        "core.fsmonitor",
+        "remote.evil.url",
+        "alias.st",
+        "include.path",
+    ] {
         assert!(!keys.contains(&gone.to_string()), "{gone} kept");
     }
     assert!(!g.join("hooks/pre-commit").exists());
@@ -69,7 +82,11 @@ fn a_repository_made_in_the_session_keeps_only_harmless_config_and_sample_hooks(
     let report = std::fs::read_to_string(q.join("removed.txt")).unwrap();
     assert!(report.contains("core.fsmonitor") && report.contains("hooks/pre-commit"));
     let moved = std::fs::metadata(q.join("hooks/pre-commit")).unwrap();
-    assert_eq!(moved.permissions().mode() & 0o111, 0, "no longer executable");
+    assert_eq!(
+        moved.permissions().mode() & 0o111,
+        0,
+        "no longer executable"
+    );
     assert!(
         std::fs::read_to_string(q.join("config"))
             .unwrap()
@@ -95,7 +112,10 @@ fn pinned_and_untouched_repositories_are_left_alone() {
     // The pinned root's config changes on the host (the user's own git config).
     std::fs::write(ws.join(".git/config"), planted).unwrap();
     assert!(vet(&rec, gitguard::policy().unwrap()).is_empty());
-    assert_eq!(std::fs::read_to_string(ws.join("old/.git/config")).unwrap(), planted);
+    assert_eq!(
+        std::fs::read_to_string(ws.join("old/.git/config")).unwrap(),
+        planted
+    );
     assert!(ws.join("old/.git/hooks/pre-commit").exists());
 }
 
@@ -133,7 +153,11 @@ fn a_bare_looking_directory_is_vetted_too() {
     std::fs::create_dir_all(src.join("objects")).unwrap();
     std::fs::create_dir_all(src.join("refs")).unwrap();
     std::fs::write(src.join("HEAD"), "ref: refs/heads/main\n").unwrap();
-    std::fs::write(src.join("config"), "[core]\n\tpager = touch /nonexistent/x\n").unwrap();
+    std::fs::write(
+        src.join("config"),
+        "[core]\n\tpager = touch /nonexistent/x\n",
+    )
+    .unwrap();
     std::fs::write(src.join("main.rs"), "fn main() {}\n").unwrap();
     vet(&rec, gitguard::policy().unwrap());
     let text = std::fs::read_to_string(src.join("config")).unwrap();
