@@ -287,14 +287,13 @@ async fn planted_git_redirections_never_run_on_the_host() {
         .await
         .unwrap();
     run_json_ok(&model3, home.path(), w, &mode, "again").await;
-    let system = model3.requests()[0].body["system"].to_string();
-    assert!(system.contains("Git branch: main"), "{system}");
-
     assert!(
         marks_in(&marks).is_empty(),
         "planted commands ran on the host: {:?}",
         marks_in(&marks)
     );
+    let system = model3.requests()[0].body["system"].to_string();
+    assert!(system.contains("Git branch: main"), "{system}");
     // The ordinary work done inside is all there.
     let log = git.ok(w, &["log", "--format=%s"]);
     for subject in ["host", "main2", "feat", "inside", "start"] {
