@@ -91,8 +91,10 @@ fn hostile_target(git: &HostGit, root: &Path, ws: &Path) {
 }
 
 /// The Bash the hostile model runs: each line plants one redirection whose command
-/// touches `marks/<name>`, and reports whether the write went through.
-fn attacks(marks: &Path) -> String {
+/// touches `marks/<name>`, and reports whether the write went through. With `redirect`
+/// off, the lines that redirect the whole git dir (commondir, `.git` replaced, the
+/// submodule repointed) are left out, so each file-level plant stands on its own.
+fn attacks(marks: &Path, redirect: bool) -> String {
     let m = |name: &str| format!("touch {}/{name}", marks.display());
     let cfg = |name: &str| format!("[core]\\n\\tfsmonitor = \\\"{}\\\"\\n", m(name));
     let hook = |name: &str| format!("#!/bin/sh\\n{}\\n", m(name));
@@ -144,6 +146,12 @@ fn attacks(marks: &Path) -> String {
         ),
     ]
     .iter()
+    .filter(|line| {
+        redirect
+            || !["commondir", "sub-gitfile", "moved-git", "git-file"]
+                .iter()
+                .any(|r| line.ends_with(&format!("WROTE {r}")))
+    })
     .map(|line| format!("( {line} ) 2>/dev/null; "))
     .collect()
 }
@@ -214,7 +222,7 @@ async fn planted_git_redirections_never_run_on_the_host() {
     std::fs::write(fresh.join("readme.txt"), "no repository yet\n").unwrap();
 
     let turns = vec![
-        Turn::tool_use("a1", "Bash", json!({"command": attacks(&marks)})),
+        Turn::tool_use("a1", "Bash", json!({"command": attacks(&marks, true)})),
         Turn::tool_use("g1", "Bash", json!({"command": ORDINARY})),
         Turn::text("done"),
     ];
@@ -314,4 +322,43 @@ async fn planted_git_redirections_never_run_on_the_host() {
                 .starts_with("cordon-quarantine-")
         });
     assert!(quarantined, "the vetting keeps what it removed");
+}
+
+/// The file-level plants alone (no redirection of the whole git dir shadowing them): the
+/// worktree config, the in-tree hooks path, the included file, the repository's own
+/// config and hooks, the nested repository's and the submodule's config.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_pinned_control_file_holds_on_its_own() {
+    let root = tempfile::tempdir().unwrap();
+    let marks = root.path().join("marks");
+    std::fs::create_dir(&marks).unwrap();
+    let git = HostGit::new(root.path());
+    let ws = Workspace::new();
+    hostile_target(&git, root.path(), ws.path());
+    let model = ScriptedModel::start(vec![
+        Turn::tool_use("a1", "Bash", json!({"command": attacks(&marks, false)})),
+        Turn::text("done"),
+    ])
+    .await
+    .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let mode = ["--permission-mode", "bypassPermissions"];
+    run_json_ok(&model, home.path(), ws.path(), &mode, "attack").await;
+    let (_, out, _) = tool_results(&model.requests()[1].body).remove(0);
+    let wrote: Vec<&str> = out.lines().filter(|l| l.starts_with("WROTE")).collect();
+    assert_eq!(wrote, ["WROTE planted"], "{out}");
+    let w = ws.path();
+    git.ok(w, &["status"]);
+    git.ok(w, &["commit", "-q", "--allow-empty", "-m", "host"]);
+    git.ok(&w.join("vendor/lib"), &["status"]);
+    git.ok(
+        &w.join("vendor/lib"),
+        &["commit", "-q", "--allow-empty", "-m", "h"],
+    );
+    git.ok(&w.join("sub"), &["status"]);
+    assert!(
+        marks_in(&marks).is_empty(),
+        "planted commands ran on the host: {:?}",
+        marks_in(&marks)
+    );
 }
