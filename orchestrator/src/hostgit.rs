@@ -69,7 +69,7 @@ impl WorkspaceRepo {
             &git_dir.join("config"),
             sandbox_agent::hostgit::MAX_CONFIG_BYTES,
         )?;
-        let entries = list_config(&config.unwrap_or_default())?;
+        let entries = list_config(&config.unwrap_or_default(), &work_tree)?;
         let format = RepoFormat::from_entries(&entries).map_err(|why| RepoError::Invalid {
             path: git_dir.join("config"),
             why,
@@ -107,7 +107,7 @@ impl WorkspaceRepo {
 
     /// A hardened git command on this repository, run in `cwd` (inside the work tree).
     pub fn command(&self, cwd: &Path) -> Command {
-        let mut cmd = command();
+        let mut cmd = command(&self.work_tree);
         let index = self.git_dir.join("index");
         let index = match std::fs::symlink_metadata(&index) {
             Ok(m) if m.is_file() => index,

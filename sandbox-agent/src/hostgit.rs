@@ -16,6 +16,7 @@
 //! file of the workspace builds a `git` command.
 
 use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 /// Where HOME and XDG_CONFIG_HOME point: a path that does not exist, so no user
@@ -77,16 +78,21 @@ pub const ENV: &[(&str, &str)] = &[
     ("LC_ALL", "C"),
 ];
 
-/// A `git` command with the hardening above: cleared environment (only `PATH` kept, so
-/// the user's git is the one found), the settings of [`ENV`] and [`OVERRIDES`],
-/// `--no-pager` and `--no-optional-locks`, stdin closed. Callers add their git dir, work
-/// tree and arguments; they must not point it at an untrusted repository's own
-/// configuration (see the module docs).
-pub fn command() -> Command {
-    let mut cmd = Command::new("git");
+/// A `git` command with the hardening above: cleared environment, the settings of [`ENV`]
+/// and [`OVERRIDES`], `--no-pager` and `--no-optional-locks`, stdin closed. Callers add
+/// their git dir, work tree and arguments; they must not point it at an untrusted
+/// repository's own configuration (see the module docs).
+///
+/// `untrusted` is the tree a session could write (the workspace): the user's `PATH` is kept
+/// without its relative entries and without any entry inside that tree, and `git` is looked
+/// up in what remains, so a `bin/git` a session planted in a workspace that is on the
+/// user's `PATH` is never what runs.
+pub fn command(untrusted: &Path) -> Command {
+    let path = safe_path(std::env::var_os("PATH").as_deref(), untrusted);
+    let mut cmd = Command::new(find_git(&path));
     cmd.env_clear();
-    if let Some(path) = std::env::var_os("PATH") {
-        cmd.env("PATH", path);
+    if let Ok(joined) = std::env::join_paths(&path) {
+        cmd.env("PATH", joined);
     }
     cmd.envs(ENV.iter().copied());
     cmd.args(["--no-pager", "--no-optional-locks"]);
@@ -95,6 +101,37 @@ pub fn command() -> Command {
     }
     cmd.current_dir("/").stdin(Stdio::null());
     cmd
+}
+
+/// The entries of `path` that are absolute and lie outside `untrusted` (compared after
+/// resolving links too, so an entry linking into the workspace is dropped as well).
+pub fn safe_path(path: Option<&std::ffi::OsStr>, untrusted: &Path) -> Vec<PathBuf> {
+    let real_untrusted =
+        std::fs::canonicalize(untrusted).unwrap_or_else(|_| untrusted.to_path_buf());
+    let Some(path) = path else {
+        return Vec::new();
+    };
+    std::env::split_paths(path)
+        .filter(|dir| dir.is_absolute() && !dir.starts_with(untrusted))
+        .filter(|dir| {
+            let real = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone());
+            !real.starts_with(&real_untrusted)
+        })
+        .collect()
+}
+
+/// The first executable `git` in `dirs`; plain `git` (which then fails to start with a
+/// clear error if the cleared `PATH` has none) when there is none.
+pub fn find_git(dirs: &[PathBuf]) -> PathBuf {
+    dirs.iter()
+        .map(|dir| dir.join("git"))
+        .find(|git| is_executable(git))
+        .unwrap_or_else(|| PathBuf::from("git"))
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// One entry of a git configuration file, as git itself parsed it.
@@ -132,13 +169,14 @@ pub const MAX_CONFIG_BYTES: usize = 1 << 20;
 /// Parses a configuration text with git's own parser (so what Cordon sees is exactly what
 /// git would see), without following includes: `git config --file - --list -z
 /// --no-includes`, the text on stdin. Parsing runs nothing, whatever the text says.
-pub fn list_config(text: &[u8]) -> Result<Vec<ConfigEntry>, HostGitError> {
+/// `untrusted` as for [`command`].
+pub fn list_config(text: &[u8], untrusted: &Path) -> Result<Vec<ConfigEntry>, HostGitError> {
     if text.len() > MAX_CONFIG_BYTES {
         return Err(HostGitError::Parse(format!(
             "larger than {MAX_CONFIG_BYTES} bytes"
         )));
     }
-    let mut cmd = command();
+    let mut cmd = command(untrusted);
     cmd.args(["config", "--file", "-", "--list", "-z", "--no-includes"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -225,11 +263,40 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_git_planted_on_the_path_inside_the_workspace_is_not_used() {
+        let ws = tempfile::tempdir().unwrap();
+        let bin = ws.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        let fake = bin.join("git");
+        std::fs::write(&fake, "#!/bin/sh\necho planted\n").unwrap();
+        std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let link = elsewhere.path().join("link-to-bin");
+        std::os::unix::fs::symlink(&bin, &link).unwrap();
+        let mut dirs = vec![
+            bin.clone(),
+            link.clone(),
+            PathBuf::from("."),
+            "rel/bin".into(),
+        ];
+        dirs.extend(std::env::split_paths(&std::env::var_os("PATH").unwrap()));
+        let joined = std::env::join_paths(&dirs).unwrap();
+        let safe = safe_path(Some(&joined), ws.path());
+        for bad in [&bin, &link, &PathBuf::from("."), &PathBuf::from("rel/bin")] {
+            assert!(!safe.contains(bad), "{bad:?} kept");
+        }
+        let git = find_git(&safe);
+        assert_ne!(git, fake);
+        assert!(git.is_absolute(), "the host's own git is found: {git:?}");
+    }
+
+    #[test]
     fn git_parses_what_git_would_read() {
         let text = b"[core]\n\thooksPath = \"a b\\\"c\" ; note\n[include]\npath=../x\n\
                      [includeIf \"gitdir:~/w/\"]\n  path = y\n[remote \"o.r\"]\n url = \\\n z\n\
                      [Core]\nbare\n";
-        let got = list_config(text).unwrap();
+        let got = list_config(text, Path::new("/nonexistent")).unwrap();
         let find = |s: &str, n: &str| got.iter().find(|e| e.is(s, n)).unwrap();
         assert_eq!(find("core", "hookspath").value.as_deref(), Some("a b\"c"));
         assert_eq!(find("include", "path").value.as_deref(), Some("../x"));
@@ -243,9 +310,13 @@ mod tests {
 
     #[test]
     fn a_broken_config_is_an_error_and_runs_nothing() {
-        assert!(list_config(b"[core\n").is_err());
+        assert!(list_config(b"[core\n", Path::new("/nonexistent")).is_err());
         // A fsmonitor or an alias in the text is only parsed.
-        let got = list_config(b"[core]\nfsmonitor = touch /nonexistent/x\n").unwrap();
+        let got = list_config(
+            b"[core]\nfsmonitor = touch /nonexistent/x\n",
+            Path::new("/nonexistent"),
+        )
+        .unwrap();
         assert_eq!(got.len(), 1);
     }
 
@@ -266,12 +337,15 @@ mod tests {
             },
         ];
         let text = render_config(&entries);
-        assert_eq!(list_config(text.as_bytes()).unwrap(), entries);
+        assert_eq!(
+            list_config(text.as_bytes(), Path::new("/nonexistent")).unwrap(),
+            entries
+        );
     }
 
     #[test]
     fn the_environment_is_cleared_and_hardened() {
-        let cmd = command();
+        let cmd = command(Path::new("/nonexistent"));
         let envs: Vec<_> = cmd.get_envs().collect();
         assert!(
             envs.iter()

@@ -34,7 +34,7 @@ impl Git {
     pub fn command(&self, index: Option<&Path>) -> Command {
         // The hardened base (cleared environment, no system or global configuration, no
         // hooks, fsmonitor, pager, editor, ssh or credential helper), then this store.
-        let mut cmd = crate::hostgit::command();
+        let mut cmd = crate::hostgit::command(&self.work_tree);
         cmd.env("HOME", &self.empty_home)
             .env("XDG_CONFIG_HOME", &self.empty_home)
             .env("GIT_DIR", &self.git_dir)

@@ -2,7 +2,7 @@ use super::*;
 
 /// Test set-up git (on a repository the test itself made), through the same helper.
 fn git(dir: &Path, args: &[&str]) {
-    let out = command()
+    let out = command(Path::new("/nonexistent"))
         .current_dir(dir)
         .env("GIT_AUTHOR_NAME", "t")
         .env("GIT_AUTHOR_EMAIL", "t@t")

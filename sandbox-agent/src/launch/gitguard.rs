@@ -276,14 +276,14 @@ fn expand(value: &str, base: Option<&Path>, home: Option<&Path>) -> Option<PathB
 
 /// A configuration file's entries, if it is a regular file git can parse. Anything else
 /// (missing, a link, unparsable) names nothing git would run: git dies on a bad config.
-fn read_config(path: &Path) -> Vec<ConfigEntry> {
+fn read_config(path: &Path, workspace: &Path) -> Vec<ConfigEntry> {
     let Ok(meta) = std::fs::symlink_metadata(path) else {
         return Vec::new();
     };
     if !meta.is_file() || meta.len() > hostgit::MAX_CONFIG_BYTES as u64 {
         return Vec::new();
     }
-    match std::fs::read(path).map(|t| hostgit::list_config(&t)) {
+    match std::fs::read(path).map(|t| hostgit::list_config(&t, workspace)) {
         Ok(Ok(entries)) => entries,
         Ok(Err(e)) => {
             tracing::debug!(path = %path.display(), error = %e, "config not parsed");
@@ -301,12 +301,18 @@ struct Chain {
     hooks_paths: Vec<String>,
 }
 
-fn follow(file: &Path, home: Option<&Path>, depth: usize, chain: &mut Chain) {
+/// Where to look for the user's home and which tree is untrusted, for [`follow`].
+struct Ctx<'a> {
+    home: Option<&'a Path>,
+    workspace: &'a Path,
+}
+
+fn follow(file: &Path, ctx: &Ctx, depth: usize, chain: &mut Chain) {
     if depth > MAX_INCLUDE_DEPTH || chain.files.iter().any(|f| f == file) {
         return;
     }
     chain.files.push(file.to_path_buf());
-    for e in read_config(file) {
+    for e in read_config(file, ctx.workspace) {
         let Some(value) = e.value.as_deref() else {
             continue;
         };
@@ -315,8 +321,8 @@ fn follow(file: &Path, home: Option<&Path>, depth: usize, chain: &mut Chain) {
         } else if (e.section == "include" || e.section == "includeif") && e.name == "path" {
             // Every include is followed whatever its condition: over-protecting costs a
             // bind, under-protecting a planted config.
-            if let Some(next) = expand(value, file.parent(), home).and_then(|p| normalize(&p)) {
-                follow(&next, home, depth + 1, chain);
+            if let Some(next) = expand(value, file.parent(), ctx.home).and_then(|p| normalize(&p)) {
+                follow(&next, ctx, depth + 1, chain);
             }
         }
     }
@@ -374,9 +380,10 @@ pub fn entries(workspace: &Path, survey: &Survey, policy: &GitPolicy) -> Vec<Pro
         return out;
     }
     // Relative hook paths from the user's own configuration apply to every work tree.
+    let ctx = Ctx { home, workspace };
     let mut user = Chain::default();
     for file in user_configs(home) {
-        follow(&file, home, 0, &mut user);
+        follow(&file, &ctx, 0, &mut user);
     }
     for rel in &survey.git_dirs {
         for e in &policy.git_dir {
@@ -389,9 +396,9 @@ pub fn entries(workspace: &Path, survey: &Survey, policy: &GitPolicy) -> Vec<Pro
         let git_dir = workspace.join(rel);
         let mut chain = Chain::default();
         for name in ["config", "config.worktree"] {
-            follow(&git_dir.join(name), home, 0, &mut chain);
+            follow(&git_dir.join(name), &ctx, 0, &mut chain);
         }
-        let work_tree = work_tree_of(&git_dir, &read_config(&git_dir.join("config")));
+        let work_tree = work_tree_of(&git_dir, &read_config(&git_dir.join("config"), workspace));
         for file in chain.files.iter().skip(1) {
             if let Some(rel) = inside(workspace, file) {
                 out.push(ProtectedPath::new(rel, EntryKind::File));

@@ -160,7 +160,7 @@ impl Vetting<'_> {
             return;
         }
         let text = read_nofollow(&self.dir.join(name)).unwrap_or_default();
-        let entries = match hostgit::list_config(&text) {
+        let entries = match hostgit::list_config(&text, self.workspace) {
             Ok(entries) => entries,
             Err(e) => {
                 self.replace(name, text, String::new(), &format!("unreadable: {e}"));

@@ -2,7 +2,7 @@ use super::*;
 
 pub(crate) fn git(dir: &Path, args: &[&str]) {
     std::fs::create_dir_all(dir).unwrap();
-    let out = crate::hostgit::command()
+    let out = crate::hostgit::command(Path::new("/nonexistent"))
         .current_dir(dir)
         .args(args)
         .output()

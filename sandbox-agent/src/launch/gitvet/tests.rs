@@ -59,7 +59,7 @@ fn a_repository_made_in_the_session_keeps_only_harmless_config_and_sample_hooks(
     let findings = vet(&rec, gitguard::policy().unwrap());
     assert!(!findings.is_empty());
 
-    let kept = crate::hostgit::list_config(&std::fs::read(g.join("config")).unwrap()).unwrap();
+    let kept = crate::hostgit::list_config(&std::fs::read(g.join("config")).unwrap(), ws).unwrap();
     let keys: Vec<String> = kept.iter().map(key_of).collect();
     assert!(
         keys.contains(&"core.repositoryformatversion".to_string()),
