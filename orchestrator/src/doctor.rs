@@ -298,6 +298,17 @@ pub fn run(backend: BackendKind, workspace: &Path) -> Report {
         },
         detail: "policies/protected-paths.json (compiled in)".into(),
     });
+    checks.push(Check {
+        name: "git policy",
+        status: if sandbox_agent::launch::gitguard::policy().is_ok() {
+            Status::Ok
+        } else {
+            Status::Fail
+        },
+        detail:
+            "policies/git.json (compiled in); git dirs made in a session are vetted at teardown"
+                .into(),
+    });
     Report { backend, checks }
 }
 

@@ -6,6 +6,7 @@ pub mod control;
 pub mod demo;
 pub mod doctor;
 pub mod hooks;
+pub mod hostgit;
 pub mod interactive;
 pub mod model;
 pub mod output;

@@ -575,7 +575,8 @@ async fn protected_and_denied_paths_hold_cold_and_from_the_pool() {
         // A claimed pool container keeps its pool name; a cold one is named after the session.
         assert_eq!(labels.is_none(), claimed, "claimed={claimed}");
         let mut client = sandbox.client.clone();
-        let script = "for p in .git/hooks/pre-commit .git/config .claude/settings.json .mcp.json \
+        let script = "for p in .git/hooks/pre-commit .git/config .git/commondir \
+                      .git/config.worktree .claude/settings.json .mcp.json \
                       .bashrc config/app.toml config/new; do \
                         (mkdir -p \"$(dirname $p)\"; echo pwned >> $p) 2>/dev/null && echo WROTE $p; \
                       done; \
@@ -603,7 +604,15 @@ async fn protected_and_denied_paths_hold_cold_and_from_the_pool() {
             std::fs::read_to_string(root.join(".git/config")).unwrap(),
             "[core]\n"
         );
-        for left in [".claude", ".mcp.json", ".bashrc", ".envrc", "config/new"] {
+        for left in [
+            ".claude",
+            ".mcp.json",
+            ".bashrc",
+            ".envrc",
+            "config/new",
+            ".git/commondir",
+            ".git/config.worktree",
+        ] {
             assert!(
                 !root.join(left).exists(),
                 "{left} left behind (claimed={claimed})"
@@ -615,6 +624,36 @@ async fn protected_and_denied_paths_hold_cold_and_from_the_pool() {
         );
     }
     pool.shutdown().await;
+}
+
+/// Without a repository at start the container may make one (`git init` works); what it
+/// planted there is vetted when the session is destroyed, before any host git sees it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_git_dir_made_in_the_container_is_vetted_at_destroy() {
+    require_docker!();
+    let f = fixture(0).await;
+    let ws = tempfile::tempdir().unwrap();
+    let root = ws.path().canonicalize().unwrap();
+    let spec = SandboxSpec::new(session_id("gitinit"), &root);
+    let sandbox = f.backend.start_cold(&spec).await.unwrap();
+    let mut client = sandbox.client.clone();
+    let script = "mkdir -p .git/hooks .git/objects .git/refs && \
+                  echo 'ref: refs/heads/main' > .git/HEAD && \
+                  printf '[core]\\n\\tbare = false\\n\\tfsmonitor = touch /tmp/x\\n' > .git/config && \
+                  printf '#!/bin/sh\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit && \
+                  echo MADE";
+    let (out, code) = sh(&mut client, script).await.unwrap();
+    assert_eq!((code, out.trim()), (0, "MADE"), "{out}");
+    sandbox.destroy().await.unwrap();
+    let config = std::fs::read_to_string(root.join(".git/config")).unwrap();
+    assert!(
+        !config.contains("fsmonitor") && config.contains("bare"),
+        "{config}"
+    );
+    assert!(
+        !root.join(".git/hooks/pre-commit").exists(),
+        "hook left in place"
+    );
 }
 
 /// Restarts the Docker daemon as an operator would: SIGTERM, wait for it to exit, start the

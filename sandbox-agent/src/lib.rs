@@ -14,6 +14,7 @@
 //! - [`search`]: glob and grep in-process with ripgrep's libraries.
 //! - [`exec`]: running commands in their own process group, output capping, timeouts.
 //! - [`confine`]: Landlock, seccomp, rlimits and the confinement report.
+//! - [`hostgit`]: the one hardened way Cordon runs git on the host.
 //! - [`launch`]: the local backend's namespace launcher (user, mount, pid, ipc, uts, net).
 //!
 //! # Example
@@ -33,6 +34,7 @@ pub mod confine;
 pub mod error;
 pub mod exec;
 pub mod fsops;
+pub mod hostgit;
 pub mod launch;
 pub mod limits;
 pub mod search;

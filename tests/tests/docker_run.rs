@@ -15,6 +15,12 @@ async fn a_task_runs_its_tools_in_a_session_container() {
         return;
     }
     let ws = Workspace::new();
+    let init = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(ws.path())
+        .output()
+        .unwrap();
+    assert!(init.status.success(), "{init:?}");
     std::fs::write(ws.join("notes.txt"), "from the host\n").unwrap();
     let notes = ws.join("notes.txt").display().to_string();
     let made = ws.join("made.txt").display().to_string();
@@ -94,5 +100,12 @@ async fn a_task_runs_its_tools_in_a_session_container() {
         std::fs::read_to_string(ws.join("made.txt")).unwrap(),
         "in-container\n"
     );
-    assert!(!ws.join(".git").exists(), "the .git placeholder is gone");
+    assert!(
+        !ws.join(".git/hooks/pre-commit").exists(),
+        "no hook planted"
+    );
+    assert!(
+        !ws.join(".git/commondir").exists(),
+        "the commondir placeholder is gone"
+    );
 }

@@ -5,6 +5,8 @@
 //! `hostile_repo/`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "hostile_repo/git.rs"]
+mod git;
 #[path = "hostile_repo/host_reads.rs"]
 mod host_reads;
 #[path = "hostile_repo/interactive.rs"]

@@ -123,23 +123,16 @@ pub fn environment(cwd: &Path, today: &str) -> String {
 }
 
 fn git_summary(cwd: &Path) -> Option<(String, String)> {
-    // Read-only git queries on the host; the repository is untrusted, so no hooks, no
-    // config-driven commands: `--no-optional-locks` and a fixed, harmless subcommand set.
-    let run = |args: &[&str]| {
-        std::process::Command::new("git")
-            .arg("-C")
-            .arg(cwd)
-            .args(["--no-optional-locks", "-c", "core.fsmonitor=false"])
-            .args(args)
-            .stdin(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-    };
-    let branch = run(&["rev-parse", "--abbrev-ref", "HEAD"])?;
-    let mut status = run(&["status", "--short"]).unwrap_or_default();
+    // The repository is untrusted (a session or a downloaded archive may have written its
+    // control files): read it only through the hardened helper, which never lets git see
+    // the repository's own configuration, hooks or attributes.
+    let repo = crate::hostgit::WorkspaceRepo::open(cwd)
+        .map_err(|e| tracing::debug!(error = %e, "no git summary"))
+        .ok()?;
+    let branch = repo.output(cwd, &["rev-parse", "--abbrev-ref", "HEAD"])?;
+    let mut status = repo
+        .output(cwd, &["status", "--short", "--ignore-submodules=all"])
+        .unwrap_or_default();
     if status.len() > 2000 {
         status.truncate(status.char_indices().take_while(|(i, _)| *i < 2000).count());
         status.push_str("\n... (truncated)");

@@ -32,40 +32,27 @@ impl Git {
     /// A git command with the isolation described in the module docs. `index` replaces
     /// the store's own index file.
     pub fn command(&self, index: Option<&Path>) -> Command {
-        let mut cmd = Command::new("git");
-        cmd.env_clear();
-        if let Some(path) = std::env::var_os("PATH") {
-            cmd.env("PATH", path);
-        }
+        // The hardened base (cleared environment, no system or global configuration, no
+        // hooks, fsmonitor, pager, editor, ssh or credential helper), then this store.
+        let mut cmd = crate::hostgit::command(&self.work_tree);
         cmd.env("HOME", &self.empty_home)
             .env("XDG_CONFIG_HOME", &self.empty_home)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
             .env("GIT_DIR", &self.git_dir)
             .env("GIT_WORK_TREE", &self.work_tree)
             .env("GIT_AUTHOR_NAME", "cordon")
             .env("GIT_AUTHOR_EMAIL", "cordon@localhost")
             .env("GIT_COMMITTER_NAME", "cordon")
-            .env("GIT_COMMITTER_EMAIL", "cordon@localhost")
-            .env("LC_ALL", "C");
+            .env("GIT_COMMITTER_EMAIL", "cordon@localhost");
         if let Some(index) = index {
             cmd.env("GIT_INDEX_FILE", index);
         }
-        cmd.arg("--no-optional-locks");
         for setting in [
-            "core.hooksPath=/dev/null",
-            "core.fsmonitor=false",
-            "core.untrackedCache=false",
             "core.autocrlf=false",
             "core.safecrlf=false",
             "core.symlinks=true",
             "core.fileMode=true",
             "core.quotePath=false",
             "core.sparseCheckout=false",
-            "gc.auto=0",
-            "maintenance.auto=false",
-            "commit.gpgSign=false",
-            "submodule.recurse=false",
         ] {
             cmd.arg("-c").arg(setting);
         }

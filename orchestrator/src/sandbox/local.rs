@@ -65,10 +65,7 @@ pub fn parse_protected(text: &str) -> Result<Vec<ProtectedPath>, String> {
             if e.why.trim().is_empty() {
                 return Err(format!("{}: every entry needs a why", e.path.display()));
             }
-            let p = ProtectedPath {
-                path: e.path,
-                kind: e.kind,
-            };
+            let p = ProtectedPath::new(e.path, e.kind);
             p.validate().map_err(|e| e.to_string())?;
             Ok(p)
         })

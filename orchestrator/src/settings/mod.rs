@@ -269,7 +269,12 @@ fn read_repository_files_noting(
 ) -> Result<Vec<(&'static str, Option<String>)>, SettingsError> {
     [LOCAL_FILE, PROJECT_FILE]
         .into_iter()
-        .map(|rel| Ok((rel, repository_file(workspace, &workspace.join(rel), warnings)?)))
+        .map(|rel| {
+            Ok((
+                rel,
+                repository_file(workspace, &workspace.join(rel), warnings)?,
+            ))
+        })
         .collect()
 }
 

@@ -47,11 +47,17 @@ pub enum BeneathError {
 
 /// What an entry must still be for [`RecordedWorkspace::remove_if`] to remove it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Expect {
-    /// An empty regular file.
-    EmptyFile,
+pub enum Expect<'a> {
+    /// A regular file holding exactly these bytes (empty for most placeholders; git's
+    /// `commondir` placeholder holds `.`).
+    File(&'a [u8]),
     /// A directory (removed only when empty: `unlinkat` refuses a non-empty one).
     Dir,
+}
+
+impl Expect<'static> {
+    /// An empty regular file: what most placeholders are.
+    pub const EMPTY_FILE: Expect<'static> = Expect::File(b"");
 }
 
 impl RecordedWorkspace {
@@ -80,7 +86,7 @@ impl RecordedWorkspace {
         &self,
         path: &Path,
         id: Option<(u64, u64)>,
-        expect: Expect,
+        expect: Expect<'_>,
     ) -> Result<bool, BeneathError> {
         let rel = self.relative(path)?;
         let io = |e: Errno| BeneathError::Io {
@@ -107,11 +113,11 @@ impl RecordedWorkspace {
             Err(Errno::ENOENT) => return Ok(false),
             Err(e) => return Err(io(e)),
         };
-        if !still_the_placeholder(&stat, id, expect) {
+        if !still_the_placeholder(&stat, id, expect) || !holds(dir, name, &stat, expect) {
             return Ok(false);
         }
         let how = match expect {
-            Expect::EmptyFile => UnlinkatFlags::NoRemoveDir,
+            Expect::File(_) => UnlinkatFlags::NoRemoveDir,
             Expect::Dir => UnlinkatFlags::RemoveDir,
         };
         nix::unistd::unlinkat(dir, name, how).map_err(io)?;
@@ -153,13 +159,34 @@ impl RecordedWorkspace {
 
 /// Whether `stat` is still the entry the launcher made: the recorded identity (when
 /// recorded) and the expected kind, a file still empty.
-fn still_the_placeholder(stat: &FileStat, id: Option<(u64, u64)>, expect: Expect) -> bool {
+fn still_the_placeholder(stat: &FileStat, id: Option<(u64, u64)>, expect: Expect<'_>) -> bool {
     let same = id.is_none_or(|id| id == (stat.st_dev, stat.st_ino));
     let kind = SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT;
     same && match expect {
-        Expect::EmptyFile => kind == SFlag::S_IFREG && stat.st_size == 0,
+        Expect::File(want) => {
+            kind == SFlag::S_IFREG && u64::try_from(stat.st_size).ok() == Some(want.len() as u64)
+        }
         Expect::Dir => kind == SFlag::S_IFDIR,
     }
+}
+
+/// Whether the file `name` in `dir` (already checked to be `stat`) holds exactly the bytes
+/// `expect` names. Opened relative to `dir` without following a link and checked to be the
+/// same inode, so a swap between the stat and the read is noticed.
+fn holds(dir: &OwnedFd, name: &std::ffi::OsStr, stat: &FileStat, expect: Expect<'_>) -> bool {
+    let want = match expect {
+        Expect::File(want) if !want.is_empty() => want,
+        _ => return true,
+    };
+    let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
+    let Ok(fd) = nix::fcntl::openat(dir, name, flags, Mode::empty()) else {
+        return false;
+    };
+    let same = nix::sys::stat::fstat(&fd)
+        .is_ok_and(|s| (s.st_dev, s.st_ino) == (stat.st_dev, stat.st_ino));
+    let mut got = Vec::with_capacity(want.len() + 1);
+    let read = std::io::Read::read_to_end(&mut std::fs::File::from(fd), &mut got);
+    same && read.is_ok() && got == want
 }
 
 /// Device and inode of `meta`, as recorded.
@@ -185,7 +212,7 @@ mod tests {
         let id = identity(&std::fs::symlink_metadata(root.join(".git/config")).unwrap());
         let ws = RecordedWorkspace::open(&root).unwrap();
         assert!(
-            ws.remove_if(&root.join(".git/config"), Some(id), Expect::EmptyFile)
+            ws.remove_if(&root.join(".git/config"), Some(id), Expect::EMPTY_FILE)
                 .unwrap()
         );
         assert!(ws.remove_if(&root.join(".git"), None, Expect::Dir).unwrap());
@@ -205,14 +232,14 @@ mod tests {
         std::os::unix::fs::symlink(&outside, root.join("link")).unwrap();
         let ws = RecordedWorkspace::open(&root).unwrap();
         for (path, expect) in [
-            (outside.join("victim"), Expect::EmptyFile),
+            (outside.join("victim"), Expect::EMPTY_FILE),
             (
                 root.join("../")
                     .join(outside.file_name().unwrap())
                     .join("victim"),
-                Expect::EmptyFile,
+                Expect::EMPTY_FILE,
             ),
-            (root.join("link/victim"), Expect::EmptyFile),
+            (root.join("link/victim"), Expect::EMPTY_FILE),
             (root.join("link/victim-dir"), Expect::Dir),
             (root.clone(), Expect::Dir),
         ] {
@@ -235,11 +262,11 @@ mod tests {
         std::fs::write(root.join(".claude/settings.json"), "{}").unwrap();
         let ws = RecordedWorkspace::open(&root).unwrap();
         assert!(
-            !ws.remove_if(&root.join(".envrc"), None, Expect::EmptyFile)
+            !ws.remove_if(&root.join(".envrc"), None, Expect::EMPTY_FILE)
                 .unwrap()
         );
         assert!(
-            !ws.remove_if(&root.join(".bashrc"), Some((0, 0)), Expect::EmptyFile)
+            !ws.remove_if(&root.join(".bashrc"), Some((0, 0)), Expect::EMPTY_FILE)
                 .unwrap()
         );
         assert!(

@@ -55,7 +55,7 @@ pub fn write_entries(
                 Ok(m) if m.is_dir() => EntryKind::Dir,
                 _ => EntryKind::File,
             };
-            Ok(ProtectedPath { path: rel, kind })
+            Ok(ProtectedPath::new(rel, kind))
         })
         .collect()
 }

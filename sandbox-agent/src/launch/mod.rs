@@ -5,7 +5,8 @@
 //! of its own multi-threaded runtime). It:
 //!
 //! 1. prepares the host side: the session's socket dir, placeholders for protected paths
-//!    that do not exist yet ([`protected`]), and, when running as host root, an idmapped
+//!    that do not exist yet ([`protected`]) including the git control files of every git
+//!    dir in the workspace ([`gitguard`]), and, when running as host root, an idmapped
 //!    clone of the workspace ([`userns`], [`mounts`]);
 //! 2. clones the sandbox's init with new user, mount, pid, ipc, uts, net and cgroup
 //!    namespaces and writes its uid/gid maps ([`userns`]);
@@ -15,7 +16,8 @@
 //!    and no_new_privs, then starts the agent in serve mode and reaps orphans as pid 1;
 //! 4. supervises ([`supervise`]): when the orchestrator's lifeline pipe closes, or on
 //!    SIGTERM/SIGINT/SIGHUP, it kills the namespace's init (the kernel then kills every
-//!    process in the pid namespace), and cleans the host side up ([`state`]).
+//!    process in the pid namespace), vets the git dirs the session made ([`gitvet`]) and
+//!    cleans the host side up ([`state`]).
 
 use std::path::{Path, PathBuf};
 
@@ -26,6 +28,8 @@ use crate::config::AgentConfig;
 mod beneath;
 mod child;
 pub mod denied;
+pub mod gitguard;
+pub mod gitvet;
 pub mod mounts;
 pub mod protected;
 pub mod state;

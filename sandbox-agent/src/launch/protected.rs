@@ -37,9 +37,23 @@ pub enum EntryKind {
 pub struct ProtectedPath {
     pub path: PathBuf,
     pub kind: EntryKind,
+    /// What a missing file's placeholder holds (empty when `None`). A file whose mere
+    /// existence changes what a host tool does (git's `commondir`) gets a harmless content
+    /// instead of an empty placeholder, which that tool would refuse.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placeholder: Option<String>,
 }
 
 impl ProtectedPath {
+    /// An entry whose placeholder (if it needs one) is empty.
+    pub fn new(path: impl Into<PathBuf>, kind: EntryKind) -> Self {
+        Self {
+            path: path.into(),
+            kind,
+            placeholder: None,
+        }
+    }
+
     /// Relative, normal components only: no `..`, no root, no `.`.
     pub fn validate(&self) -> Result<(), LaunchError> {
         let ok = self.path.components().count() > 0
@@ -63,6 +77,8 @@ impl ProtectedPath {
 pub struct Placeholder {
     pub rel: PathBuf,
     pub kind: EntryKind,
+    /// A file placeholder's content (empty when `None`).
+    pub content: Option<String>,
 }
 
 /// The mounts to make inside the sandbox, all relative to the workspace.
@@ -113,10 +129,15 @@ pub fn plan(workspace: &Path, list: &[ProtectedPath]) -> Result<Plan, LaunchErro
                 }
                 Ok(_) => {}
                 Err(e) if e.kind() == ErrorKind::NotFound => {
-                    let kind = if last { entry.kind } else { EntryKind::Dir };
+                    let (kind, content) = if last {
+                        (entry.kind, entry.placeholder.clone())
+                    } else {
+                        (EntryKind::Dir, None)
+                    };
                     placeholders.push(Placeholder {
                         rel: rel.clone(),
                         kind,
+                        content,
                     });
                     targets.push(rel.clone());
                     break;
@@ -156,6 +177,9 @@ pub struct PlaceholderRecord {
     /// Device and inode once created; `None` while only intended.
     #[serde(default)]
     pub id: Option<(u64, u64)>,
+    /// A file placeholder's content; removed only while it still holds exactly this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
 }
 
 const RECORD: &str = "placeholders.json";
@@ -198,6 +222,7 @@ pub fn create_placeholders(
         path: workspace.join(&ph.rel),
         kind: ph.kind,
         id: None,
+        content: ph.content.clone(),
     }));
     save(state_dir, &records)?;
     for (i, ph) in placeholders.iter().enumerate() {
@@ -209,7 +234,10 @@ pub fn create_placeholders(
                 .mode(0o644)
                 .custom_flags(libc::O_NOFOLLOW)
                 .open(&path)
-                .map(drop),
+                .and_then(|mut f| {
+                    let content = ph.content.as_deref().unwrap_or("");
+                    std::io::Write::write_all(&mut f, content.as_bytes())
+                }),
             EntryKind::Dir => std::fs::create_dir(&path),
         };
         let fail = |why: String| LaunchError::Protected {
@@ -252,7 +280,10 @@ pub fn remove_placeholders(state_dir: &Path, workspace: &Path) {
     };
     for rec in records.iter().rev() {
         let expect = match rec.kind {
-            EntryKind::File => beneath::Expect::EmptyFile,
+            EntryKind::File => match rec.content.as_deref() {
+                Some(content) => beneath::Expect::File(content.as_bytes()),
+                None => beneath::Expect::EMPTY_FILE,
+            },
             EntryKind::Dir => beneath::Expect::Dir,
         };
         if let Err(e) = ws.remove_if(&rec.path, rec.id, expect) {
@@ -267,10 +298,7 @@ mod tests {
     use super::*;
 
     fn pp(path: &str, kind: EntryKind) -> ProtectedPath {
-        ProtectedPath {
-            path: path.into(),
-            kind,
-        }
+        ProtectedPath::new(path, kind)
     }
 
     fn list() -> Vec<ProtectedPath> {
@@ -290,11 +318,13 @@ mod tests {
         assert!(!plan.read_only.contains(&PathBuf::from(".git/hooks")));
         assert!(plan.placeholders.contains(&Placeholder {
             rel: ".git".into(),
-            kind: EntryKind::Dir
+            kind: EntryKind::Dir,
+            content: None,
         }));
         assert!(plan.placeholders.contains(&Placeholder {
             rel: ".bashrc".into(),
-            kind: EntryKind::File
+            kind: EntryKind::File,
+            content: None,
         }));
         assert!(plan.anchors.is_empty());
     }
@@ -309,7 +339,8 @@ mod tests {
         assert!(plan.read_only.contains(&PathBuf::from(".git/config")));
         assert!(plan.placeholders.contains(&Placeholder {
             rel: ".git/config".into(),
-            kind: EntryKind::File
+            kind: EntryKind::File,
+            content: None,
         }));
     }
 
@@ -344,14 +375,27 @@ mod tests {
             Placeholder {
                 rel: ".bashrc".into(),
                 kind: EntryKind::File,
+                content: None,
             },
             Placeholder {
                 rel: ".claude".into(),
                 kind: EntryKind::Dir,
+                content: None,
             },
             Placeholder {
                 rel: ".envrc".into(),
                 kind: EntryKind::File,
+                content: None,
+            },
+            Placeholder {
+                rel: "commondir".into(),
+                kind: EntryKind::File,
+                content: Some(".\n".into()),
+            },
+            Placeholder {
+                rel: "changed".into(),
+                kind: EntryKind::File,
+                content: Some(".\n".into()),
             },
         ];
         let owner = (
@@ -361,9 +405,19 @@ mod tests {
         let root = ws.path().canonicalize().unwrap();
         create_placeholders(state.path(), &root, &phs, owner).unwrap();
         assert!(ws.path().join(".bashrc").is_file());
+        assert_eq!(
+            std::fs::read_to_string(ws.path().join("commondir")).unwrap(),
+            ".\n"
+        );
         std::fs::write(ws.path().join(".envrc"), "user data").unwrap();
+        std::fs::write(ws.path().join("changed"), "..\n").unwrap();
         remove_placeholders(state.path(), &root);
         assert!(!ws.path().join(".bashrc").exists());
+        assert!(
+            !ws.path().join("commondir").exists(),
+            "content placeholder removed"
+        );
+        assert!(ws.path().join("changed").exists(), "changed content kept");
         assert!(!ws.path().join(".claude").exists());
         assert!(ws.path().join(".envrc").exists(), "user content kept");
         remove_placeholders(state.path(), &root);

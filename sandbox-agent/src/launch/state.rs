@@ -4,6 +4,7 @@
 //! - `launcher.log`: the launcher's and agent's stderr;
 //! - `launcher.pid`: pid and start time of the launcher, to tell live sessions from dead;
 //! - `placeholders.json`: placeholders created for protected paths;
+//! - `git-guard.json`: the git dirs pinned at start and when, for the teardown vetting;
 //! - `sock/`: bind-mounted at `/run/cordon` in the sandbox, owned by the sandbox uid;
 //!
 //! [`cleanup_session`] removes all of it (and the placeholders); [`sweep_stale`] does so
@@ -64,6 +65,7 @@ pub fn launcher_alive(state_dir: &Path) -> Option<bool> {
 /// Call only once the sandbox is gone. Idempotent. Placeholders are removed only beneath
 /// the workspace the state's launch config records; without one, they stay.
 pub fn cleanup_session(state_dir: &Path) {
+    super::gitvet::vet_session(state_dir);
     match recorded_workspace(state_dir) {
         Some(workspace) => protected::remove_placeholders(state_dir, &workspace),
         None if !protected::load(state_dir).is_empty() => tracing::warn!(

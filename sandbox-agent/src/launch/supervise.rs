@@ -14,7 +14,7 @@ use nix::unistd::Pid;
 
 use super::child::{self, ChildCtx};
 use super::userns::{self, IdPlan};
-use super::{LaunchConfig, LaunchError, denied, mounts, protected, state};
+use super::{LaunchConfig, LaunchError, denied, gitvet, mounts, protected, state};
 
 /// Exit code of the launcher when it could not start the sandbox.
 pub const EXIT_LAUNCH_FAILED: i32 = 125;
@@ -44,7 +44,10 @@ pub fn run_launcher(config_path: &Path) -> i32 {
         eprintln!("sandbox-agent launcher: recording the launcher pid: {e}");
     }
     let outcome = run_session(&config, lifeline.as_ref());
-    // The namespace is gone (or never was): nothing mounts the placeholders any more.
+    // The namespace is gone (or never was): no sandboxed process runs, nothing mounts the
+    // placeholders any more. Git dirs made during the session are vetted before the host's
+    // git can be told the session is over.
+    gitvet::vet_session(&config.state_dir);
     protected::remove_placeholders(&config.state_dir, &config.workspace);
     let _ = std::fs::remove_dir_all(config.socket_dir());
     match outcome {
@@ -102,9 +105,15 @@ fn run_session(cfg: &LaunchConfig, lifeline: Option<&OwnedFd>) -> Result<Ended, 
             ws.display()
         )));
     }
-    // Edit deny rules bind the kernel as read-only paths, with placeholders where missing.
+    // Edit deny rules bind the kernel as read-only paths, with placeholders where missing;
+    // so do the git control files of every git dir already there.
     let mut protected_list = cfg.protected.clone();
     protected_list.extend(denied::write_entries(ws, &cfg.denied_write)?);
+    protected_list.extend(super::gitguard::session_entries(
+        ws,
+        &cfg.state_dir,
+        &cfg.masked,
+    )?);
     let mut plan = protected::plan(ws, &protected_list)?;
     plan.hidden = denied::hidden(ws, &cfg.denied_read)?;
     let sock = cfg.socket_dir();

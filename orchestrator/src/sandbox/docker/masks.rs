@@ -23,7 +23,7 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsE
 use std::path::{Path, PathBuf};
 
 use sandbox_agent::launch::protected::{self, EntryKind, ProtectedPath};
-use sandbox_agent::launch::{LaunchError, denied};
+use sandbox_agent::launch::{LaunchError, denied, gitguard, gitvet};
 
 use crate::sandbox::{SandboxError, SandboxSpec};
 
@@ -66,6 +66,9 @@ pub fn prepare(
 ) -> Result<Masks, SandboxError> {
     let mut entries: Vec<ProtectedPath> = crate::sandbox::local::protected_paths()?;
     entries.extend(denied::write_entries(workspace, &spec.denied_write).map_err(launch_err)?);
+    // The git control files of every git dir already there (and the record the teardown
+    // vetting of new ones needs), exactly as the local launcher does.
+    entries.extend(gitguard::session_entries(workspace, run_dir, &[]).map_err(launch_err)?);
     let plan = protected::plan(workspace, &entries).map_err(launch_err)?;
     let hidden = denied::hidden(workspace, &spec.denied_read).map_err(launch_err)?;
     let meta = std::fs::metadata(workspace).map_err(|source| SandboxError::Setup {
@@ -168,6 +171,12 @@ fn make_masks(run_dir: &Path) -> Result<(), SandboxError> {
 /// [`protected::remove_placeholders`].
 pub fn remove_placeholders(run_dir: &Path, workspace: &Path) {
     protected::remove_placeholders(run_dir, workspace);
+}
+
+/// Vets the git dirs made during the session (see `sandbox_agent::launch::gitvet`). Call
+/// only once the container is gone: the vetting must not race a sandboxed process.
+pub fn vet_git(run_dir: &Path) {
+    gitvet::vet_session(run_dir);
 }
 
 #[cfg(test)]

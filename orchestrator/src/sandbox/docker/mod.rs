@@ -381,6 +381,10 @@ impl SandboxHandle for DockerSandboxHandle {
         self.alive.store(false, Ordering::SeqCst);
         let removed = container::remove(&self.docker, &self.container_id).await;
         if let Some(session) = self.session.take() {
+            // Only once no sandboxed process can race it.
+            if removed.is_ok() {
+                masks::vet_git(&session.run_dir);
+            }
             session.cleanup();
         }
         removed
@@ -399,11 +403,18 @@ impl Drop for DockerSandboxHandle {
         self.watcher.abort();
         // Last resort: remove the container in the background if a runtime is still there
         // (adopt::reconcile catches it otherwise), and clean up host state now.
+        // The git vetting waits for the container to be gone (it must not race a sandboxed
+        // process); its record leaves the run directory before cleanup removes that.
+        let record = sandbox_agent::launch::gitvet::take_record(&session.run_dir);
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             let docker = self.docker.clone();
             let id = self.container_id.clone();
             rt.spawn(async move {
-                let _ = container::remove(&docker, &id).await;
+                if container::remove(&docker, &id).await.is_ok()
+                    && let Some(record) = record
+                {
+                    sandbox_agent::launch::gitvet::vet_recorded(&record);
+                }
             });
         }
         session.cleanup();

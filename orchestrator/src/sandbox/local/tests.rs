@@ -80,17 +80,22 @@ fn the_policy_parses_and_guards_hooks() {
     let list = protected_paths().unwrap();
     let has = |p: &str| list.iter().any(|e| e.path == Path::new(p));
     for p in [
-        ".git/hooks",
-        ".git/config",
         ".claude",
         ".cordon",
         ".mcp.json",
         ".envrc",
         ".bashrc",
         ".zshenv",
+        ".vscode",
+        ".idea",
+        ".direnv",
     ] {
         assert!(has(p), "{p} missing from policies/protected-paths.json");
     }
+    // Git control files are the git policy's, in every git dir; never a `.git` placeholder
+    // (a sandboxed `git init` must work).
+    assert!(!list.iter().any(|e| e.path.starts_with(".git")));
+    assert!(sandbox_agent::launch::gitguard::policy().is_ok());
     assert!(
         parse_protected(
             r#"{"version":1,"why":"x","paths":[{"path":"../x","kind":"file","why":"y"}]}"#
@@ -114,8 +119,10 @@ async fn a_sandbox_handshakes_runs_confined_and_leaves_nothing_behind() {
     let state_dir = f.home.path().join("run").join(&spec.session_id);
     assert!(state_dir.join("sock").join(SOCKET_NAME).exists());
     // Placeholders stand in for missing protected paths while the session runs.
-    assert!(f.workspace.path().join(".git").is_dir());
+    assert!(f.workspace.path().join(".claude").is_dir());
     assert!(f.workspace.path().join(".bashrc").is_file());
+    // No `.git` placeholder: a sandboxed `git init` must work (vetted at teardown).
+    assert!(!f.workspace.path().join(".git").exists());
 
     let (out, status) = client
         .exec_collect(ExecRequest {
@@ -125,7 +132,7 @@ async fn a_sandbox_handshakes_runs_confined_and_leaves_nothing_behind() {
                 "-c".into(),
                 "id -u; hostname; echo $$; cat hello.txt; echo new > made.txt; \
                  (echo x > .bashrc) 2>/dev/null || echo rc-ro; \
-                 (mkdir .git/hooks) 2>/dev/null || echo git-ro; \
+                 (mkdir .claude/hooks) 2>/dev/null || echo claude-ro; \
                  ls /root /home 2>/dev/null || echo no-home"
                     .into(),
             ],
@@ -141,7 +148,7 @@ async fn a_sandbox_handshakes_runs_confined_and_leaves_nothing_behind() {
     let pid_inside: u32 = lines[2].parse().unwrap();
     assert!(pid_inside < 100, "own pid namespace: {out}");
     assert_eq!(lines[3], "hi");
-    for want in ["rc-ro", "git-ro", "no-home"] {
+    for want in ["rc-ro", "claude-ro", "no-home"] {
         assert!(lines.contains(&want), "{want}: {out}");
     }
     // Written through the workspace mount, owned on disk by the workspace's owner.
@@ -222,6 +229,7 @@ async fn stale_sessions_are_swept_at_the_next_start() {
             path: placeholder.clone(),
             kind: launch::EntryKind::File,
             id: None,
+            content: None,
         }])
         .unwrap(),
     )

@@ -1,0 +1,382 @@
+//! Git dirs made or changed during a session, vetted at teardown.
+//!
+//! A git dir that existed at start had its control files pinned read-only
+//! ([`super::gitguard`]). Any other one (a `git init` in a workspace without a repository,
+//! a `git clone`, a hand-made bare-looking directory, a `.git/modules/x` added for a fake
+//! submodule, a nested repository the start's walk did not reach) is vetted once the
+//! sandbox is gone and before the session ends, by a walk that never follows links. A
+//! directory is a git dir here when git would take it for one, or when it is named `.git`
+//! at all (a host `git init` there later keeps the hooks and config it finds):
+//!
+//! - `config` and `config.worktree` written during the session keep only the keys of the
+//!   policy's `vetted_config` allow-list (a link or a non-file there is removed);
+//! - every hook made during the session that is not a `*.sample` file is moved out of
+//!   `hooks/` (a linked `hooks` is removed);
+//! - a `commondir` made during the session is kept only when it names a git dir inside the
+//!   workspace (which this walk vets or the start pinned).
+//!
+//! Nothing is lost: what is removed goes to `cordon-quarantine-<time>/` inside that git
+//! dir (git never reads it) with a `removed.txt` saying what and why, and the same lines
+//! are logged. "During the session" is told by the inode change time, which no process can
+//! set back: a file whose ctime is before the session's start (less a second of clock
+//! granularity) was neither written, renamed nor linked since, so a user's untouched
+//! repository is never rewritten even when the start did not reach it.
+
+use std::collections::VecDeque;
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use super::gitguard::{self, GitPolicy, GuardRecord};
+use crate::hostgit::{self, ConfigEntry};
+
+/// Clock granularity allowance: file times come from a coarse clock.
+const SLACK_SECS: i64 = 1;
+
+/// One thing the vetting changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    pub path: PathBuf,
+    pub what: String,
+}
+
+/// Vets the workspace recorded in `state_dir` (see the module docs). A missing or damaged
+/// record vets nothing. Call only once no sandboxed process runs. The record is removed
+/// once vetted, so a second call (teardown, then cleanup) is free.
+pub fn vet_session(state_dir: &Path) -> Vec<Finding> {
+    match take_record(state_dir) {
+        Some(record) => vet_recorded(&record),
+        None => Vec::new(),
+    }
+}
+
+/// Takes the record out of `state_dir` (for a caller that must vet later, after the state
+/// dir is gone).
+pub fn take_record(state_dir: &Path) -> Option<GuardRecord> {
+    let path = state_dir.join(gitguard::RECORD);
+    let record = std::fs::read(&path)
+        .ok()
+        .and_then(|t| serde_json::from_slice::<GuardRecord>(&t).ok());
+    let _ = std::fs::remove_file(&path);
+    record
+}
+
+/// Vets what `record` describes; a workspace that is not an absolute directory other than
+/// `/` is refused.
+pub fn vet_recorded(record: &GuardRecord) -> Vec<Finding> {
+    let ws = &record.workspace;
+    if !ws.is_absolute() || ws == Path::new("/") || !ws.is_dir() {
+        tracing::warn!(workspace = %ws.display(), "git vetting skipped: bad workspace record");
+        return Vec::new();
+    }
+    let Ok(policy) = gitguard::policy() else {
+        return Vec::new();
+    };
+    let findings = vet(record, policy);
+    for f in &findings {
+        tracing::warn!(path = %f.path.display(), "git vetting: {}", f.what);
+    }
+    findings
+}
+
+/// Walks the workspace and vets each git dir not pinned at start.
+pub fn vet(record: &GuardRecord, policy: &GitPolicy) -> Vec<Finding> {
+    let since = (record.started.0 - SLACK_SECS, record.started.1);
+    let mut findings = Vec::new();
+    let mut git_dirs = Vec::new();
+    let mut queue = VecDeque::from([record.workspace.clone()]);
+    let mut visited = 0usize;
+    while let Some(dir) = queue.pop_front() {
+        visited += 1;
+        if visited > policy.walk.vet_max_dirs {
+            findings.push(Finding {
+                path: record.workspace.clone(),
+                what: format!(
+                    "stopped after {} directories: the rest was not vetted",
+                    policy.walk.vet_max_dirs
+                ),
+            });
+            break;
+        }
+        // A `.git` directory is vetted whatever its shape: a host `git init` there later
+        // keeps the hooks and configuration it finds.
+        let named = dir.file_name().is_some_and(|n| n == ".git");
+        if (named || gitguard::looks_like_git_dir(&dir)) && !record.git_dirs.contains(&dir) {
+            git_dirs.push(dir.clone());
+        }
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                queue.push_back(entry.path());
+            }
+        }
+    }
+    for dir in &git_dirs {
+        let mut v = Vetting {
+            dir,
+            since,
+            policy,
+            workspace: &record.workspace,
+            removed: Vec::new(),
+        };
+        v.config("config");
+        v.config("config.worktree");
+        v.hooks();
+        v.commondir();
+        findings.extend(v.finish());
+    }
+    findings
+}
+
+fn changed_since(meta: &std::fs::Metadata, since: (i64, i64)) -> bool {
+    (meta.ctime(), meta.ctime_nsec()) >= since
+}
+
+/// The vetting of one git dir; what it removes is collected, then quarantined.
+struct Vetting<'a> {
+    dir: &'a Path,
+    since: (i64, i64),
+    policy: &'a GitPolicy,
+    workspace: &'a Path,
+    /// (name in the git dir, why, the original to keep in quarantine if any).
+    removed: Vec<(String, String, Option<Vec<u8>>)>,
+}
+
+impl Vetting<'_> {
+    fn meta(&self, name: &str) -> Option<std::fs::Metadata> {
+        std::fs::symlink_metadata(self.dir.join(name)).ok()
+    }
+
+    /// A configuration written during the session keeps only allow-listed keys.
+    fn config(&mut self, name: &str) {
+        let Some(meta) = self.meta(name) else { return };
+        if !changed_since(&meta, self.since) {
+            return;
+        }
+        if !meta.is_file() {
+            self.take(name, "not a regular file");
+            return;
+        }
+        let text = read_nofollow(&self.dir.join(name)).unwrap_or_default();
+        let entries = match hostgit::list_config(&text, self.workspace) {
+            Ok(entries) => entries,
+            Err(e) => {
+                self.replace(name, text, String::new(), &format!("unreadable: {e}"));
+                return;
+            }
+        };
+        let (kept, dropped): (Vec<ConfigEntry>, Vec<ConfigEntry>) =
+            entries.into_iter().partition(|e| self.allowed(e));
+        if dropped.is_empty() {
+            return;
+        }
+        let keys: Vec<String> = dropped.iter().map(key_of).collect();
+        let why = format!("dropped {}", keys.join(", "));
+        self.replace(name, text, hostgit::render_config(&kept), &why);
+    }
+
+    fn allowed(&self, e: &ConfigEntry) -> bool {
+        let listed = self.policy.vetted_config.iter().any(|k| k.matches(e));
+        // A transport that runs a command, or a value git could take for an option.
+        let url = matches!(e.name.as_str(), "url" | "pushurl");
+        let bad_url = e.value.as_deref().is_some_and(|v| {
+            let v = v.trim_start().to_ascii_lowercase();
+            v.starts_with("ext::") || v.starts_with("fd::") || v.starts_with('-')
+        });
+        listed && !(url && bad_url)
+    }
+
+    /// Hooks made during the session, other than samples, leave `hooks/`.
+    fn hooks(&mut self) {
+        let Some(meta) = self.meta("hooks") else {
+            return;
+        };
+        if !meta.is_dir() {
+            if changed_since(&meta, self.since) {
+                self.take("hooks", "not a directory");
+            }
+            return;
+        }
+        // A hooks dir made or moved here during the session: every entry counts.
+        let all = changed_since(&meta, self.since);
+        let Ok(entries) = std::fs::read_dir(self.dir.join("hooks")) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Ok(m) = entry.metadata() else { continue };
+            let sample = name.ends_with(".sample") && m.is_file();
+            if !sample && (all || changed_since(&m, self.since)) {
+                self.take(&format!("hooks/{name}"), "a hook made during the session");
+            }
+        }
+    }
+
+    /// A `commondir` made during the session must name a git dir in the workspace.
+    fn commondir(&mut self) {
+        let Some(meta) = self.meta("commondir") else {
+            return;
+        };
+        if !changed_since(&meta, self.since) {
+            return;
+        }
+        let ok = meta.is_file()
+            && read_nofollow(&self.dir.join("commondir")).is_some_and(|t| {
+                let t = String::from_utf8_lossy(&t);
+                let target = self.dir.join(t.trim_end_matches(['\n', '\r']));
+                std::fs::canonicalize(&target).is_ok_and(|real| {
+                    real.starts_with(self.workspace) && gitguard::looks_like_git_dir(&real)
+                })
+            });
+        if !ok {
+            self.take("commondir", "names no git dir inside the workspace");
+        }
+    }
+
+    /// Records `name` for removal (moved to quarantine in [`Self::finish`]).
+    fn take(&mut self, name: &str, why: &str) {
+        self.removed.push((name.to_string(), why.to_string(), None));
+    }
+
+    /// Rewrites `name` to `new`, keeping the original for the quarantine.
+    fn replace(&mut self, name: &str, original: Vec<u8>, new: String, why: &str) {
+        let path = self.dir.join(name);
+        let tmp = self.dir.join(format!(".{name}.cordon-vet"));
+        let _ = std::fs::remove_file(&tmp);
+        let owner = self.meta(name).map(|m| (m.uid(), m.gid()));
+        let written = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&tmp)
+            .and_then(|mut f| {
+                f.write_all(new.as_bytes())?;
+                // The rewritten file keeps the owner of the one it replaces.
+                match owner {
+                    Some((uid, gid)) => std::os::unix::fs::fchown(&f, Some(uid), Some(gid)),
+                    None => Ok(()),
+                }
+            })
+            .and_then(|()| std::fs::rename(&tmp, &path));
+        match written {
+            Ok(()) => self
+                .removed
+                .push((name.to_string(), why.to_string(), Some(original))),
+            Err(e) => {
+                let _ = std::fs::remove_file(&tmp);
+                self.take(name, &format!("{why} (rewriting failed: {e})"));
+            }
+        }
+    }
+
+    /// Moves what was taken into a fresh quarantine dir (deleting it if that cannot be
+    /// made) and writes the list of what was removed.
+    fn finish(self) -> Vec<Finding> {
+        if self.removed.is_empty() {
+            return Vec::new();
+        }
+        let stamp = self.since.0 + SLACK_SECS;
+        let q = self.dir.join(format!("cordon-quarantine-{stamp}"));
+        let have_q = std::fs::DirBuilder::new().mode(0o700).create(&q).is_ok()
+            && std::fs::create_dir(q.join("hooks")).is_ok();
+        let mut report = String::new();
+        let mut findings = Vec::new();
+        for (name, why, original) in &self.removed {
+            let path = self.dir.join(name);
+            let kept = have_q && keep(&path, &q.join(name), original.as_deref());
+            if original.is_none() && !kept {
+                remove_any(&path);
+            }
+            report.push_str(&format!("{name}: {why}\n"));
+            findings.push(Finding {
+                path,
+                what: why.clone(),
+            });
+        }
+        if have_q {
+            let _ = std::fs::write(q.join("removed.txt"), report);
+            // The quarantine belongs to whoever owns the git dir, so the user can read it.
+            if let Ok(m) = std::fs::symlink_metadata(self.dir) {
+                chown_tree(&q, m.uid(), m.gid());
+            }
+        }
+        findings
+    }
+}
+
+/// Keeps a removed entry in the quarantine: the original text of a rewritten file, or the
+/// entry itself moved there (without execute bits).
+fn keep(path: &Path, dest: &Path, original: Option<&[u8]>) -> bool {
+    match original {
+        Some(text) => std::fs::write(dest, text).is_ok(),
+        None => {
+            let moved = std::fs::rename(path, dest).is_ok();
+            if moved
+                && let Ok(m) = std::fs::symlink_metadata(dest)
+                && m.is_file()
+            {
+                let _ = std::fs::set_permissions(
+                    dest,
+                    std::fs::Permissions::from_mode(m.mode() & 0o666),
+                );
+            }
+            moved
+        }
+    }
+}
+
+/// Gives `dir` and everything in it (never through a link) to `uid:gid`.
+fn chown_tree(dir: &Path, uid: u32, gid: u32) {
+    let _ = std::os::unix::fs::lchown(dir, Some(uid), Some(gid));
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                chown_tree(&entry.path(), uid, gid);
+            } else {
+                let _ = std::os::unix::fs::lchown(entry.path(), Some(uid), Some(gid));
+            }
+        }
+    }
+}
+
+fn remove_any(path: &Path) {
+    let gone = match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
+        Ok(_) => std::fs::remove_file(path),
+        Err(_) => Ok(()),
+    };
+    if let Err(e) = gone {
+        tracing::warn!(path = %path.display(), error = %e, "git vetting could not remove");
+    }
+}
+
+fn key_of(e: &ConfigEntry) -> String {
+    match &e.subsection {
+        Some(sub) => format!("{}.{sub}.{}", e.section, e.name),
+        None => format!("{}.{}", e.section, e.name),
+    }
+}
+
+/// A regular file's bytes, never through a link nor from a FIFO, at most the config cap.
+fn read_nofollow(path: &Path) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    if !f.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut buf = Vec::new();
+    f.take(hostgit::MAX_CONFIG_BYTES as u64)
+        .read_to_end(&mut buf)
+        .ok()?;
+    Some(buf)
+}
+
+#[cfg(test)]
+mod tests;

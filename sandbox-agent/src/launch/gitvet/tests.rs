@@ -1,0 +1,179 @@
+use std::os::unix::fs::PermissionsExt;
+
+use super::*;
+use crate::launch::gitguard::tests::git;
+
+fn now() -> (i64, i64) {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    (t.as_secs() as i64, i64::from(t.subsec_nanos()))
+}
+
+fn record(ws: &Path, pinned: &[&str]) -> GuardRecord {
+    GuardRecord {
+        workspace: ws.to_path_buf(),
+        started: now(),
+        git_dirs: pinned.iter().map(|p| ws.join(p)).collect(),
+    }
+}
+
+fn hook(path: &Path) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, "#!/bin/sh\ntouch /nonexistent/x\n").unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+fn quarantine(git_dir: &Path) -> PathBuf {
+    std::fs::read_dir(git_dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("cordon-quarantine-")
+        })
+        .expect("a quarantine dir")
+}
+
+#[test]
+fn a_repository_made_in_the_session_keeps_only_harmless_config_and_sample_hooks() {
+    let ws = tempfile::tempdir().unwrap();
+    let ws = ws.path();
+    let rec = record(ws, &[]);
+    git(ws, &["init", "-q"]);
+    let g = ws.join(".git");
+    let mut config = std::fs::read_to_string(g.join("config")).unwrap();
+    config.push_str(
+        "[core]\n\tfsmonitor = touch /nonexistent/x\n[user]\n\tname = Me\n\
+         [remote \"origin\"]\n\turl = https://example.com/r.git\n\
+         [remote \"evil\"]\n\turl = ext::sh -c touch% /nonexistent/x\n\
+         [alias]\n\tst = !touch /nonexistent/x\n[include]\n\tpath = ../planted.cfg\n",
+    );
+    std::fs::write(g.join("config"), config).unwrap();
+    hook(&g.join("hooks/pre-commit"));
+    let other = tempfile::tempdir().unwrap();
+    std::fs::write(g.join("commondir"), other.path().to_str().unwrap()).unwrap();
+    let findings = vet(&rec, gitguard::policy().unwrap());
+    assert!(!findings.is_empty());
+
+    let kept = crate::hostgit::list_config(&std::fs::read(g.join("config")).unwrap(), ws).unwrap();
+    let keys: Vec<String> = kept.iter().map(key_of).collect();
+    assert!(
+        keys.contains(&"core.repositoryformatversion".to_string()),
+        "{keys:?}"
+    );
+    assert!(keys.contains(&"user.name".to_string()));
+    assert!(keys.contains(&"remote.origin.url".to_string()));
+    for gone in [
+        "core.fsmonitor",
+        "remote.evil.url",
+        "alias.st",
+        "include.path",
+    ] {
+        assert!(!keys.contains(&gone.to_string()), "{gone} kept");
+    }
+    assert!(!g.join("hooks/pre-commit").exists());
+    assert!(g.join("hooks/pre-commit.sample").exists(), "samples stay");
+    assert!(!g.join("commondir").exists());
+    let q = quarantine(&g);
+    let report = std::fs::read_to_string(q.join("removed.txt")).unwrap();
+    assert!(report.contains("core.fsmonitor") && report.contains("hooks/pre-commit"));
+    let moved = std::fs::metadata(q.join("hooks/pre-commit")).unwrap();
+    assert_eq!(
+        moved.permissions().mode() & 0o111,
+        0,
+        "no longer executable"
+    );
+    assert!(
+        std::fs::read_to_string(q.join("config"))
+            .unwrap()
+            .contains("fsmonitor"),
+        "the original is kept"
+    );
+    // A second pass finds nothing left to do.
+    assert!(vet(&rec, gitguard::policy().unwrap()).is_empty());
+}
+
+#[test]
+fn pinned_and_untouched_repositories_are_left_alone() {
+    let ws = tempfile::tempdir().unwrap();
+    let ws = ws.path();
+    git(ws, &["init", "-q"]);
+    git(&ws.join("old"), &["init", "-q"]);
+    let planted = "[core]\n\tfsmonitor = mine\n";
+    std::fs::write(ws.join("old/.git/config"), planted).unwrap();
+    hook(&ws.join("old/.git/hooks/pre-commit"));
+    // Everything above predates the session by more than the slack.
+    let mut rec = record(ws, &[".git"]);
+    rec.started.0 += 5;
+    // The pinned root's config changes on the host (the user's own git config).
+    std::fs::write(ws.join(".git/config"), planted).unwrap();
+    assert!(vet(&rec, gitguard::policy().unwrap()).is_empty());
+    assert_eq!(
+        std::fs::read_to_string(ws.join("old/.git/config")).unwrap(),
+        planted
+    );
+    assert!(ws.join("old/.git/hooks/pre-commit").exists());
+}
+
+#[test]
+fn links_are_removed_never_followed() {
+    let ws = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let ws = ws.path();
+    let rec = record(ws, &[]);
+    git(&ws.join("r"), &["init", "-q"]);
+    let g = ws.join("r/.git");
+    let target = outside.path().join("victim.cfg");
+    std::fs::write(&target, "[core]\n\tfsmonitor = x\n").unwrap();
+    std::fs::remove_file(g.join("config")).unwrap();
+    std::os::unix::fs::symlink(&target, g.join("config")).unwrap();
+    std::fs::remove_dir_all(g.join("hooks")).unwrap();
+    hook(&outside.path().join("hooks/pre-commit"));
+    std::os::unix::fs::symlink(outside.path().join("hooks"), g.join("hooks")).unwrap();
+    vet(&rec, gitguard::policy().unwrap());
+    assert!(std::fs::symlink_metadata(g.join("config")).is_err());
+    assert!(std::fs::symlink_metadata(g.join("hooks")).is_err());
+    assert_eq!(
+        std::fs::read_to_string(&target).unwrap(),
+        "[core]\n\tfsmonitor = x\n"
+    );
+    assert!(outside.path().join("hooks/pre-commit").exists());
+}
+
+#[test]
+fn a_bare_looking_directory_is_vetted_too() {
+    let ws = tempfile::tempdir().unwrap();
+    let ws = ws.path();
+    let rec = record(ws, &[]);
+    let src = ws.join("src");
+    std::fs::create_dir_all(src.join("objects")).unwrap();
+    std::fs::create_dir_all(src.join("refs")).unwrap();
+    std::fs::write(src.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+    std::fs::write(
+        src.join("config"),
+        "[core]\n\tpager = touch /nonexistent/x\n",
+    )
+    .unwrap();
+    std::fs::write(src.join("main.rs"), "fn main() {}\n").unwrap();
+    vet(&rec, gitguard::policy().unwrap());
+    let text = std::fs::read_to_string(src.join("config")).unwrap();
+    assert!(!text.contains("pager"), "{text}");
+    assert!(src.join("main.rs").exists());
+}
+
+#[test]
+fn a_dot_git_that_is_not_yet_a_repository_is_vetted() {
+    let ws = tempfile::tempdir().unwrap();
+    let ws = ws.path();
+    let rec = record(ws, &[]);
+    hook(&ws.join(".git/hooks/post-checkout"));
+    std::fs::write(ws.join(".git/config"), "[core]\n\tfsmonitor = x\n").unwrap();
+    vet(&rec, gitguard::policy().unwrap());
+    assert!(!ws.join(".git/hooks/post-checkout").exists());
+    let text = std::fs::read_to_string(ws.join(".git/config")).unwrap();
+    assert!(!text.contains("fsmonitor"), "{text}");
+}

@@ -1,0 +1,386 @@
+//! Git redirection, end to end on the local backend: a scripted model's Bash tries every
+//! way to make the host's git run a program (a `commondir` to a config of its own, a
+//! `config.worktree` with `extensions.worktreeConfig` on, a hook in the in-tree
+//! `core.hooksPath` dir, an included config file, a nested repository's and a submodule's
+//! config, `.git` replaced by a gitdir file, a submodule repointed, a fresh nested
+//! repository reached through a gitlink, `git init` in a workspace without one). Then the
+//! test does what a user does on the host: `git status` and `git commit` in each
+//! repository, and a second `cordon run` (whose prompt runs git on the host). Every
+//! planted command only touches a marker file in the test's own temp dir; none may exist.
+//! Meanwhile ordinary git (add, commit, checkout -b, stash, rebase) must work inside.
+//!
+//! Host git here runs with the test's own HOME and GIT_CONFIG_GLOBAL (temp files), never
+//! the real ones.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use cordon_tests::Workspace;
+use cordon_tests::agent::{run_json_ok, tool_results};
+use cordon_tests::scripted_model::{ScriptedModel, Turn};
+use serde_json::json;
+
+/// The test's own host environment for git: temp HOME and global config.
+struct HostGit {
+    home: PathBuf,
+    global: PathBuf,
+}
+
+impl HostGit {
+    fn new(dir: &Path) -> Self {
+        let home = dir.join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let global = dir.join("gitconfig");
+        std::fs::write(
+            &global,
+            "[user]\n\tname = Host User\n\temail = host@example.com\n\
+             [init]\n\tdefaultBranch = main\n[protocol \"file\"]\n\tallow = always\n",
+        )
+        .unwrap();
+        Self { home, global }
+    }
+
+    /// `git ARGS` in `dir` as the user would run it (their hooks and config honoured).
+    fn run(&self, dir: &Path, args: &[&str]) -> std::process::Output {
+        Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap())
+            .env("HOME", &self.home)
+            .env("GIT_CONFIG_GLOBAL", &self.global)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .output()
+            .unwrap()
+    }
+
+    fn ok(&self, dir: &Path, args: &[&str]) -> String {
+        let out = self.run(dir, args);
+        assert!(out.status.success(), "git {args:?} in {dir:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+/// A workspace repository with everything an attacker would aim at: an in-tree hooks
+/// path, an included config, worktree config on, a nested repository and a submodule.
+fn hostile_target(git: &HostGit, root: &Path, ws: &Path) {
+    git.ok(ws, &["init", "-q"]);
+    std::fs::create_dir(ws.join(".githooks")).unwrap();
+    std::fs::write(ws.join(".githooks/README"), "team hooks\n").unwrap();
+    std::fs::write(ws.join(".gitconfig.project"), "[user]\n\tname = Team\n").unwrap();
+    git.ok(ws, &["config", "core.hooksPath", ".githooks"]);
+    git.ok(ws, &["config", "include.path", "../.gitconfig.project"]);
+    git.ok(ws, &["config", "extensions.worktreeConfig", "true"]);
+    std::fs::write(ws.join("app.txt"), "v1\n").unwrap();
+    let lib = ws.join("vendor/lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    git.ok(&lib, &["init", "-q"]);
+    git.ok(&lib, &["commit", "-q", "--allow-empty", "-m", "lib"]);
+    let upstream = root.join("upstream-sub");
+    std::fs::create_dir_all(&upstream).unwrap();
+    git.ok(&upstream, &["init", "-q"]);
+    std::fs::write(upstream.join("s.txt"), "sub\n").unwrap();
+    git.ok(&upstream, &["add", "s.txt"]);
+    git.ok(&upstream, &["commit", "-q", "-m", "sub"]);
+    git.ok(
+        ws,
+        &["submodule", "add", "-q", upstream.to_str().unwrap(), "sub"],
+    );
+    git.ok(ws, &["add", "app.txt", ".githooks", ".gitconfig.project"]);
+    git.ok(ws, &["commit", "-q", "-m", "start"]);
+}
+
+/// The Bash the hostile model runs: each line plants one redirection whose command
+/// touches `marks/<name>`, and reports whether the write went through. With `redirect`
+/// off, the lines that redirect the whole git dir (commondir, `.git` replaced, the
+/// submodule repointed) are left out, so each file-level plant stands on its own.
+fn attacks(marks: &Path, redirect: bool) -> String {
+    let m = |name: &str| format!("touch {}/{name}", marks.display());
+    let cfg = |name: &str| format!("[core]\\n\\tfsmonitor = \\\"{}\\\"\\n", m(name));
+    let hook = |name: &str| format!("#!/bin/sh\\n{}\\n", m(name));
+    [
+        // A common dir of our own, with its own config.
+        "mkdir -p evil && cp -r .git/objects .git/refs .git/HEAD evil/".to_string(),
+        format!("printf '{}' > evil/config", cfg("commondir")),
+        "echo \"$PWD/evil\" > .git/commondir && echo WROTE commondir".to_string(),
+        format!(
+            "printf '{}' > .git/config.worktree && echo WROTE config.worktree",
+            cfg("worktree")
+        ),
+        format!(
+            "printf '{}' > .githooks/pre-commit && chmod +x .githooks/pre-commit && echo WROTE hookspath",
+            hook("hookspath")
+        ),
+        format!(
+            "printf '{}' >> .gitconfig.project && echo WROTE include",
+            cfg("include")
+        ),
+        format!(
+            "printf '{}' >> .git/config && echo WROTE config",
+            cfg("config")
+        ),
+        format!(
+            "printf '{}' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit && echo WROTE hooks",
+            hook("hooks")
+        ),
+        format!(
+            "printf '{}' >> vendor/lib/.git/config && echo WROTE nested",
+            cfg("nested")
+        ),
+        format!(
+            "printf '{}' > vendor/lib/.git/hooks/pre-commit && chmod +x vendor/lib/.git/hooks/pre-commit && echo WROTE nested-hook",
+            hook("nested-hook")
+        ),
+        format!(
+            "printf '{}' >> .git/modules/sub/config && echo WROTE submodule",
+            cfg("submodule")
+        ),
+        "echo 'gitdir: ../evil' > sub/.git && echo WROTE sub-gitfile".to_string(),
+        "mv .git .git-moved && echo WROTE moved-git".to_string(),
+        "echo 'gitdir: evil' > .git && echo WROTE git-file".to_string(),
+        // A fresh nested repository the root's status recurses into through a gitlink.
+        format!(
+            "git init -q planted && printf '{}' >> planted/.git/config && printf '{}' > planted/.git/hooks/pre-commit && chmod +x planted/.git/hooks/pre-commit && git update-index --add --cacheinfo 160000,$(git rev-parse HEAD),planted && echo WROTE planted",
+            cfg("planted"),
+            hook("planted-hook")
+        ),
+    ]
+    .iter()
+    .filter(|line| {
+        redirect
+            || !["commondir", "sub-gitfile", "moved-git", "git-file"]
+                .iter()
+                .any(|r| line.ends_with(&format!("WROTE {r}")))
+    })
+    .map(|line| format!("( {line} ) 2>/dev/null; "))
+    .collect()
+}
+
+/// Ordinary git inside the sandbox: all of it must work.
+const ORDINARY: &str = "set -e; G='git -c user.name=agent -c user.email=a@b'; \
+    echo v2 > app.txt; $G add app.txt; $G commit -q -m inside; \
+    $G checkout -q -b feature; echo f > f.txt; $G add f.txt; $G commit -q -m feat; \
+    echo wip >> app.txt; $G stash -q; $G stash pop -q; $G checkout -q app.txt; \
+    $G checkout -q main; echo m > m.txt; $G add m.txt; $G commit -q -m main2; \
+    $G rebase -q feature; $G branch --list; echo GITOK";
+
+/// The planted `git init` in a workspace that had no repository.
+fn init_attack(marks: &Path) -> String {
+    let m = |name: &str| format!("touch {}/{name}", marks.display());
+    format!(
+        "git init -q && git -c user.name=a -c user.email=b commit -q --allow-empty -m inside && \
+         printf '[core]\\n\\tfsmonitor = \\\"{}\\\"\\n\\tpager = \\\"{}\\\"\\n' >> .git/config && \
+         printf '#!/bin/sh\\n{}\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit && echo INITOK",
+        m("init-fsmonitor"),
+        m("init-pager"),
+        m("init-hook")
+    )
+}
+
+/// The control: the same kind of plant, made on the host, does run with this host git
+/// (so an empty marker dir below means the plants were stopped, not that git ignored them).
+fn control(git: &HostGit, root: &Path) {
+    let repo = root.join("control");
+    let marks = root.join("control-marks");
+    std::fs::create_dir_all(&marks).unwrap();
+    std::fs::create_dir_all(&repo).unwrap();
+    git.ok(&repo, &["init", "-q"]);
+    let fsmonitor = format!("touch {}/fsmonitor", marks.display());
+    git.ok(&repo, &["config", "core.fsmonitor", &fsmonitor]);
+    let hook = repo.join(".git/hooks/pre-commit");
+    std::fs::write(
+        &hook,
+        format!("#!/bin/sh\ntouch {}/hook\n", marks.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    git.run(&repo, &["status"]);
+    git.ok(&repo, &["commit", "-q", "--allow-empty", "-m", "c"]);
+    let mut ran = marks_in(&marks);
+    ran.sort();
+    assert_eq!(ran, ["fsmonitor", "hook"], "the control plants must run");
+}
+
+fn marks_in(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn planted_git_redirections_never_run_on_the_host() {
+    let root = tempfile::tempdir().unwrap();
+    let marks = root.path().join("marks");
+    std::fs::create_dir(&marks).unwrap();
+    let git = HostGit::new(root.path());
+    control(&git, root.path());
+    let ws = Workspace::new();
+    hostile_target(&git, root.path(), ws.path());
+    let fresh = Workspace::new();
+    std::fs::write(fresh.join("readme.txt"), "no repository yet\n").unwrap();
+
+    let turns = vec![
+        Turn::tool_use("a1", "Bash", json!({"command": attacks(&marks, true)})),
+        Turn::tool_use("g1", "Bash", json!({"command": ORDINARY})),
+        Turn::text("done"),
+    ];
+    let model = ScriptedModel::start(turns).await.unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let mode = ["--permission-mode", "bypassPermissions"];
+    run_json_ok(&model, home.path(), ws.path(), &mode, "attack").await;
+    let requests = model.requests();
+    let (_, attack_out, _) = tool_results(&requests[1].body).remove(0);
+    let (_, ordinary_out, ordinary_err) = tool_results(&requests[2].body).remove(0);
+    // Kernel-held: none of these writes went through inside the sandbox.
+    for pinned in [
+        "commondir",
+        "config.worktree",
+        "hookspath",
+        "include",
+        "config",
+        "hooks",
+        "nested",
+        "nested-hook",
+        "submodule",
+        "sub-gitfile",
+        "moved-git",
+        "git-file",
+    ] {
+        let wrote = attack_out.lines().any(|l| l == format!("WROTE {pinned}"));
+        assert!(!wrote, "{pinned} was writable: {attack_out}");
+    }
+    assert!(attack_out.contains("WROTE planted"), "{attack_out}");
+    assert!(
+        ordinary_out.contains("GITOK") && !ordinary_err,
+        "ordinary git failed inside: {ordinary_out}"
+    );
+
+    // The other workspace: `git init` works inside, and its plants are vetted.
+    let model2 = ScriptedModel::start(vec![
+        Turn::tool_use("i1", "Bash", json!({"command": init_attack(&marks)})),
+        Turn::text("done"),
+    ])
+    .await
+    .unwrap();
+    run_json_ok(&model2, home.path(), fresh.path(), &mode, "init").await;
+    let (_, init_out, _) = tool_results(&model2.requests()[1].body).remove(0);
+    assert!(
+        init_out.contains("INITOK"),
+        "git init failed inside: {init_out}"
+    );
+
+    // What a user does next on the host.
+    let w = ws.path();
+    git.ok(w, &["status"]);
+    git.ok(w, &["commit", "-q", "--allow-empty", "-m", "host"]);
+    git.ok(w, &["log", "-1"]);
+    git.ok(&w.join("vendor/lib"), &["status"]);
+    git.ok(
+        &w.join("vendor/lib"),
+        &["commit", "-q", "--allow-empty", "-m", "h"],
+    );
+    git.ok(&w.join("sub"), &["status"]);
+    git.ok(&w.join("planted"), &["status"]);
+    git.ok(
+        &w.join("planted"),
+        &["commit", "-q", "--allow-empty", "-m", "h"],
+    );
+    git.ok(fresh.path(), &["status"]);
+    git.ok(fresh.path(), &["log", "-1"]);
+    git.ok(fresh.path(), &["commit", "-q", "--allow-empty", "-m", "h"]);
+    // And a second session, whose prompt runs git on the host.
+    let model3 = ScriptedModel::start(vec![Turn::text("again")])
+        .await
+        .unwrap();
+    run_json_ok(&model3, home.path(), w, &mode, "again").await;
+    assert!(
+        marks_in(&marks).is_empty(),
+        "planted commands ran on the host: {:?}",
+        marks_in(&marks)
+    );
+    let system = model3.requests()[0].body["system"].to_string();
+    assert!(system.contains("Git branch: main"), "{system}");
+    // The ordinary work done inside is all there.
+    let log = git.ok(w, &["log", "--format=%s"]);
+    for subject in ["host", "main2", "feat", "inside", "start"] {
+        assert!(log.contains(subject), "{subject} missing from {log}");
+    }
+    assert!(git.ok(w, &["branch", "--list"]).contains("feature"));
+    // Nothing of the pinning is left behind.
+    for gone in [".git/commondir", ".git/config.worktree"] {
+        assert!(!w.join(gone).exists(), "{gone} left behind");
+    }
+    // What the vetting removed is kept, not lost.
+    let quarantined = std::fs::read_dir(fresh.join(".git"))
+        .unwrap()
+        .flatten()
+        .any(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("cordon-quarantine-")
+        });
+    assert!(quarantined, "the vetting keeps what it removed");
+}
+
+/// The file-level plants alone (no redirection of the whole git dir shadowing them): the
+/// worktree config, the in-tree hooks path, the included file, the repository's own
+/// config and hooks, the nested repository's and the submodule's config.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_pinned_control_file_holds_on_its_own() {
+    each_pinned_control_file(&[]).await;
+}
+
+/// The same on the Docker backend (its masks come from the same plan). The minimal image
+/// has no git, so the one plant that needs git inside (a fresh nested repository) is not
+/// made there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_pinned_control_file_holds_on_its_own_in_docker() {
+    if let Err(why) = cordon_tests::docker_ready() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    each_pinned_control_file(&["--sandbox", "docker", "--image", "cordon-minimal"]).await;
+}
+
+async fn each_pinned_control_file(backend: &[&str]) {
+    let root = tempfile::tempdir().unwrap();
+    let marks = root.path().join("marks");
+    std::fs::create_dir(&marks).unwrap();
+    let git = HostGit::new(root.path());
+    let ws = Workspace::new();
+    hostile_target(&git, root.path(), ws.path());
+    let model = ScriptedModel::start(vec![
+        Turn::tool_use("a1", "Bash", json!({"command": attacks(&marks, false)})),
+        Turn::text("done"),
+    ])
+    .await
+    .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let mut args = vec!["--permission-mode", "bypassPermissions"];
+    args.extend(backend);
+    run_json_ok(&model, home.path(), ws.path(), &args, "attack").await;
+    let (_, out, _) = tool_results(&model.requests()[1].body).remove(0);
+    let wrote: Vec<&str> = out.lines().filter(|l| l.starts_with("WROTE")).collect();
+    let expected: &[&str] = if backend.is_empty() {
+        &["WROTE planted"]
+    } else {
+        &[]
+    };
+    assert_eq!(wrote, expected, "{out}");
+    let w = ws.path();
+    git.ok(w, &["status"]);
+    git.ok(w, &["commit", "-q", "--allow-empty", "-m", "host"]);
+    git.ok(&w.join("vendor/lib"), &["status"]);
+    git.ok(
+        &w.join("vendor/lib"),
+        &["commit", "-q", "--allow-empty", "-m", "h"],
+    );
+    git.ok(&w.join("sub"), &["status"]);
+    assert!(
+        marks_in(&marks).is_empty(),
+        "planted commands ran on the host: {:?}",
+        marks_in(&marks)
+    );
+}
