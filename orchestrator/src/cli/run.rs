@@ -235,6 +235,7 @@ pub async fn run_with_model(
             transcript: transcript.path().to_path_buf(),
             checkpoints: Some(checkpoints.clone()),
             resumed_messages,
+            trust_store: cordon::trust::TrustStore::from_env().ok(),
         });
         (Some(tui), Some(prompter))
     } else {

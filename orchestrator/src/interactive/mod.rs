@@ -12,8 +12,9 @@
 //! - [`render`]: the screen (crossterm commands only).
 //! - [`preview`]: what a question shows of a call.
 //! - [`commands`]: slash commands and their listings; `slash`: the ones that ask back.
-//! - [`always`] and [`local_rules`]: "allow always" as a rule, and the workspace's
-//!   `.claude/settings.local.json` edited without following planted links.
+//! - [`always`]: "allow always" as a rule (written by [`crate::settings::local_rules`],
+//!   which edits `.claude/settings.local.json` without following planted links and keeps a
+//!   trusted workspace trusted).
 //!
 //! The session is assembled by the same code as a headless run (the CLI's `run`); this
 //! module only replaces who answers questions and who shows the events.
@@ -22,7 +23,6 @@ pub mod always;
 pub mod commands;
 pub mod editor;
 pub mod keys;
-pub mod local_rules;
 pub mod preview;
 pub mod prompter;
 pub mod render;

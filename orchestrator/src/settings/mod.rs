@@ -40,7 +40,9 @@ use crate::permissions::{
     EngineConfig, PermissionMode, Rule, ScopedRule, paths::PathPattern, split_rule_list,
 };
 use crate::trust::{IgnoredSetting, TrustInputs, TrustStore, WorkspaceTrust};
-pub use local_rules::{LocalRuleAdded, LocalRuleError, add_local_allow_rule};
+pub use local_rules::{
+    LocalRuleEdit, LocalRuleError, RuleList, add_local_allow_rule, local_file, remove_local_rule,
+};
 
 /// The workspace's own settings files, relative to it, highest precedence first.
 pub const LOCAL_FILE: &str = ".claude/settings.local.json";
