@@ -12,6 +12,7 @@
 //! - [`render`]: the screen (crossterm commands only).
 //! - [`preview`]: what a question shows of a call.
 //! - [`commands`]: slash commands and their listings; `slash`: the ones that ask back.
+//! - [`trust`]: the first-use question in an untrusted workspace, and `/trust`.
 //! - [`always`]: "allow always" as a rule (written by [`crate::settings::local_rules`],
 //!   which edits `.claude/settings.local.json` without following planted links and keeps a
 //!   trusted workspace trusted).
@@ -28,6 +29,7 @@ pub mod prompter;
 pub mod render;
 pub mod session;
 mod slash;
+pub mod trust;
 
 pub use prompter::TerminalPrompter;
 pub use session::{Interactive, InteractiveError, SessionParts};

@@ -44,6 +44,8 @@ pub struct SessionParts {
     /// The record of trusted workspaces: `/trust` writes it, and the session's own edits
     /// of `.claude/settings.local.json` keep it current.
     pub trust_store: Option<TrustStore>,
+    /// The session was built with the workspace's settings trusted.
+    pub trusted: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -209,10 +211,7 @@ impl Running {
                 Some(Command::Help) => self.screen.note(commands::HELP),
                 Some(Command::Rewind) => self.rewind().await,
                 Some(Command::Permissions) => self.permissions().await,
-                Some(Command::Trust) => self.screen.note(
-                    "Trust this workspace's own settings, hooks and MCP servers with \
-                     `cordon trust` in a shell; it takes effect in the next session.",
-                ),
+                Some(Command::Trust) => self.trust(),
                 Some(Command::Unknown(name)) => self
                     .screen
                     .error(&format!("unknown command /{name}; /help lists them")),

@@ -1,0 +1,255 @@
+//! Trust from the terminal: the question an interactive session asks once, at its start,
+//! in an untrusted workspace whose own settings would widen what runs, and `/trust`.
+//!
+//! The question comes before anything is built from the settings (the sandbox, its
+//! environment, the hooks, the rules) and before any model call, so a `y` lets the session
+//! load the workspace's settings trusted, exactly as after `cordon trust`. `/trust` during
+//! a session records the same trust, which applies from the next session: this one's
+//! sandbox environment, hooks, rules and directories were fixed when it started, and
+//! swapping some of them mid-session would leave it half trusted (say, allow rules on but
+//! the `env` those rules were written for off).
+//!
+//! Managed settings keep their say: a `y` only records trust; the settings are then loaded
+//! by the same loader, so `allowManagedPermissionRulesOnly`, `allowManagedHooksOnly`,
+//! `disableAllHooks` and `disableBypassPermissionsMode` still drop what they drop, and the
+//! question lists only what trust would actually enable under them. (`allowHeadlessTrust:
+//! false` refuses `--trust`, a flag a script passes; here a person answers, as with
+//! `cordon trust`.)
+
+use std::io::Write;
+use std::path::Path;
+
+use crossterm::event::EventStream;
+use futures::StreamExt;
+use serde_json::Value;
+
+use super::keys::{self, Key};
+use super::session::Running;
+use crate::settings::{Settings, SettingsError};
+use crate::trust::{Fingerprint, IgnoredSetting, TrustError, TrustStore};
+
+#[derive(Debug, thiserror::Error)]
+pub enum TrustPromptError {
+    #[error("cannot use the terminal: {0}")]
+    Terminal(std::io::Error),
+    #[error("trusting the workspace: {0}")]
+    Trust(#[from] TrustError),
+    #[error("loading the settings again: {0}")]
+    Settings(#[from] SettingsError),
+}
+
+/// What the first-use question decided.
+#[derive(Debug)]
+pub struct FirstUse {
+    /// The settings the session runs with (loaded again, trusted, after a `y`).
+    pub settings: Settings,
+    /// The question was asked (so what stays ignored was shown already).
+    pub asked: bool,
+}
+
+/// One ignored setting as the question shows it: the file, the key and the whole value.
+pub fn describe(item: &IgnoredSetting) -> String {
+    if item.value.is_null() || item.key.contains(" = ") {
+        return format!("{}  {}", item.file, item.key);
+    }
+    let value = match &item.value {
+        Value::String(s) => s.clone(),
+        v => serde_json::to_string_pretty(v).unwrap_or_default(),
+    };
+    let value = value.replace('\n', "\n      ");
+    format!("{}  {}:\n      {value}", item.file, item.key)
+}
+
+/// The recorded files, one line each, for the screen.
+pub fn recorded_lines(fingerprint: &Fingerprint) -> Vec<String> {
+    let lines: Vec<String> = fingerprint
+        .files()
+        .map(|(file, digest)| format!("  {file}  {digest}"))
+        .collect();
+    if lines.is_empty() {
+        return vec!["  (no settings, hooks or MCP files yet: any that appear untrust it)".into()];
+    }
+    lines
+}
+
+/// Asks once whether to trust the workspace, when it is untrusted and its own settings set
+/// something trust would enable; `reload` loads the settings again (from the same
+/// sources). Untrusted without asking when there is no trust record to write.
+pub async fn first_use(
+    settings: Settings,
+    store: Option<&TrustStore>,
+    reload: impl Fn() -> Result<Settings, SettingsError>,
+) -> Result<FirstUse, TrustPromptError> {
+    let items = settings.trust_would_enable();
+    let unasked = |settings| {
+        Ok(FirstUse {
+            settings,
+            asked: false,
+        })
+    };
+    let Some(store) = store else {
+        return unasked(settings);
+    };
+    if settings.trust().is_trusted() || items.is_empty() {
+        return unasked(settings);
+    }
+    let workspace = settings.workspace.clone();
+    if !ask(&workspace, &items)
+        .await
+        .map_err(TrustPromptError::Terminal)?
+    {
+        say(&[
+            "continuing untrusted: the settings above stay ignored (/trust trusts it later)".into(),
+        ]);
+        return Ok(FirstUse {
+            settings,
+            asked: true,
+        });
+    }
+    // Security: the trust must go to what was shown. Read the files again; if what trust
+    // would enable changed while the user read the question, record nothing. (The sandbox
+    // is not running yet, so no session of this one can change them meanwhile.)
+    let again = reload()?;
+    if again.trust().is_trusted() || again.trust_would_enable() != items {
+        say(&["the workspace's settings changed while you were asked; not trusted".into()]);
+        return Ok(FirstUse {
+            settings: again,
+            asked: true,
+        });
+    }
+    let (_, fingerprint) = crate::trust::trust_workspace(store, &workspace)?;
+    let mut lines = vec![format!("trusted {}; recorded:", workspace.display())];
+    lines.extend(recorded_lines(&fingerprint));
+    say(&lines);
+    let settings = reload()?;
+    if !settings.trust().is_trusted() {
+        say(&[
+            "the workspace's files changed as it was trusted; this session runs untrusted".into(),
+        ]);
+    }
+    Ok(FirstUse {
+        settings,
+        asked: true,
+    })
+}
+
+/// Lines to the terminal (before the session's raw mode).
+fn say(lines: &[String]) {
+    let mut out = std::io::stdout().lock();
+    for line in lines {
+        let _ = writeln!(out, "{line}");
+    }
+    let _ = out.flush();
+}
+
+/// Shows what trust would enable and reads `y` (true) or `n`, Esc, Ctrl-C, Ctrl-D (false).
+async fn ask(workspace: &Path, items: &[IgnoredSetting]) -> std::io::Result<bool> {
+    let mut lines = vec![format!(
+        "Workspace {} is not trusted. Its own settings would enable:",
+        workspace.display()
+    )];
+    lines.extend(items.iter().map(|i| format!("  - {}", describe(i))));
+    lines.push(
+        "Hooks run in the sandbox. Trust binds these files as they are now: a change asks again."
+            .into(),
+    );
+    say(&lines);
+    // Raw mode: one key answers, without Enter. Restored however this ends.
+    crossterm::terminal::enable_raw_mode()?;
+    struct Restore;
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let _ = crossterm::terminal::disable_raw_mode();
+        }
+    }
+    let _restore = Restore;
+    crossterm::execute!(
+        std::io::stdout(),
+        crossterm::style::Print("Trust this workspace? [y] trust  [n] continue untrusted ")
+    )?;
+    // Its own event stream, dropped before the session starts its reader, so no key goes
+    // to a reader nobody reads.
+    let mut events = EventStream::new();
+    let answer = loop {
+        let Some(event) = events.next().await else {
+            break false;
+        };
+        match keys::from_event(event?) {
+            Some(Key::Char('y' | 'Y')) => break true,
+            Some(Key::Char('n' | 'N') | Key::Esc | Key::Interrupt | Key::Eof) => break false,
+            _ => {}
+        }
+    };
+    drop(events);
+    crossterm::execute!(
+        std::io::stdout(),
+        crossterm::style::Print(if answer { "y\r\n" } else { "n\r\n" })
+    )?;
+    Ok(answer)
+}
+
+impl Running {
+    /// `/trust`: records the workspace's trust as its files are now and shows what was
+    /// recorded; it applies from the next session (see the module documentation).
+    pub(super) fn trust(&mut self) {
+        let parts = &self.me.parts;
+        let Some(store) = parts.trust_store.as_ref() else {
+            self.screen
+                .error("no data directory to keep the trust record in ($CORDON_HOME)");
+            return;
+        };
+        match crate::trust::trust_workspace(store, &parts.workspace) {
+            Ok((workspace, fingerprint)) => {
+                let mut lines = vec![format!("trusted {}; recorded:", workspace.display())];
+                lines.extend(recorded_lines(&fingerprint));
+                lines.push(if parts.trusted {
+                    "this session already runs with them trusted; a change to these files untrusts it again".into()
+                } else {
+                    "its hooks, allow rules, mode, env and MCP servers apply from the next \
+                     session (this one's sandbox, hooks and rules were set up untrusted)"
+                        .into()
+                });
+                self.screen.note(&lines.join("\n"));
+            }
+            Err(e) => self
+                .screen
+                .error(&format!("cannot trust the workspace: {e}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn item(key: &str, value: Value) -> IgnoredSetting {
+        IgnoredSetting {
+            file: "/w/.claude/settings.json".into(),
+            key: key.into(),
+            why: "w".into(),
+            value,
+        }
+    }
+
+    #[test]
+    fn the_question_shows_whole_values() {
+        let shown = describe(&item("permissions.allow", json!(["Bash(make *)", "Edit"])));
+        assert!(shown.contains("permissions.allow:"), "{shown}");
+        assert!(
+            shown.contains("\"Bash(make *)\"") && shown.contains("\"Edit\""),
+            "{shown}"
+        );
+        let hooks =
+            json!({"SessionStart": [{"hooks": [{"type": "command", "command": "touch x"}]}]});
+        assert!(describe(&item("hooks", hooks)).contains("\"touch x\""));
+        let mode = describe(&item(
+            "permissions.defaultMode = \"acceptEdits\"",
+            json!("acceptEdits"),
+        ));
+        assert_eq!(
+            mode,
+            "/w/.claude/settings.json  permissions.defaultMode = \"acceptEdits\""
+        );
+    }
+}
