@@ -457,3 +457,57 @@ async fn declining_the_first_question_keeps_the_repository_settings_ignored() {
     let status = trust_status(&ws, &home);
     assert!(status.success(), "trusted by /trust: {status}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allow_always_and_permissions_removal_keep_a_trusted_workspace_trusted() {
+    let ws = Workspace::new();
+    std::fs::create_dir_all(ws.join(".claude")).unwrap();
+    let settings = json!({"permissions": {"deny": ["Read(/secret.txt)"]}});
+    std::fs::write(ws.join(".claude/settings.json"), settings.to_string()).unwrap();
+    let target = ws.join("notes.txt");
+    let model = ScriptedModel::start(vec![
+        write_call("w1", &target, "kept\n"),
+        Turn::text("Done."),
+    ])
+    .await
+    .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let trusted = std::process::Command::new(cordon_tests::cordon_bin())
+        .arg("trust")
+        .arg(ws.path())
+        .env("CORDON_HOME", home.path())
+        .env("HOME", home.path())
+        .output()
+        .unwrap();
+    assert!(trusted.status.success(), "{trusted:?}");
+    let mut pty = cordon_on_terminal(&model, home.path(), ws.path(), &[]);
+    pty.line("write notes");
+    pty.wait_for("[y] yes once");
+    pty.send("a");
+    pty.wait_for("added allow rule Edit(/notes.txt)");
+    pty.wait_for("(the workspace stays trusted)");
+    pty.wait_for("Done.");
+    pty.wait_for("[default] > ");
+    assert!(
+        trust_status(&ws, &home).success(),
+        "trusted after allow-always"
+    );
+    // Deny first: the project's rule is 1, the local allow rule 2.
+    pty.line("/permissions");
+    let listing = pty.wait_for("remove local rule");
+    assert!(listing.contains("  2. allow Edit(/notes.txt)"), "{listing}");
+    pty.line("2");
+    pty.wait_for("removed Edit(/notes.txt)");
+    pty.wait_for("(the workspace stays trusted)");
+    pty.wait_for("] > ");
+    assert!(
+        trust_status(&ws, &home).success(),
+        "trusted after the removal"
+    );
+    let local: Value = serde_json::from_str(
+        &std::fs::read_to_string(ws.join(".claude/settings.local.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(local, json!({"permissions": {"allow": []}}));
+    exit(pty);
+}
