@@ -47,24 +47,45 @@ pub struct FirstUse {
     pub asked: bool,
 }
 
-/// One ignored setting as the question shows it: the file, the key and the whole value.
+/// One ignored setting as the question shows it: the file, the key and the whole value,
+/// with anything that would move the cursor or reorder text shown escaped.
 pub fn describe(item: &IgnoredSetting) -> String {
+    let (file, key) = (visible(&item.file), visible(&item.key));
     if item.value.is_null() || item.key.contains(" = ") {
-        return format!("{}  {}", item.file, item.key);
+        return format!("{file}  {key}");
     }
     let value = match &item.value {
-        Value::String(s) => s.clone(),
-        v => serde_json::to_string_pretty(v).unwrap_or_default(),
+        Value::String(s) => visible(s),
+        v => visible(&serde_json::to_string_pretty(v).unwrap_or_default()),
     };
     let value = value.replace('\n', "\n      ");
-    format!("{}  {}:\n      {value}", item.file, item.key)
+    format!("{file}  {key}:\n      {value}")
+}
+
+/// `text` with control characters (but newlines) and bidirectional or zero-width format
+/// characters escaped. Security: the repository wrote these values; an escape sequence or
+/// a right-to-left override in a hook's command could otherwise redraw the question to
+/// show something other than what trust would run.
+fn visible(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            let hidden = (c.is_control() && c != '\n')
+                || matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{FEFF}');
+            if hidden {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 /// The recorded files, one line each, for the screen.
 pub fn recorded_lines(fingerprint: &Fingerprint) -> Vec<String> {
     let lines: Vec<String> = fingerprint
         .files()
-        .map(|(file, digest)| format!("  {file}  {digest}"))
+        // The names under `.claude/hooks/` and `.cordon/` are the repository's.
+        .map(|(file, digest)| format!("  {}  {digest}", visible(file)))
         .collect();
     if lines.is_empty() {
         return vec!["  (no settings, hooks or MCP files yet: any that appear untrust it)".into()];
@@ -167,7 +188,7 @@ fn say(lines: &[String]) {
 async fn ask(workspace: &Path, items: &[IgnoredSetting]) -> std::io::Result<bool> {
     let mut lines = vec![format!(
         "Workspace {} is not trusted. Its own settings would enable:",
-        workspace.display()
+        visible(&workspace.display().to_string())
     )];
     lines.extend(items.iter().map(|i| format!("  - {}", describe(i))));
     lines.push(
@@ -328,5 +349,21 @@ mod tests {
             mode,
             "/w/.claude/settings.json  permissions.defaultMode = \"acceptEdits\""
         );
+    }
+
+    #[test]
+    fn escapes_in_what_the_repository_wrote_are_shown_not_obeyed() {
+        let shown = describe(&item("statusLine\u{1b}[2K", json!("rm -rf ~\r\u{202E}ok")));
+        assert!(
+            !shown
+                .chars()
+                .any(|c| c == '\u{1b}' || c == '\r' || c == '\u{202E}')
+        );
+        assert!(
+            shown.contains("\\u{1b}[2K") && shown.contains("\\u{202e}ok"),
+            "{shown}"
+        );
+        let hooks = describe(&item("hooks", json!({"c": "a\u{1b}]0;x\u{7}"})));
+        assert!(!hooks.contains('\u{1b}'), "{hooks}");
     }
 }
