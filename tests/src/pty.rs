@@ -148,6 +148,19 @@ pub fn cordon_on_terminal(
     ws: &std::path::Path,
     args: &[&str],
 ) -> Pty {
+    let mut pty = Pty::spawn(cordon_command(model, home, ws, args));
+    pty.wait_for("Ctrl-C interrupts");
+    pty.wait_for("] > ");
+    pty
+}
+
+/// The command [`cordon_on_terminal`] runs, for a test that watches the session start.
+pub fn cordon_command(
+    model: &crate::scripted_model::ScriptedModel,
+    home: &std::path::Path,
+    ws: &std::path::Path,
+    args: &[&str],
+) -> Command {
     let mut cmd = Command::new(crate::cordon_bin());
     cmd.arg("--workspace")
         .arg(ws)
@@ -158,10 +171,7 @@ pub fn cordon_on_terminal(
         .env("CORDON_HOME", home)
         .env("HOME", home)
         .env("TERM", "xterm-256color");
-    let mut pty = Pty::spawn(cmd);
-    pty.wait_for("Ctrl-C interrupts");
-    pty.wait_for("] > ");
-    pty
+    cmd
 }
 
 impl Drop for Pty {

@@ -334,3 +334,180 @@ async fn plan_mode_from_shift_tab_ends_when_the_user_approves_the_plan() {
     assert!(!results[0].2, "{results:?}");
     exit(pty);
 }
+
+/// `cordon trust --status` for `ws` with Cordon's state in `home`: success when trusted.
+fn trust_status(ws: &Workspace, home: &TempDir) -> std::process::ExitStatus {
+    std::process::Command::new(cordon_tests::cordon_bin())
+        .args(["trust", "--status"])
+        .arg(ws.path())
+        .env("CORDON_HOME", home.path())
+        .env("HOME", home.path())
+        .output()
+        .unwrap()
+        .status
+}
+
+/// A repository whose own settings allow its writes to `notes.txt` and run a SessionStart
+/// hook (in the sandbox) that leaves a marker; the marker's path.
+fn widening_repository(ws: &Workspace) -> std::path::PathBuf {
+    let marker = ws.join("session-start-marker");
+    std::fs::create_dir_all(ws.join(".claude")).unwrap();
+    let settings = json!({
+        "permissions": {"allow": ["Edit(/notes.txt)"]},
+        "hooks": {"SessionStart": [{"hooks": [
+            {"type": "command", "command": format!("touch {}", marker.display())}]}]}
+    });
+    std::fs::write(ws.join(".claude/settings.json"), settings.to_string()).unwrap();
+    marker
+}
+
+/// A session in an untrusted workspace whose settings widen: the question lists exactly
+/// what trust would enable, before any model call; returns the session after the answer.
+async fn answer_the_trust_question(
+    ws: &Workspace,
+    answer: &str,
+    turns: Vec<Turn>,
+) -> (ScriptedModel, TempDir, Pty) {
+    let model = ScriptedModel::start(turns).await.unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let cmd = cordon_tests::pty::cordon_command(&model, home.path(), ws.path(), &[]);
+    let mut pty = Pty::spawn(cmd);
+    let question = pty.wait_for("[n] continue untrusted");
+    for shown in [
+        "is not trusted",
+        "permissions.allow",
+        "\"Edit(/notes.txt)\"",
+        "hooks",
+        "touch ",
+        "session-start-marker",
+    ] {
+        assert!(question.contains(shown), "{shown}: {question}");
+    }
+    assert!(model.requests().is_empty(), "asked before any model call");
+    pty.send(answer);
+    pty.wait_for("Ctrl-C interrupts");
+    pty.wait_for("] > ");
+    (model, home, pty)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trusting_at_the_first_question_loads_the_repository_settings_for_this_session() {
+    let ws = Workspace::new();
+    let marker = widening_repository(&ws);
+    let target = ws.join("notes.txt");
+    let (model, home, mut pty) = answer_the_trust_question(
+        &ws,
+        "y",
+        vec![
+            write_call("w1", &target, "trusted\n"),
+            Turn::text("Wrote it."),
+        ],
+    )
+    .await;
+    assert!(pty.screen().contains("recorded:"), "{}", pty.screen());
+    assert!(marker.exists(), "the SessionStart hook ran in the sandbox");
+    pty.line("write notes");
+    let rest = pty.wait_for("Wrote it.");
+    assert_eq!(
+        count(&rest, "Allow Write("),
+        0,
+        "the allow rule applies: {rest}"
+    );
+    pty.wait_for("[default] > ");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "trusted\n");
+    assert!(!tool_results(&model.requests()[1].body)[0].2);
+    exit(pty);
+    // The trust was recorded: the next session does not ask.
+    let status = trust_status(&ws, &home);
+    assert!(status.success(), "cordon trust --status: {status}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn declining_the_first_question_keeps_the_repository_settings_ignored() {
+    let ws = Workspace::new();
+    let marker = widening_repository(&ws);
+    let target = ws.join("notes.txt");
+    let (model, home, mut pty) = answer_the_trust_question(
+        &ws,
+        "n",
+        vec![
+            write_call("w1", &target, "untrusted\n"),
+            Turn::text("Not written."),
+        ],
+    )
+    .await;
+    assert!(pty.screen().contains("continuing untrusted"));
+    assert!(!marker.exists(), "the SessionStart hook ran untrusted");
+    pty.line("write notes");
+    // The repository's allow rule does not count: the Write asks; it is denied.
+    pty.wait_for("[y] yes once");
+    pty.send("n");
+    pty.wait_for("why?");
+    pty.send(key::ENTER);
+    pty.wait_for("Not written.");
+    pty.wait_for("[default] > ");
+    assert!(!target.exists());
+    assert!(tool_results(&model.requests()[1].body)[0].2, "denied");
+    // /trust records it for the next session, and says so.
+    pty.line("/trust");
+    pty.wait_for("apply from the next");
+    pty.wait_for("] > ");
+    assert!(!marker.exists(), "not reloaded mid-session");
+    exit(pty);
+    let status = trust_status(&ws, &home);
+    assert!(status.success(), "trusted by /trust: {status}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allow_always_and_permissions_removal_keep_a_trusted_workspace_trusted() {
+    let ws = Workspace::new();
+    std::fs::create_dir_all(ws.join(".claude")).unwrap();
+    let settings = json!({"permissions": {"deny": ["Read(/secret.txt)"]}});
+    std::fs::write(ws.join(".claude/settings.json"), settings.to_string()).unwrap();
+    let target = ws.join("notes.txt");
+    let model = ScriptedModel::start(vec![
+        write_call("w1", &target, "kept\n"),
+        Turn::text("Done."),
+    ])
+    .await
+    .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let trusted = std::process::Command::new(cordon_tests::cordon_bin())
+        .arg("trust")
+        .arg(ws.path())
+        .env("CORDON_HOME", home.path())
+        .env("HOME", home.path())
+        .output()
+        .unwrap();
+    assert!(trusted.status.success(), "{trusted:?}");
+    let mut pty = cordon_on_terminal(&model, home.path(), ws.path(), &[]);
+    pty.line("write notes");
+    pty.wait_for("[y] yes once");
+    pty.send("a");
+    pty.wait_for("added allow rule Edit(/notes.txt)");
+    pty.wait_for("(the workspace stays trusted)");
+    pty.wait_for("Done.");
+    pty.wait_for("[default] > ");
+    assert!(
+        trust_status(&ws, &home).success(),
+        "trusted after allow-always"
+    );
+    // Deny first: the project's rule is 1, the local allow rule 2.
+    pty.line("/permissions");
+    let listing = pty.wait_for("remove local rule");
+    assert!(listing.contains("  2. allow Edit(/notes.txt)"), "{listing}");
+    pty.line("2");
+    pty.wait_for("removed Edit(/notes.txt)");
+    pty.wait_for("(the workspace stays trusted)");
+    pty.wait_for("] > ");
+    assert!(
+        trust_status(&ws, &home).success(),
+        "trusted after the removal"
+    );
+    let local: Value = serde_json::from_str(
+        &std::fs::read_to_string(ws.join(".claude/settings.local.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(local, json!({"permissions": {"allow": []}}));
+    exit(pty);
+}

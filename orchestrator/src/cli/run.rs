@@ -132,20 +132,28 @@ pub async fn run_with_model(
     }
     // The settings' `env` reaches every command of the session (Bash, hooks in the
     // sandbox); `model` is the default for --model.
-    let settings = Settings::load(
-        &workspace,
-        CliSettings {
-            settings: args.settings.as_deref().map(SettingsArg::parse),
-            trust: args.trust,
-            allowed_tools: args.allowed_tools.clone(),
-            disallowed_tools: args.disallowed_tools.clone(),
-            permission_mode: args.permission_mode,
-            model: args.model.clone(),
-        },
-    )
-    .context("loading the settings")?;
+    let cli = CliSettings {
+        settings: args.settings.as_deref().map(SettingsArg::parse),
+        trust: args.trust,
+        allowed_tools: args.allowed_tools.clone(),
+        disallowed_tools: args.disallowed_tools.clone(),
+        permission_mode: args.permission_mode,
+        model: args.model.clone(),
+    };
+    let load = || Settings::load(&workspace, cli.clone());
+    let mut settings = load().context("loading the settings")?;
+    // At a terminal, an untrusted workspace whose settings would widen asks once, before
+    // anything is built from them (and before any model call).
+    let mut asked = false;
+    if interactive {
+        let store = cordon::trust::TrustStore::from_env().ok();
+        let first = cordon::interactive::trust::first_use(settings, store.as_ref(), load)
+            .await
+            .context("asking whether to trust the workspace")?;
+        (settings, asked) = (first.settings, first.asked);
+    }
     // Said once, before anything runs: what the untrusted workspace's settings lost.
-    if let Some(notice) = settings.untrusted_notice() {
+    if let Some(notice) = settings.untrusted_notice().filter(|_| !asked) {
         eprintln!("cordon: {notice}");
     }
 
@@ -238,6 +246,8 @@ pub async fn run_with_model(
             transcript: transcript.path().to_path_buf(),
             checkpoints: Some(checkpoints.clone()),
             resumed_messages,
+            trust_store: cordon::trust::TrustStore::from_env().ok(),
+            trusted: settings.trust().is_trusted(),
         });
         (Some(tui), Some(prompter))
     } else {

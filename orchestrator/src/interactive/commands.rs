@@ -4,10 +4,10 @@
 use std::path::Path;
 
 use super::always::SessionRules;
-use super::local_rules::RuleList;
 use crate::checkpoints::{CheckpointError, Checkpoints};
 use crate::permissions::Engine;
 use crate::session::{Loaded, RecordBody};
+use crate::settings::RuleList;
 
 /// A slash command.
 #[derive(Debug, Clone, PartialEq, Eq)]

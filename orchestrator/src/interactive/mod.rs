@@ -12,8 +12,10 @@
 //! - [`render`]: the screen (crossterm commands only).
 //! - [`preview`]: what a question shows of a call.
 //! - [`commands`]: slash commands and their listings; `slash`: the ones that ask back.
-//! - [`always`] and [`local_rules`]: "allow always" as a rule, and the workspace's
-//!   `.claude/settings.local.json` edited without following planted links.
+//! - [`trust`]: the first-use question in an untrusted workspace, and `/trust`.
+//! - [`always`]: "allow always" as a rule (written by [`crate::settings::local_rules`],
+//!   which edits `.claude/settings.local.json` without following planted links and keeps a
+//!   trusted workspace trusted).
 //!
 //! The session is assembled by the same code as a headless run (the CLI's `run`); this
 //! module only replaces who answers questions and who shows the events.
@@ -22,12 +24,12 @@ pub mod always;
 pub mod commands;
 pub mod editor;
 pub mod keys;
-pub mod local_rules;
 pub mod preview;
 pub mod prompter;
 pub mod render;
 pub mod session;
 mod slash;
+pub mod trust;
 
 pub use prompter::TerminalPrompter;
 pub use session::{Interactive, InteractiveError, SessionParts};

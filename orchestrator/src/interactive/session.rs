@@ -18,7 +18,6 @@ use super::always::{self, SessionRules};
 use super::commands::{self, Command};
 use super::editor::{Edit, LineEditor};
 use super::keys::{self, Key};
-use super::local_rules;
 use super::preview;
 use super::prompter::{Question, TerminalPrompter};
 use super::render::{Screen, mode_label};
@@ -26,7 +25,9 @@ use crate::agent::gate::{PermissionPrompter, PromptAnswer};
 use crate::agent::{AgentLoop, LoopEvent, RunOutcome};
 use crate::checkpoints::Checkpoints;
 use crate::permissions::{Engine, PermissionMode};
+use crate::settings::local_rules;
 use crate::tools::{Interrupter, ToolContext};
+use crate::trust::TrustStore;
 
 /// What the session is built around (made by the same builder as a headless run).
 pub struct SessionParts {
@@ -40,6 +41,11 @@ pub struct SessionParts {
     pub checkpoints: Option<Checkpoints>,
     /// Messages carried over from a resumed session.
     pub resumed_messages: usize,
+    /// The record of trusted workspaces: `/trust` writes it, and the session's own edits
+    /// of `.claude/settings.local.json` keep it current.
+    pub trust_store: Option<TrustStore>,
+    /// The session was built with the workspace's settings trusted.
+    pub trusted: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -104,7 +110,7 @@ impl Interactive {
             tx,
             parts.engine.clone(),
             rules.clone(),
-            local_rules::path(&parts.workspace),
+            local_rules::local_file(&parts.workspace),
             parts.ctx.interrupt_signal(),
         );
         let modes = mode_cycle(parts.engine.mode());
@@ -205,10 +211,7 @@ impl Running {
                 Some(Command::Help) => self.screen.note(commands::HELP),
                 Some(Command::Rewind) => self.rewind().await,
                 Some(Command::Permissions) => self.permissions().await,
-                Some(Command::Trust) => self.screen.note(
-                    "Trust this workspace's own settings, hooks and MCP servers with \
-                     `cordon trust` in a shell; it takes effect in the next session.",
-                ),
+                Some(Command::Trust) => self.trust(),
                 Some(Command::Unknown(name)) => self
                     .screen
                     .error(&format!("unknown command /{name}; /help lists them")),
@@ -426,7 +429,7 @@ impl Running {
     /// for the rest of the session; the call runs.
     fn allow_always(&mut self, open: Open) {
         let parts = &self.me.parts;
-        let local = local_rules::path(&parts.workspace);
+        let local = local_rules::local_file(&parts.workspace);
         let call = &open.question.call;
         let rules = always::suggest(&parts.engine, call, &parts.workspace, &local);
         let mut lines = Vec::new();
@@ -435,8 +438,14 @@ impl Running {
         }
         for rule in &rules {
             self.me.rules.add(rule);
-            match local_rules::add_allow(&parts.workspace, rule) {
-                Ok(_) => lines.push(format!("added allow rule {rule} to {}", local.display())),
+            let store = parts.trust_store.as_ref();
+            match local_rules::add_local_allow_rule(&parts.workspace, rule, store) {
+                Ok(done) => lines.push(format!(
+                    "added allow rule {} to {}{}",
+                    done.rule,
+                    local.display(),
+                    kept_trust(&done)
+                )),
                 Err(e) => lines.push(format!(
                     "allow rule {rule} applies for this session only: {e}"
                 )),
@@ -444,6 +453,15 @@ impl Running {
         }
         let input = call.input.clone();
         self.answer(open, PromptAnswer::Allow { input }, &lines.join("\n  → "));
+    }
+}
+
+/// What an edit of the local settings file did to the workspace's trust, for the screen.
+pub(super) fn kept_trust(done: &local_rules::LocalRuleEdit) -> &'static str {
+    if done.still_trusted && done.changed {
+        " (the workspace stays trusted)"
+    } else {
+        ""
     }
 }
 

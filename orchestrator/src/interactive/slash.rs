@@ -4,8 +4,8 @@
 use crossterm::style::Color;
 
 use super::commands;
-use super::local_rules;
-use super::session::Running;
+use super::session::{Running, kept_trust};
+use crate::settings::local_rules;
 
 impl Running {
     pub(super) async fn rewind(&mut self) {
@@ -88,7 +88,7 @@ impl Running {
 
     pub(super) async fn permissions(&mut self) {
         let parts = &self.me.parts;
-        let local = local_rules::path(&parts.workspace);
+        let local = local_rules::local_file(&parts.workspace);
         let rules = commands::permission_rules(&parts.engine, &self.me.rules, &local);
         let mode = parts.engine.mode();
         self.screen.note(&format!("mode: {}", mode.as_str()));
@@ -116,9 +116,10 @@ impl Running {
             ));
             return;
         }
-        let workspace = self.me.parts.workspace.clone();
-        match local_rules::remove(&workspace, rule.list, &rule.rule) {
-            Ok(_) => {
+        let parts = &self.me.parts;
+        let store = parts.trust_store.as_ref();
+        match local_rules::remove_local_rule(&parts.workspace, rule.list, &rule.rule, store) {
+            Ok(done) => {
                 let live = self.me.rules.remove(&rule.rule) && rule.this_session;
                 let when = if live {
                     "calls it allowed ask again from now on"
@@ -126,9 +127,10 @@ impl Running {
                     "it stops applying in the next session (rules are loaded when a session starts)"
                 };
                 self.screen.note(&format!(
-                    "removed {} from {}; {when}",
+                    "removed {} from {}; {when}{}",
                     rule.rule,
-                    local.display()
+                    local.display(),
+                    kept_trust(&done)
                 ));
             }
             Err(e) => self

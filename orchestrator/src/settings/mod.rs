@@ -40,7 +40,9 @@ use crate::permissions::{
     EngineConfig, PermissionMode, Rule, ScopedRule, paths::PathPattern, split_rule_list,
 };
 use crate::trust::{IgnoredSetting, TrustInputs, TrustStore, WorkspaceTrust};
-pub use local_rules::{LocalRuleAdded, LocalRuleError, add_local_allow_rule};
+pub use local_rules::{
+    LocalRuleEdit, LocalRuleError, RuleList, add_local_allow_rule, local_file, remove_local_rule,
+};
 
 /// The workspace's own settings files, relative to it, highest precedence first.
 pub const LOCAL_FILE: &str = ".claude/settings.local.json";
@@ -456,6 +458,7 @@ impl Settings {
                 file: mcp.display().to_string(),
                 key: "mcpServers".into(),
                 why: "MCP servers are programs the repository chose".into(),
+                value: Value::Null,
             });
         }
     }
@@ -610,6 +613,26 @@ impl Settings {
     /// What the untrusted workspace's own settings set and this session ignores.
     pub fn ignored(&self) -> &[IgnoredSetting] {
         &self.ignored
+    }
+
+    /// What trusting the workspace would make count, of what its own settings set: the
+    /// [`Settings::ignored`] settings less those that the managed (or user) settings drop
+    /// even in a trusted workspace (`allowManagedPermissionRulesOnly`,
+    /// `allowManagedHooksOnly`, `disableAllHooks`, a disabled bypassPermissions mode).
+    pub fn trust_would_enable(&self) -> Vec<IgnoredSetting> {
+        let key_is =
+            |i: &IgnoredSetting, key: &str| i.key == key || i.key.starts_with(&format!("{key} = "));
+        let dropped_anyway = |i: &IgnoredSetting| {
+            key_is(i, "permissions.allow") && self.allow_managed_permission_rules_only
+                || key_is(i, "hooks") && (self.allow_managed_hooks_only || self.disable_all_hooks)
+                || i.key == "permissions.defaultMode = \"bypassPermissions\""
+                    && self.permissions.bypass_disabled
+        };
+        self.ignored
+            .iter()
+            .filter(|i| !dropped_anyway(i))
+            .cloned()
+            .collect()
     }
 
     /// The one message saying what an untrusted workspace's settings lost, for stderr; `None`

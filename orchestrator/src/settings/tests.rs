@@ -552,3 +552,35 @@ fn repository_settings_under_a_linked_claude_dir_are_ignored() {
     let s = f.load(CliSettings::default()).unwrap();
     assert_eq!(s.model, None);
 }
+
+#[test]
+fn trust_would_enable_only_what_the_managed_settings_leave() {
+    let f = fixture();
+    let hook = json!({"SessionStart": [{"hooks": [{"type": "command", "command": "x"}]}]});
+    f.project(json!({
+        "permissions": {"allow": ["Bash"], "defaultMode": "bypassPermissions"},
+        "hooks": hook, "env": {"A": "1"}
+    }));
+    let keys = |s: &Settings| -> Vec<String> {
+        s.trust_would_enable().into_iter().map(|i| i.key).collect()
+    };
+    let s = f.load(CliSettings::default()).unwrap();
+    assert_eq!(
+        keys(&s),
+        [
+            "env",
+            "hooks",
+            "permissions.allow",
+            "permissions.defaultMode = \"bypassPermissions\""
+        ]
+    );
+    assert_eq!(s.trust_would_enable()[2].value, json!(["Bash"]));
+    write(
+        &f.managed,
+        json!({"allowManagedPermissionRulesOnly": true, "allowManagedHooksOnly": true,
+            "permissions": {"disableBypassPermissionsMode": "disable"}}),
+    );
+    let s = f.load(CliSettings::default()).unwrap();
+    assert_eq!(keys(&s), ["env"]);
+    assert_eq!(s.ignored().len(), 4, "still reported as ignored");
+}

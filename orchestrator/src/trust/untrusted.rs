@@ -48,6 +48,10 @@ pub struct IgnoredSetting {
     /// The key, dotted (`permissions.allow`), with the value when only some values count.
     pub key: String,
     pub why: String,
+    /// What the file set it to (shown when the user is asked to trust the workspace; not
+    /// in the init record, which names keys only). Null when there is no one value.
+    #[serde(skip)]
+    pub value: Value,
 }
 
 impl std::fmt::Display for IgnoredSetting {
@@ -140,6 +144,7 @@ pub fn restrict(value: &Value, file: &str) -> (Value, Vec<IgnoredSetting>) {
             file: file.to_string(),
             key,
             why,
+            value: value.clone(),
         });
     };
     for (key, v) in root {
