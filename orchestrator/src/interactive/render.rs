@@ -53,11 +53,16 @@ impl Screen {
         }
     }
 
+    /// Every character shown goes through here: text the model, a tool or the repository
+    /// wrote is escaped (no OSC 52 clipboard writes, no cursor moves, no title changes),
+    /// and a newline becomes CR LF for the raw-mode terminal. The screen's own controls are
+    /// crossterm commands, queued separately.
     fn put(&mut self, text: &str) {
         if text.is_empty() {
             return;
         }
-        let _ = self.out.queue(Print(text.replace('\n', "\r\n")));
+        let safe = crate::output::for_terminal(text);
+        let _ = self.out.queue(Print(safe.replace('\n', "\r\n")));
         self.at_line_start = text.ends_with('\n');
     }
 
