@@ -33,6 +33,7 @@ pub mod confine;
 pub mod error;
 pub mod exec;
 pub mod fsops;
+pub mod hostside;
 pub mod launch;
 pub mod limits;
 pub mod search;

@@ -29,6 +29,7 @@ use std::time::Duration;
 
 use bollard::Docker;
 use sandbox_agent::client::AgentClient;
+use sandbox_agent::hostside::privbits;
 
 use super::{Backend, BackendKind, Sandbox, SandboxError, SandboxHandle, SandboxSpec};
 
@@ -384,6 +385,13 @@ impl SandboxHandle for DockerSandboxHandle {
         self.alive.store(false, Ordering::SeqCst);
         let removed = container::remove(&self.docker, &self.container_id).await;
         if let Some(session) = self.session.take() {
+            // No privilege bits reach the host: the container is gone, so nothing races
+            // the sweep (sandbox_agent::hostside::privbits says which files keep theirs).
+            if let Some(ws) = session.workspace.clone() {
+                let keep = privbits::Keep::unchanged_since_creation_of(&session.run_dir);
+                let _ =
+                    tokio::task::spawn_blocking(move || privbits::sweep_and_log(&ws, keep)).await;
+            }
             session.cleanup();
         }
         removed
