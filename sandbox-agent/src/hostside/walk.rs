@@ -56,6 +56,11 @@ pub enum WalkError {
 pub struct Counts {
     pub dirs: u64,
     pub files: u64,
+    /// Directories below the root this process may not open (EACCES). Skipping them is
+    /// sound for every pass here: a sandbox runs as this user (or, under host root, the
+    /// walk runs as root and meets none), so it could not have created or opened
+    /// anything in them either.
+    pub unreadable_dirs: u64,
 }
 
 /// A directory waiting to be read: its parent's descriptor (kept alive by the Rc), its
@@ -91,6 +96,10 @@ pub fn walk(root: &Path, mut visit: impl FnMut(&Entry)) -> Result<Counts, WalkEr
                     Ok(fd) => (Rc::new(fd), p.rel, p.depth),
                     // Gone, or replaced by a non-directory since it was listed.
                     Err(e) if vanished(&e) => continue,
+                    Err(e) if e.raw_os_error() == Some(libc::EACCES) => {
+                        counts.unreadable_dirs += 1;
+                        continue;
+                    }
                     Err(source) => {
                         return Err(WalkError::Open {
                             path: p.rel,
@@ -213,7 +222,14 @@ mod tests {
         std::os::unix::fs::symlink(outside.path(), r.join("a/link")).unwrap();
         let mut seen = Vec::new();
         let counts = walk(r, |e| seen.push((e.rel.to_path_buf(), e.kind()))).unwrap();
-        assert_eq!(counts, Counts { dirs: 4, files: 2 });
+        assert_eq!(
+            counts,
+            Counts {
+                dirs: 4,
+                files: 2,
+                unreadable_dirs: 0
+            }
+        );
         assert!(seen.contains(&("a/b/c/deep".into(), libc::S_IFREG)));
         assert!(seen.contains(&("a/link".into(), libc::S_IFLNK)));
         assert!(!seen.iter().any(|(p, _)| p.ends_with("secret")));
