@@ -3,9 +3,9 @@
 //! 1. the teardown sweep of setuid/setgid bits (`hostside::privbits::sweep`, 20 files to
 //!    strip each time) vs `find WS -type f -perm /6000` (a whole process, finding only);
 //! 2. the start-up scan for files hard-linked outside (`hostside::hardlinks`), with none
-//!    and with 2,000 such files;
+//!    and with as many such files as the cap allows (1,000);
 //! 3. what a session pays for both: `cordon sandbox -- true`, whole process, on an empty
-//!    workspace, on the 50k workspace, and on it with 2,000 linked files (2,000 read-only
+//!    workspace, on the 50k workspace, and on it with 1,000 linked files (1,000 read-only
 //!    file binds at start).
 //!
 //! Run: `cargo build --release --bins && cargo bench -p cordon-tests --bench host_integrity`.
@@ -22,7 +22,8 @@ use sandbox_agent::hostside::{hardlinks, privbits};
 const DIRS: usize = 500;
 const FILES_PER_DIR: usize = 100;
 const SETUID_FILES: usize = 20;
-const LINKED: usize = 2000;
+/// As many linked files as a session accepts.
+const LINKED: usize = hardlinks::DEFAULT_CAP;
 const RUNS: usize = 10;
 
 fn summary(name: &str, mut samples: Vec<Duration>) -> Duration {
@@ -149,16 +150,16 @@ fn main() {
         std::fs::hard_link(&src, ws.join(format!("linked/f{i}"))).unwrap();
     }
     summary(
-        "hardlinks::linked_outside, 2,000 linked files",
+        "hardlinks::linked_outside, 1,000 linked files",
         time(|| assert_eq!(hardlinks::linked_outside(&ws).unwrap().len(), LINKED)),
     );
     let linked_ws = summary(
-        "cordon sandbox -- true, 50k files + 2,000 linked (binds)",
+        "cordon sandbox -- true, 50k files + 1,000 linked (binds)",
         cordon_sandbox_true(&ws, &home),
     );
     let per_bind = linked_ws.saturating_sub(big_ws) / LINKED as u32;
     println!(
-        "  2,000 read-only file binds cost {:.1?} ({per_bind:.1?} each)",
+        "  {LINKED} read-only file binds cost {:.1?} ({per_bind:.1?} each)",
         linked_ws.saturating_sub(big_ws)
     );
 }

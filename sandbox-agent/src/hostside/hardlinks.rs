@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use super::walk::{self, WalkError};
 
 /// The most names made read-only one by one before the session refuses to start.
-pub const DEFAULT_CAP: usize = 2000;
+pub const DEFAULT_CAP: usize = 1000;
 /// How many names the refusal lists.
 const NAMED_IN_ERROR: usize = 5;
 

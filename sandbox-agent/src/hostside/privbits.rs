@@ -26,7 +26,7 @@
 //! group, and grants nothing when executed.
 
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -131,7 +131,7 @@ fn seconds(t: SystemTime) -> (i64, i64) {
 /// Clears both bits on the entry's inode through a descriptor opened beneath its parent.
 fn strip(e: &Entry) -> io::Result<()> {
     let fd = open_nofollow(e.dir, e.name)?;
-    let st = walk::fstat(fd_ref(&fd))?;
+    let st = walk::fstat(fd.as_fd())?;
     // The inode stat'ed by the walk, still a regular file: never chmod anything else.
     if st.st_dev != e.stat.st_dev
         || st.st_ino != e.stat.st_ino
@@ -158,10 +158,6 @@ fn strip(e: &Entry) -> io::Result<()> {
     } else {
         Err(io::Error::last_os_error())
     }
-}
-
-fn fd_ref(fd: &OwnedFd) -> BorrowedFd<'_> {
-    std::os::fd::AsFd::as_fd(fd)
 }
 
 /// Opens `name` beneath `dir` without following a symlink and without side effects
