@@ -35,6 +35,7 @@ pub mod error;
 pub mod exec;
 pub mod fsops;
 pub mod hostgit;
+pub mod hostside;
 pub mod launch;
 pub mod limits;
 pub mod search;

@@ -67,6 +67,8 @@ fn run(cli: Cli) -> Result<(), String> {
     listener.set_nonblocking(true).map_err(|e| e.to_string())?;
     // Confine while still single-threaded: every thread and child inherits it.
     let report = sandbox_agent::confine::confine_self(&config).map_err(|e| e.to_string())?;
+    let child_filter =
+        sandbox_agent::confine::child_filter(&config, &report).map_err(|e| e.to_string())?;
     // One async thread: the agent serves one controller, its async work is short (file
     // work beyond a small Read and every fork go to the blocking pool), and a call then
     // never waits for a wake-up on another thread, which costs more here than the work.
@@ -76,7 +78,7 @@ fn run(cli: Cli) -> Result<(), String> {
         .map_err(|e| format!("cannot start runtime: {e}"))?;
     runtime.block_on(async move {
         let listener = tokio::net::UnixListener::from_std(listener).map_err(|e| e.to_string())?;
-        let executor = Executor::new(&config);
+        let executor = Executor::new(&config).with_child_filter(child_filter);
         let require_outside_peer = config.require_outside_peer;
         let service = AgentService::new(config, report, executor).map_err(|e| e.to_string())?;
         let gate = Arc::new(ControllerGate::new(

@@ -11,5 +11,7 @@ mod git;
 mod host_reads;
 #[path = "hostile_repo/interactive.rs"]
 mod interactive;
+#[path = "hostile_repo/privilege.rs"]
+mod privilege;
 #[path = "hostile_repo/trust.rs"]
 mod trust;

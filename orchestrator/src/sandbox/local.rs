@@ -375,6 +375,15 @@ impl LocalHandle {
             }
         }
         drop(guard);
+        // The launcher swept the workspace for privilege bits; say what it stripped
+        // before its log goes with the state dir.
+        for path in self
+            .log()
+            .lines()
+            .filter_map(|l| l.strip_prefix(launch::STRIPPED_LOG_PREFIX))
+        {
+            tracing::warn!(path, "stripped a setuid/setgid bit made during the session");
+        }
         state::cleanup_session(&self.state_dir);
     }
 }

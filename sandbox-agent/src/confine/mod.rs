@@ -27,6 +27,7 @@ use crate::config::AgentConfig;
 use crate::proto::ConfinementReport;
 
 pub use rlimits::ChildLimits;
+pub use seccomp::ChildFilter;
 
 /// A step of confinement that failed. With `best_effort` off, any missing layer is one.
 #[derive(Debug, thiserror::Error)]
@@ -54,6 +55,19 @@ pub enum ConfineError {
          set best_effort in the agent configuration to run with less"
     )]
     Incomplete(String),
+}
+
+/// The children-only filter matching what [`confine_self`] enforced: the compiled
+/// children rules when the agent's own filter is installed, nothing when it is not (with
+/// `best_effort`, a kernel without seccomp: the child could not install it either).
+pub fn child_filter(
+    config: &AgentConfig,
+    report: &ConfinementReport,
+) -> Result<ChildFilter, ConfineError> {
+    if report.seccomp_mode == "disabled" {
+        return Ok(ChildFilter::default());
+    }
+    seccomp::SeccompPolicy::default_policy()?.compile_children(config.network)
 }
 
 /// Confines the calling (still single-threaded) process; returns what is enforced.
@@ -117,11 +131,14 @@ pub fn confine_self(config: &AgentConfig) -> Result<ConfinementReport, ConfineEr
 }
 
 /// Alloc-free pre-exec setup of every child: its own session and process group (so the
-/// whole group can be killed), rlimits, and every descriptor above 2 closed on exec.
-pub fn child_setup(limits: &ChildLimits) -> std::io::Result<()> {
+/// whole group can be killed), rlimits, every descriptor above 2 closed on exec, and last
+/// the children-only seccomp filter (an error here fails the spawn: no child starts
+/// without it).
+pub fn child_setup(limits: &ChildLimits, filter: &ChildFilter) -> std::io::Result<()> {
     sys::setsid()?;
     limits.apply()?;
-    sys::close_fds_from(3)
+    sys::close_fds_from(3)?;
+    filter.install()
 }
 
 /// Runs `f` in a forked child and returns how the child ended. For tests that apply
@@ -180,7 +197,8 @@ mod tests {
         let script = format!(
             "set -e; echo hi > made.txt; ls /usr >/dev/null; cat made.txt | tr a-z A-Z; \
              (echo sub) ; if touch {out}/x 2>/dev/null; then echo ESCAPED; fi; \
-             if unshare -U true 2>/dev/null; then echo ESCAPED; fi; echo end",
+             if unshare -U true 2>/dev/null; then echo ESCAPED; fi; \
+             if chmod 4755 made.txt 2>/dev/null; then echo ESCAPED; fi; echo end",
             out = outside.display()
         );
         let status = in_child(move || {
@@ -200,7 +218,8 @@ mod tests {
                 .build()
                 .unwrap();
             rt.block_on(async move {
-                let exec = Executor::new(&config);
+                let filter = child_filter(&config, &report).unwrap();
+                let exec = Executor::new(&config).with_child_filter(filter);
                 let cwd = std::sync::Arc::new(tokio::sync::Mutex::new(config.workspace.clone()));
                 let req = ExecRequest {
                     exec_id: "e2e".into(),

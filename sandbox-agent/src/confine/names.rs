@@ -17,6 +17,9 @@ pub fn syscall(name: &str) -> Option<i64> {
         "clone3" => SYS_clone3,
         "delete_module" => SYS_delete_module,
         "fanotify_init" => SYS_fanotify_init,
+        "fchmod" => SYS_fchmod,
+        "fchmodat" => SYS_fchmodat,
+        "fchmodat2" => SYS_fchmodat2,
         "finit_module" => SYS_finit_module,
         "fsconfig" => SYS_fsconfig,
         "fsmount" => SYS_fsmount,
@@ -32,12 +35,16 @@ pub fn syscall(name: &str) -> Option<i64> {
         "kexec_load" => SYS_kexec_load,
         "keyctl" => SYS_keyctl,
         "lookup_dcookie" => SYS_lookup_dcookie,
+        "mkdirat" => SYS_mkdirat,
+        "mknodat" => SYS_mknodat,
         "mount" => SYS_mount,
         "mount_setattr" => SYS_mount_setattr,
         "move_mount" => SYS_move_mount,
         "name_to_handle_at" => SYS_name_to_handle_at,
         "open_by_handle_at" => SYS_open_by_handle_at,
         "open_tree" => SYS_open_tree,
+        "openat" => SYS_openat,
+        "openat2" => SYS_openat2,
         "perf_event_open" => SYS_perf_event_open,
         "personality" => SYS_personality,
         "pidfd_getfd" => SYS_pidfd_getfd,
@@ -70,9 +77,14 @@ pub fn syscall(name: &str) -> Option<i64> {
 fn x86_only(name: &str) -> Option<i64> {
     use libc::*;
     Some(match name {
+        "chmod" => SYS_chmod,
+        "creat" => SYS_creat,
         "ioperm" => SYS_ioperm,
         "iopl" => SYS_iopl,
+        "mkdir" => SYS_mkdir,
+        "mknod" => SYS_mknod,
         "modify_ldt" => SYS_modify_ldt,
+        "open" => SYS_open,
         "uselib" => SYS_uselib,
         _ => return None,
     })
@@ -86,7 +98,18 @@ fn x86_only(_name: &str) -> Option<i64> {
 /// Whether `name` is a syscall that exists only on other architectures (and is therefore
 /// skipped, not refused, when the policy names it).
 pub fn is_foreign_only(name: &str) -> bool {
-    matches!(name, "ioperm" | "iopl" | "modify_ldt" | "uselib") && x86_only(name).is_none()
+    matches!(
+        name,
+        "ioperm"
+            | "iopl"
+            | "modify_ldt"
+            | "uselib"
+            | "chmod"
+            | "creat"
+            | "mkdir"
+            | "mknod"
+            | "open"
+    ) && x86_only(name).is_none()
 }
 
 /// The value of a named argument constant.
@@ -110,6 +133,11 @@ pub fn constant(name: &str) -> Option<u64> {
         "ADDR_NO_RANDOMIZE" => 0x0004_0000,
         "PER_LINUX32_ADDR_NO_RANDOMIZE" => 0x0004_0008,
         "PERSONALITY_QUERY" => 0xffff_ffff,
+        "S_ISUID" => 0o4000,
+        "S_ISGID" => 0o2000,
+        "O_CREAT" => 0o100,
+        // __O_TMPFILE | O_DIRECTORY: the flag as user space passes it.
+        "O_TMPFILE" => 0o2020_0000,
         _ => return None,
     };
     Some(v)
@@ -136,5 +164,9 @@ mod tests {
         assert_eq!(c("TIOCSTI"), libc::TIOCSTI);
         assert_eq!(c("TIOCLINUX"), libc::TIOCLINUX);
         assert_eq!(c("ADDR_NO_RANDOMIZE"), libc::ADDR_NO_RANDOMIZE as u64);
+        assert_eq!(c("S_ISUID"), u64::from(libc::S_ISUID));
+        assert_eq!(c("S_ISGID"), u64::from(libc::S_ISGID));
+        assert_eq!(c("O_CREAT"), libc::O_CREAT as u64);
+        assert_eq!(c("O_TMPFILE"), libc::O_TMPFILE as u64);
     }
 }

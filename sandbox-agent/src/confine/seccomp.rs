@@ -11,6 +11,10 @@
 //!
 //! seccompiler's own prologue also kills on an architecture mismatch, so programs 2 and 3
 //! are safe on their own as well.
+//!
+//! Rules marked `"processes": "children"` stay out of those programs: they compile into a
+//! [`ChildFilter`] that the executor installs in each child between fork and exec, on top
+//! of the filter the child inherits (openat2, which the agent itself needs).
 
 use std::collections::BTreeMap;
 
@@ -68,6 +72,9 @@ pub struct Rule {
     /// Whether the rule applies with network granted, denied, or always.
     #[serde(default)]
     pub network: NetworkScope,
+    /// Whether the rule binds the agent and its children, or the children only.
+    #[serde(default)]
+    pub processes: Processes,
     /// Alternatives (any may match), each a list of conditions (all must match). Empty:
     /// the call is denied whatever its arguments.
     #[serde(default)]
@@ -88,6 +95,17 @@ pub enum NetworkScope {
     Always,
     Denied,
     Granted,
+}
+
+/// Which processes a rule binds.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Processes {
+    /// The agent itself (so every thread and child inherits it).
+    #[default]
+    All,
+    /// Only the commands the agent starts: for calls the agent itself must keep.
+    Children,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -195,12 +213,30 @@ impl SeccompPolicy {
         Ok(())
     }
 
-    /// Compiles the programs for this build's architecture.
+    /// Compiles the programs the agent installs on itself, for this build's architecture.
     pub fn compile(&self, network: bool) -> Result<SeccompPrograms, ConfineError> {
-        let arch = target_arch()?;
         let mut programs = vec![abi_guard()];
+        programs.extend(self.compile_rules(network, Processes::All)?);
+        Ok(SeccompPrograms { programs })
+    }
+
+    /// Compiles the children-only rules into the filter each child adds before exec.
+    /// Compile it before any fork: installing it must not allocate.
+    pub fn compile_children(&self, network: bool) -> Result<ChildFilter, ConfineError> {
+        let programs = self.compile_rules(network, Processes::Children)?;
+        Ok(ChildFilter { programs })
+    }
+
+    /// One program per action among the rules that bind `processes`.
+    fn compile_rules(
+        &self,
+        network: bool,
+        processes: Processes,
+    ) -> Result<Vec<BpfProgram>, ConfineError> {
+        let arch = target_arch()?;
+        let mut programs = Vec::new();
         for action in [RuleAction::ErrnoEperm, RuleAction::ErrnoEnosys] {
-            let map = self.rule_map(action, network)?;
+            let map = self.rule_map(action, network, processes)?;
             if map.is_empty() {
                 continue;
             }
@@ -212,7 +248,7 @@ impl SeccompPolicy {
                 .map_err(ConfineError::SeccompCompile)?;
             programs.push(filter.try_into().map_err(ConfineError::SeccompCompile)?);
         }
-        Ok(SeccompPrograms { programs })
+        Ok(programs)
     }
 
     /// syscall number -> rules (empty vector: unconditional) for one action.
@@ -220,6 +256,7 @@ impl SeccompPolicy {
         &self,
         action: RuleAction,
         network: bool,
+        processes: Processes,
     ) -> Result<BTreeMap<i64, Vec<SeccompRule>>, ConfineError> {
         let mut map: BTreeMap<i64, Option<Vec<SeccompRule>>> = BTreeMap::new();
         let applies = |scope: NetworkScope| match scope {
@@ -230,7 +267,7 @@ impl SeccompPolicy {
         for rule in self
             .rules
             .iter()
-            .filter(|r| r.action == action && applies(r.network))
+            .filter(|r| r.action == action && r.processes == processes && applies(r.network))
         {
             let mut compiled = Vec::new();
             for alt in &rule.when_any {
@@ -336,6 +373,31 @@ impl SeccompPrograms {
             seccompiler::apply_filter_all_threads(prog).map_err(ConfineError::SeccompApply)?;
         }
         Ok(())
+    }
+}
+
+/// The children-only programs, compiled before fork and installed by each child between
+/// fork and exec with [`ChildFilter::install`].
+#[derive(Debug, Clone, Default)]
+pub struct ChildFilter {
+    programs: Vec<BpfProgram>,
+}
+
+impl ChildFilter {
+    /// Alloc-free: installs every program on the calling thread (a child between fork and
+    /// exec is single-threaded). no_new_privs is already set: the child inherits it from
+    /// the confined agent, and the kernel refuses the filter otherwise, so a child can
+    /// never start without it.
+    pub fn install(&self) -> std::io::Result<()> {
+        for prog in &self.programs {
+            super::sys::install_seccomp_filter(prog)?;
+        }
+        Ok(())
+    }
+
+    /// Whether there is nothing to install.
+    pub fn is_empty(&self) -> bool {
+        self.programs.is_empty()
     }
 }
 

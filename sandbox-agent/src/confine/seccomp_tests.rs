@@ -1,6 +1,9 @@
 //! Each test forks, installs the filter in the child, makes the call and reports the
 //! outcome as the exit code: 0 = as expected, other = which check failed.
 
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::PermissionsExt;
+
 use nix::sys::signal::Signal;
 use nix::sys::wait::WaitStatus;
 
@@ -284,4 +287,142 @@ fn i386_syscalls_kill_the_process() {
     expect_killed(|| {
         int80_getpid();
     });
+}
+
+/// A path in a fresh temp dir for the privilege-bit tests (the dir outlives the child).
+fn scratch() -> (tempfile::TempDir, std::ffi::CString) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f");
+    let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    (dir, c)
+}
+
+/// Every way to set S_ISUID or S_ISGID on a file or directory is refused with EPERM, with
+/// the bit alone, both bits, and high bits around them.
+#[test]
+fn privilege_bits_are_refused_on_every_mode_taking_call() {
+    const AT: i64 = libc::AT_FDCWD as i64;
+    const REG: i64 = libc::S_IFREG as i64;
+    const CREAT: i64 = (libc::O_CREAT | libc::O_WRONLY) as i64;
+    const TMPFILE: i64 = (libc::O_TMPFILE | libc::O_WRONLY) as i64;
+    for mode in [0o4755i64, 0o2755, 0o6755, 0o4000, 0xffff_0000 | 0o2644] {
+        let (_dir, path) = scratch();
+        std::fs::write(path.to_str().unwrap(), "x").unwrap();
+        let file = std::fs::File::open(path.to_str().unwrap()).unwrap();
+        let (p, fd) = (path.as_ptr() as i64, i64::from(file.as_raw_fd()));
+        let tmp = c"/tmp".as_ptr() as i64;
+        let calls: [(&str, libc::c_long, [i64; 4]); 12] = [
+            ("chmod", libc::SYS_chmod, [p, mode, 0, 0]),
+            ("fchmod", libc::SYS_fchmod, [fd, mode, 0, 0]),
+            ("fchmodat", libc::SYS_fchmodat, [AT, p, mode, 0]),
+            ("fchmodat2", libc::SYS_fchmodat2, [AT, p, mode, 0]),
+            ("creat", libc::SYS_creat, [p, mode, 0, 0]),
+            ("open O_CREAT", libc::SYS_open, [p, CREAT, mode, 0]),
+            ("openat O_CREAT", libc::SYS_openat, [AT, p, CREAT, mode]),
+            (
+                "openat O_TMPFILE",
+                libc::SYS_openat,
+                [AT, tmp, TMPFILE, mode],
+            ),
+            ("mkdir", libc::SYS_mkdir, [p, mode, 0, 0]),
+            ("mkdirat", libc::SYS_mkdirat, [AT, p, mode, 0]),
+            ("mknod", libc::SYS_mknod, [p, REG | mode, 0, 0]),
+            ("mknodat", libc::SYS_mknodat, [AT, p, REG | mode, 0]),
+        ];
+        for (name, nr, [a, b, c, d]) in calls {
+            // SAFETY: the pointers among the arguments are valid C strings that outlive
+            // the child, the fd is open; every call is refused before the kernel acts.
+            expect_errno(false, libc::EPERM, move || unsafe {
+                libc::syscall(nr, a, b, c, d)
+            });
+            let meta = std::fs::metadata(path.to_str().unwrap()).unwrap();
+            assert_eq!(meta.permissions().mode() & 0o6000, 0, "{name} {mode:o}");
+            assert!(meta.is_file(), "{name} {mode:o}");
+        }
+    }
+}
+
+/// Ordinary modes still work through the same calls, and opening without O_CREAT is not
+/// judged by whatever sits in the mode register.
+#[test]
+fn ordinary_modes_and_plain_opens_still_work() {
+    let (dir, path) = scratch();
+    let sub = std::ffi::CString::new(dir.path().join("d").to_str().unwrap()).unwrap();
+    let (p, s) = (path.as_ptr() as i64, sub.as_ptr() as i64);
+    const AT: i64 = libc::AT_FDCWD as i64;
+    let calls: [(libc::c_long, [i64; 4]); 4] = [
+        (
+            libc::SYS_openat,
+            [AT, p, (libc::O_CREAT | libc::O_WRONLY) as i64, 0o755],
+        ),
+        (libc::SYS_chmod, [p, 0o1777, 0, 0]),
+        (libc::SYS_openat, [AT, p, libc::O_RDONLY as i64, 0o6755]),
+        (libc::SYS_mkdir, [s, 0o755, 0, 0]),
+    ];
+    for (nr, [a, b, c, d]) in calls {
+        // SAFETY: valid C strings that outlive the child, naming entries in a temp dir.
+        expect_ok(false, move || unsafe { libc::syscall(nr, a, b, c, d) });
+    }
+}
+
+fn open_how_call() -> libc::c_long {
+    #[repr(C)]
+    struct OpenHow {
+        flags: u64,
+        mode: u64,
+        resolve: u64,
+    }
+    let how = OpenHow {
+        flags: libc::O_RDONLY as u64,
+        mode: 0,
+        resolve: 0,
+    };
+    // SAFETY: a valid path and a valid open_how that outlive the call.
+    unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            libc::AT_FDCWD,
+            c"/".as_ptr(),
+            &how as *const OpenHow,
+            std::mem::size_of::<OpenHow>(),
+        )
+    }
+}
+
+/// The agent keeps openat2 (it resolves every path with it); its children get ENOSYS from
+/// the children-only filter, stacked on top of the inherited one.
+#[test]
+fn openat2_is_enosys_for_children_only() {
+    expect_ok(false, open_how_call);
+    let policy = SeccompPolicy::default_policy().unwrap();
+    let children = policy.compile_children(false).unwrap();
+    assert!(!children.is_empty());
+    let progs = programs(false);
+    let status = in_child(|| {
+        progs.apply().unwrap();
+        if open_how_call() < 0 {
+            return 1;
+        }
+        children.install().unwrap();
+        if open_how_call() == -1 && errno() == libc::ENOSYS {
+            0
+        } else {
+            2
+        }
+    });
+    assert!(matches!(status, WaitStatus::Exited(_, 0)), "{status:?}");
+}
+
+/// Only openat2 is children-only: everything else binds the agent too, so no other rule
+/// can be lost by a spawn path that forgets the children filter.
+#[test]
+fn children_rules_stay_out_of_the_agents_own_filter() {
+    let policy = SeccompPolicy::default_policy().unwrap();
+    assert!(
+        policy
+            .rules
+            .iter()
+            .filter(|r| r.processes == Processes::Children)
+            .all(|r| r.syscalls == ["openat2"])
+    );
 }

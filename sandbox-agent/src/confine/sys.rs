@@ -20,6 +20,32 @@ pub fn set_no_new_privs() -> io::Result<()> {
     check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) })
 }
 
+/// Alloc-free: installs one classic-BPF seccomp program on the calling thread
+/// (`seccomp(SECCOMP_SET_MODE_FILTER)` without TSYNC).
+pub fn install_seccomp_filter(prog: &[seccompiler::sock_filter]) -> io::Result<()> {
+    let len = u16::try_from(prog.len()).map_err(|_| io::Error::from_raw_os_error(libc::E2BIG))?;
+    let fprog = libc::sock_fprog {
+        len,
+        // The kernel only reads the program; the cast matches libc's declaration.
+        filter: prog.as_ptr() as *mut libc::sock_filter,
+    };
+    // SAFETY: fprog points to `len` valid instructions (seccompiler's sock_filter has the
+    // kernel's layout) that outlive the call; the kernel copies them.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            0,
+            &fprog as *const libc::sock_fprog,
+        )
+    };
+    if rc == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
 /// Reads `PR_GET_NO_NEW_PRIVS`.
 pub fn no_new_privs() -> bool {
     // SAFETY: prctl with integer arguments only; no memory is passed.

@@ -33,7 +33,7 @@ use tokio::net::unix::pipe;
 use tokio::sync::{Mutex, mpsc};
 
 use crate::config::AgentConfig;
-use crate::confine::{ChildLimits, sys};
+use crate::confine::{ChildFilter, ChildLimits, sys};
 use crate::error::{AgentError, ErrorCode};
 use crate::limits;
 use crate::proto::*;
@@ -53,6 +53,8 @@ pub struct Executor {
     shell: PathBuf,
     /// Distinguishes executors in one process (one per agent; several in tests).
     id: u64,
+    /// Installed in every child before exec (see [`crate::confine::child_filter`]).
+    child_filter: Arc<ChildFilter>,
 }
 
 impl Executor {
@@ -68,7 +70,14 @@ impl Executor {
             id: IDS.fetch_add(1, Ordering::Relaxed),
             config: config.clone(),
             shell: spawn::find_shell(),
+            child_filter: Arc::default(),
         }
+    }
+
+    /// Every child this executor starts installs `filter` just before exec.
+    pub fn with_child_filter(mut self, filter: ChildFilter) -> Self {
+        self.child_filter = Arc::new(filter);
+        self
     }
 
     pub async fn start(
@@ -113,6 +122,7 @@ impl Executor {
             cwd: start_cwd.clone(),
             stdin: !req.stdin.is_empty(),
             limits,
+            child_filter: self.child_filter.clone(),
         };
         let started_at = Instant::now();
         let (spec, started) = tokio::task::spawn_blocking(move || {

@@ -11,7 +11,7 @@ use std::sync::atomic::AtomicBool;
 use tokio::sync::Notify;
 
 use super::kill::{self, Entry, MARKER_ENV};
-use crate::confine::{self, ChildLimits};
+use crate::confine::{self, ChildFilter, ChildLimits};
 use crate::error::{AgentError, ErrorCode};
 
 /// PATH every command starts with.
@@ -57,6 +57,8 @@ pub struct SpawnSpec {
     pub env: Vec<(String, String)>,
     pub stdin: bool,
     pub limits: ChildLimits,
+    /// Compiled before fork; installed in the child just before exec.
+    pub child_filter: Arc<ChildFilter>,
 }
 
 /// A started command and its registry entry's handles.
@@ -151,10 +153,12 @@ fn command_for(spec: &SpawnSpec) -> Command {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let limits = spec.limits;
+    let filter = spec.child_filter.clone();
     // SAFETY: the hook runs between fork and exec; `child_setup` makes only alloc-free
-    // system calls (setsid, setrlimit, close_range) on data copied before fork.
+    // system calls (setsid, setrlimit, close_range, seccomp) on data prepared before fork
+    // (the filter is only read through the Arc, never cloned or dropped in the child).
     unsafe {
-        cmd.pre_exec(move || confine::child_setup(&limits));
+        cmd.pre_exec(move || confine::child_setup(&limits, &filter));
     }
     cmd
 }

@@ -10,6 +10,7 @@ use std::ffi::CString;
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
 
 use nix::sys::signal::{SigSet, SigmaskHow, Signal};
 use nix::sys::wait::{WaitStatus, waitpid};
@@ -25,6 +26,8 @@ pub(super) struct ChildCtx<'a> {
     pub config: &'a LaunchConfig,
     pub ids: IdPlan,
     pub plan: &'a Plan,
+    /// Names of files hard-linked outside the workspace, mounted read-only.
+    pub linked: &'a [PathBuf],
     pub workspace_tree: Option<&'a OwnedFd>,
     /// Read end: one byte once the maps are written; EOF if the launcher gave up.
     pub go: OwnedFd,
@@ -90,6 +93,7 @@ fn setup_and_serve(ctx: &ChildCtx) -> Result<i32, String> {
         agent_src: &fd_path(&agent_src),
         tmp_size_mib: cfg.tmp_size_mib,
         protected: ctx.plan,
+        linked: ctx.linked,
         masked: &cfg.masked,
     })?;
     nix::unistd::sethostname("cordon").map_err(|e| format!("sethostname: {e}"))?;

@@ -37,7 +37,7 @@ mod supervise;
 pub mod userns;
 
 pub use protected::{EntryKind, ProtectedPath};
-pub use supervise::run_launcher;
+pub use supervise::{STRIPPED_LOG_PREFIX, run_launcher};
 
 /// The uid and gid sandboxed processes run as, inside the sandbox's user namespace.
 pub const SANDBOX_UID: u32 = 1000;
@@ -178,6 +178,8 @@ pub enum LaunchError {
     },
     #[error("protected path {path}: {why}")]
     Protected { path: PathBuf, why: String },
+    #[error(transparent)]
+    HardLinks(#[from] crate::hostside::hardlinks::HardLinkError),
     #[error("creating a user namespace: {0}")]
     UserNs(String),
     #[error("idmapping the workspace {path}: {source}")]

@@ -167,6 +167,8 @@ pub struct RootSpec<'a> {
     pub agent_src: &'a Path,
     pub tmp_size_mib: u64,
     pub protected: &'a super::protected::Plan,
+    /// Files hard-linked to names outside the workspace (relative), made read-only.
+    pub linked: &'a [PathBuf],
     pub masked: &'a [PathBuf],
 }
 
@@ -363,6 +365,7 @@ fn mount_workspace(spec: &RootSpec, root: &Path) -> Result<(), String> {
             MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
         )?;
     }
+    read_only_files(&ws, spec.linked)?;
     hide_denied(root, &ws, &spec.protected.hidden)?;
     for hidden in spec.masked {
         let p = under(root, hidden);
@@ -373,6 +376,24 @@ fn mount_workspace(spec: &RootSpec, root: &Path) -> Result<(), String> {
                 "mode=0000,size=4k",
             )?;
         }
+    }
+    Ok(())
+}
+
+/// Files hard-linked to names outside the workspace: each name is a read-only bind of
+/// itself, so writing through it (or renaming or unlinking it: a mount point cannot be)
+/// fails, and the file outside stays as it is (see `hostside::hardlinks`). A name whose
+/// path is no longer a regular file reached without links (changed on the host since the
+/// scan) is an error: binding would follow it.
+fn read_only_files(ws: &Path, names: &[PathBuf]) -> Result<(), String> {
+    let ro = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+    for rel in names {
+        let p = ws.join(rel);
+        let meta = std::fs::symlink_metadata(&p).map_err(|e| io_at("stat", &p, e))?;
+        if !meta.file_type().is_file() {
+            return Err(io_at("hard-linked file", &p, "changed since the scan"));
+        }
+        bind(&p, &p, ro)?;
     }
     Ok(())
 }

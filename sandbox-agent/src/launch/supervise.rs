@@ -15,6 +15,7 @@ use nix::unistd::Pid;
 use super::child::{self, ChildCtx};
 use super::userns::{self, IdPlan};
 use super::{LaunchConfig, LaunchError, denied, gitvet, mounts, protected, state};
+use crate::hostside::{hardlinks, privbits};
 
 /// Exit code of the launcher when it could not start the sandbox.
 pub const EXIT_LAUNCH_FAILED: i32 = 125;
@@ -23,6 +24,9 @@ pub const EXIT_LAUNCH_FAILED: i32 = 125;
 /// agent's, or [`EXIT_LAUNCH_FAILED`]). Must be called while the process is
 /// single-threaded (it clones).
 pub fn run_launcher(config_path: &Path) -> i32 {
+    // Before anything of the session exists: files changed after this lose their
+    // privilege bits at teardown (see hostside::privbits).
+    let started = std::time::SystemTime::now();
     let config = match read_config(config_path) {
         Ok(c) => c,
         Err(e) => {
@@ -45,10 +49,11 @@ pub fn run_launcher(config_path: &Path) -> i32 {
     }
     let outcome = run_session(&config, lifeline.as_ref());
     // The namespace is gone (or never was): no sandboxed process runs, nothing mounts the
-    // placeholders any more. Git dirs made during the session are vetted before the host's
-    // git can be told the session is over.
+    // placeholders any more. Git dirs made during the session are vetted and privilege bits
+    // swept before the host's git can be told the session is over.
     gitvet::vet_session(&config.state_dir);
     protected::remove_placeholders(&config.state_dir, &config.workspace);
+    sweep_privilege_bits(&config.workspace, started);
     let _ = std::fs::remove_dir_all(config.socket_dir());
     match outcome {
         Ok(Ended { code, released }) => {
@@ -62,6 +67,29 @@ pub fn run_launcher(config_path: &Path) -> i32 {
             eprintln!("sandbox-agent launcher: {e}");
             EXIT_LAUNCH_FAILED
         }
+    }
+}
+
+/// Prefix of the launcher's log line for each file whose bits it stripped; the orchestrator
+/// relays these lines before it removes the log.
+pub const STRIPPED_LOG_PREFIX: &str = "sandbox-agent launcher: stripped setuid/setgid from ";
+
+/// The teardown backstop of "no privilege bits reach the host": each file stripped is
+/// named on stderr (the session's launcher log).
+fn sweep_privilege_bits(workspace: &Path, started: std::time::SystemTime) {
+    match privbits::sweep(workspace, privbits::Keep::UnchangedSince(started)) {
+        Ok(swept) => {
+            for p in &swept.stripped {
+                eprintln!("{STRIPPED_LOG_PREFIX}{}", workspace.join(p).display());
+            }
+            for (p, e) in &swept.failed {
+                eprintln!(
+                    "sandbox-agent launcher: cannot strip setuid/setgid from {}: {e}",
+                    workspace.join(p).display()
+                );
+            }
+        }
+        Err(e) => eprintln!("sandbox-agent launcher: privilege-bit sweep incomplete: {e}"),
     }
 }
 
@@ -116,6 +144,8 @@ fn run_session(cfg: &LaunchConfig, lifeline: Option<&OwnedFd>) -> Result<Ended, 
     )?);
     let mut plan = protected::plan(ws, &protected_list)?;
     plan.hidden = denied::hidden(ws, &cfg.denied_read)?;
+    // Files whose other names lie outside the workspace: read-only inside.
+    let linked = hardlinks::read_only_names(ws, hardlinks::DEFAULT_CAP)?;
     let sock = cfg.socket_dir();
     std::fs::create_dir(&sock).map_err(state_err(&sock))?;
     std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o700))
@@ -180,6 +210,7 @@ fn run_session(cfg: &LaunchConfig, lifeline: Option<&OwnedFd>) -> Result<Ended, 
             config: cfg,
             ids,
             plan: &plan,
+            linked: &linked,
             workspace_tree: tree.as_ref(),
             go: go_r,
             errors: err_w,

@@ -371,6 +371,40 @@ fn main() -> ExitCode {
                 Err(e) => println!("RESULT {case} denied {}", e.raw_os_error().unwrap_or(0)),
             }
         }
+        "open-creat-setuid" => {
+            // openat(O_CREAT) of ARG (in the workspace) with mode 04755.
+            let p = cstr(&arg);
+            let flags = (libc::O_CREAT | libc::O_WRONLY | libc::O_EXCL) as u64;
+            let at = libc::AT_FDCWD as u64;
+            report(
+                case,
+                raw(
+                    libc::SYS_openat,
+                    [at, p.as_ptr() as u64, flags, 0o4755, 0, 0],
+                ),
+            );
+        }
+        "openat2-creat-setuid" => {
+            // openat2(O_CREAT) of ARG with mode 06755 inside struct open_how.
+            let p = cstr(&arg);
+            let how: [u64; 3] = [(libc::O_CREAT | libc::O_WRONLY) as u64, 0o6755, 0];
+            let at = libc::AT_FDCWD as u64;
+            let ret = raw(
+                libc::SYS_openat2,
+                [at, p.as_ptr() as u64, how.as_ptr() as u64, 24, 0, 0],
+            );
+            report(case, ret);
+        }
+        "mknod-setuid" => {
+            // mknodat of a regular file ARG with mode 04755.
+            let p = cstr(&arg);
+            let mode = u64::from(libc::S_IFREG) | 0o4755;
+            let at = libc::AT_FDCWD as u64;
+            report(
+                case,
+                raw(libc::SYS_mknodat, [at, p.as_ptr() as u64, mode, 0, 0, 0]),
+            );
+        }
         other => {
             eprintln!("escape-probe: unknown case {other:?}");
             return ExitCode::from(64);

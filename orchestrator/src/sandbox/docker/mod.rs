@@ -29,6 +29,7 @@ use std::time::Duration;
 
 use bollard::Docker;
 use sandbox_agent::client::AgentClient;
+use sandbox_agent::hostside::privbits;
 
 use super::{Backend, BackendKind, Sandbox, SandboxError, SandboxHandle, SandboxSpec};
 
@@ -381,9 +382,16 @@ impl SandboxHandle for DockerSandboxHandle {
         self.alive.store(false, Ordering::SeqCst);
         let removed = container::remove(&self.docker, &self.container_id).await;
         if let Some(session) = self.session.take() {
-            // Only once no sandboxed process can race it.
+            // Only once no sandboxed process can race them (the container is gone): git
+            // dirs made in the session are vetted, and no privilege bits reach the host
+            // (sandbox_agent::hostside::privbits says which files keep theirs).
             if removed.is_ok() {
                 masks::vet_git(&session.run_dir);
+                if let Some(ws) = session.workspace.clone() {
+                    let keep = privbits::Keep::unchanged_since_creation_of(&session.run_dir);
+                    let _ = tokio::task::spawn_blocking(move || privbits::sweep_and_log(&ws, keep))
+                        .await;
+                }
             }
             session.cleanup();
         }
