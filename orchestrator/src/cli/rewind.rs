@@ -95,7 +95,7 @@ fn run(args: RewindArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     };
     let report = checkpoints
-        .rewind(to)
+        .rewind_idle(to)
         .with_context(|| format!("rewinding session {} to {to}", info.id))?;
     let forked = if args.conversation {
         Some(rewind_conversation(&store, &info.id, to).context("rewinding the conversation")?)
@@ -108,6 +108,7 @@ fn run(args: RewindArgs) -> anyhow::Result<ExitCode> {
             "restored": report.restored,
             "removed": report.removed,
             "skipped": report.skipped,
+            "kept": report.kept,
             "new_session_id": forked.as_ref().map(|f| f.id.clone()),
         });
         println!("{value}");
@@ -120,6 +121,9 @@ fn run(args: RewindArgs) -> anyhow::Result<ExitCode> {
         }
         for p in &report.skipped {
             println!("left as is (over 50 MiB) {}", p.display());
+        }
+        for p in &report.kept {
+            println!("kept (existed before the checkpoint) {}", p.display());
         }
         println!(
             "rewound {} file(s), removed {} in {}",

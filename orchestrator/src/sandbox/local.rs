@@ -30,6 +30,9 @@ use serde::Deserialize;
 use super::{Backend, BackendKind, Sandbox, SandboxError, SandboxHandle, SandboxSpec};
 use crate::paths;
 
+mod footprint;
+pub use footprint::footprint;
+
 /// The protected-path policy, compiled in so the binary cannot drift from it.
 pub const PROTECTED_POLICY: &str = include_str!("../../../policies/protected-paths.json");
 /// How long a sandbox may take to come up.
@@ -329,6 +332,13 @@ impl LocalHandle {
         self.child.lock().ok()?.as_ref().map(Child::id)
     }
 
+    /// The host pid of the sandbox's init (the launcher's child, pid 1 of the sandbox's
+    /// pid namespace), while it runs.
+    fn init_pid(&self) -> Option<i32> {
+        let launcher = self.launcher_pid()?;
+        children_of(launcher).first().map(|(pid, _)| *pid)
+    }
+
     /// The session's host-side state dir.
     pub fn state_dir(&self) -> &Path {
         &self.state_dir
@@ -427,6 +437,25 @@ impl SandboxHandle for LocalHandle {
 
     fn is_alive(&self) -> bool {
         self.child.lock().is_ok_and(|g| g.is_some()) && self.exited().is_none()
+    }
+
+    async fn freeze(&self) -> Result<(), SandboxError> {
+        let Some(init) = self.init_pid() else {
+            // No init: the namespace and every process in it are gone.
+            return Ok(());
+        };
+        tokio::task::spawn_blocking(move || super::freeze::freeze(init))
+            .await
+            .map_err(|e| setup("freezing the sandbox")(std::io::Error::other(e.to_string())))?
+    }
+
+    async fn thaw(&self) -> Result<(), SandboxError> {
+        let Some(init) = self.init_pid() else {
+            return Ok(());
+        };
+        tokio::task::spawn_blocking(move || super::freeze::thaw(init))
+            .await
+            .map_err(|e| setup("thawing the sandbox")(std::io::Error::other(e.to_string())))?
     }
 }
 

@@ -26,6 +26,7 @@ const USED: &[(&str, Kind)] = &[
     ("allowManagedPermissionRulesOnly", Kind::Bool),
     ("allowManagedHooksOnly", Kind::Bool),
     ("disableAllHooks", Kind::Bool),
+    ("checkpointStoreMaxMiB", Kind::Number),
 ];
 
 /// Claude Code keys Cordon accepts silently and does not use (yet).

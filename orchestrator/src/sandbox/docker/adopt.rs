@@ -172,11 +172,18 @@ fn clean_run_dir(dir: &Path) {
     if let Some(SessionRecord {
         uid,
         workspace: Some(ws),
+        acl,
         ..
     }) = record
-        && let Err(e) = access::revoke(&ws, uid)
     {
-        tracing::warn!("revoking workspace access of uid {uid}: {e}");
+        let undone = match acl {
+            Some(true) => access::revoke(&ws, uid, &dir.join(container::ACL_BACKUP)),
+            Some(false) => Ok(()),
+            None => access::revoke_legacy(&ws, uid),
+        };
+        if let Err(e) = undone {
+            tracing::warn!("revoking workspace access of uid {uid}: {e}");
+        }
     }
     super::masks::remove_placeholders(dir);
     let _ = std::fs::remove_dir_all(dir);

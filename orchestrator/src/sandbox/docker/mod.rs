@@ -33,13 +33,16 @@ use sandbox_agent::client::AgentClient;
 use super::{Backend, BackendKind, Sandbox, SandboxError, SandboxHandle, SandboxSpec};
 
 pub mod access;
+mod acl;
 pub mod adopt;
 pub mod container;
+mod footprint;
 pub mod images;
 pub mod masks;
 pub mod pool;
 pub mod seccomp_profile;
 
+pub use footprint::footprint;
 pub use images::{ImageSet, build_images};
 
 /// Label keys set on every session container; [`adopt`] finds containers by them.
@@ -94,6 +97,9 @@ pub struct DockerConfig {
     pub uid_lock_dir: PathBuf,
     /// How long to wait for the agent socket after the container starts.
     pub ready_timeout: Duration,
+    /// Inject the workspace as an idmapped mount when the host can (see [`access`]);
+    /// `false` always takes the ACL fallback (hosts whose idmapping misbehaves, tests).
+    pub idmap: bool,
 }
 
 impl Default for DockerConfig {
@@ -107,12 +113,19 @@ impl Default for DockerConfig {
             pool_size: 2,
             // Not `$CORDON_HOME/run`: the local backend sweeps entries there that carry
             // no launcher pid file, which would take a live container's socket with them.
-            run_root: cordon_home().join("docker/run"),
+            run_root: run_root(&cordon_home()),
             uid_base: access::UID_BASE,
             uid_lock_dir: access::default_lock_dir(),
             ready_timeout: Duration::from_secs(15),
+            idmap: true,
         }
     }
+}
+
+/// Where the per-container run directories of the Docker sessions under Cordon's data
+/// directory `home` live.
+pub fn run_root(home: &std::path::Path) -> PathBuf {
+    home.join("docker/run")
 }
 
 /// `$CORDON_HOME`, default `~/.cordon`.
@@ -249,12 +262,27 @@ impl DockerBackend {
         self.pool.as_ref()
     }
 
-    /// Starts a container for `spec` without touching the pool.
+    /// Starts a container for `spec` without touching the pool. As root, the container
+    /// starts waiting for its workspace, which is then injected the warm pool's way (an
+    /// idmapped, nosuid mount; see [`pool`]); otherwise the workspace is bind-mounted at
+    /// create time with an ACL grant (see [`access`]).
     pub async fn start_cold(&self, spec: &SandboxSpec) -> Result<Sandbox, SandboxError> {
         let image = spec
             .image
             .clone()
             .unwrap_or_else(|| self.config.default_image.clone());
+        if nix::unistd::geteuid().is_root() {
+            let slot = pool::new_slot(
+                &self.docker,
+                &self.config,
+                &image,
+                &self.uids,
+                &spec.session_id,
+                container::Mode::Injected,
+            )
+            .await?;
+            return pool::claim_slot(&self.docker, &self.config, slot, spec).await;
+        }
         let session = container::Session::prepare(&self.config, &self.uids, spec)?;
         let created = container::create_and_start(
             &self.docker,
@@ -267,7 +295,8 @@ impl DockerBackend {
         let id = match created {
             Ok(id) => id,
             Err(e) => {
-                session.release();
+                // Restores the workspace's ACLs too: a failed creation leaves nothing.
+                session.cleanup();
                 return Err(e);
             }
         };
@@ -391,6 +420,21 @@ impl SandboxHandle for DockerSandboxHandle {
 
     fn is_alive(&self) -> bool {
         self.alive.load(Ordering::SeqCst)
+    }
+
+    /// The engine's freezer: every process of the container stopped at once.
+    async fn freeze(&self) -> Result<(), SandboxError> {
+        self.docker
+            .pause_container(&self.container_id)
+            .await
+            .map_err(docker_err("pause container"))
+    }
+
+    async fn thaw(&self) -> Result<(), SandboxError> {
+        self.docker
+            .unpause_container(&self.container_id)
+            .await
+            .map_err(docker_err("unpause container"))
     }
 }
 
