@@ -262,27 +262,33 @@ impl DockerBackend {
         self.pool.as_ref()
     }
 
-    /// Starts a container for `spec` without touching the pool. As root, the container
-    /// starts waiting for its workspace, which is then injected the warm pool's way (an
-    /// idmapped, nosuid mount; see [`pool`]); otherwise the workspace is bind-mounted at
-    /// create time with an ACL grant (see [`access`]).
+    /// Starts a container for `spec` without touching the pool. As root (and with
+    /// [`DockerConfig::idmap`]), the container starts waiting for its workspace, which is
+    /// then injected the warm pool's way (an idmapped, nosuid, nodev mount, or the ACL
+    /// fallback where the host cannot idmap; see [`pool`]); otherwise [`Self::start_bound`].
     pub async fn start_cold(&self, spec: &SandboxSpec) -> Result<Sandbox, SandboxError> {
-        let image = spec
-            .image
-            .clone()
-            .unwrap_or_else(|| self.config.default_image.clone());
-        if nix::unistd::geteuid().is_root() {
-            let slot = pool::new_slot(
-                &self.docker,
-                &self.config,
-                &image,
-                &self.uids,
-                &spec.session_id,
-                container::Mode::Injected,
-            )
-            .await?;
-            return pool::claim_slot(&self.docker, &self.config, slot, spec).await;
+        if !(self.config.idmap && nix::unistd::geteuid().is_root()) {
+            return self.start_bound(spec).await;
         }
+        let image = self.image_for(spec);
+        let slot = pool::new_slot(
+            &self.docker,
+            &self.config,
+            &image,
+            &self.uids,
+            &spec.session_id,
+            container::Mode::Injected,
+            spec.tenant.as_deref(),
+        )
+        .await?;
+        pool::claim_slot(&self.docker, &self.config, slot, spec).await
+    }
+
+    /// Starts a container with the workspace bind-mounted at create time and reachable by
+    /// an ACL grant (see [`access`]): for a Cordon that cannot inject mounts (not root).
+    /// Every failure after the grant restores the workspace's exact prior ACLs.
+    pub async fn start_bound(&self, spec: &SandboxSpec) -> Result<Sandbox, SandboxError> {
+        let image = self.image_for(spec);
         let session = container::Session::prepare(&self.config, &self.uids, spec)?;
         let created = container::create_and_start(
             &self.docker,
@@ -301,6 +307,12 @@ impl DockerBackend {
             }
         };
         finish(&self.docker, &self.config, session, id).await
+    }
+
+    fn image_for(&self, spec: &SandboxSpec) -> String {
+        spec.image
+            .clone()
+            .unwrap_or_else(|| self.config.default_image.clone())
     }
 }
 

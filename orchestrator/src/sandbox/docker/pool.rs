@@ -244,6 +244,7 @@ async fn refill_loop(inner: Arc<Inner>) {
             &inner.uids,
             &name,
             Mode::Pool,
+            None,
         )
         .await;
         match made {
@@ -266,7 +267,7 @@ async fn refill_loop(inner: Arc<Inner>) {
 }
 
 /// Starts a container waiting for its workspace (`mode`: a pool slot, or a session's own
-/// container to be injected at once).
+/// container to be injected at once, labelled with its `tenant`).
 pub(super) async fn new_slot(
     docker: &Docker,
     config: &DockerConfig,
@@ -274,8 +275,10 @@ pub(super) async fn new_slot(
     uids: &UidAllocator,
     name: &str,
     mode: Mode,
+    tenant: Option<&str>,
 ) -> Result<Slot, SandboxError> {
-    let session = Session::slot(config, uids, name)?;
+    let mut session = Session::slot(config, uids, name)?;
+    session.tenant = tenant.map(String::from);
     let fifo = session.sock_dir().join(START_FIFO);
     let made = nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600))
         .and_then(|()| {
