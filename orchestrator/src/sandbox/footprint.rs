@@ -52,7 +52,8 @@ impl Footprint {
 /// The footprint of session `session_id` under Cordon's data directory `home`, whichever
 /// backend runs (or ran) it.
 pub fn of_session(home: &Path, session_id: &str) -> Footprint {
-    super::local::footprint(home, session_id).merge(super::docker::footprint(home, session_id))
+    super::local::footprint(home, session_id)
+        .merge(super::docker::footprint::footprint(home, session_id))
 }
 
 #[cfg(test)]

@@ -9,11 +9,14 @@
 //! - [`pool`]: pre-started idle containers, claimed in one step, refilled in the background.
 //! - [`adopt`]: after an orchestrator crash, finds labelled containers and removes them.
 //! - [`seccomp_profile`]: the Docker-JSON seccomp profile, generated from `policies/seccomp`.
-//! - [`access`]: per-session uids and how the workspace is made writable for them.
+//! - [`access`]: per-session uids and how the workspace is made writable for them (an
+//!   idmapped mount; an ACL grant, restored exactly afterwards, where that is impossible).
+//! - [`footprint`]: what a session leaves in its workspace, from the run directories.
 //! - [`masks`]: protected paths, denied-write and denied-read paths over the workspace.
 //!
 //! Security properties of every session container (see [`container::session_host_config`]):
-//! network none, read-only root, workspace bind-mounted at the same absolute path, a
+//! network none, read-only root, the workspace at the same absolute path (injected as an
+//! idmapped `nosuid,nodev` mount when Cordon runs as root, see [`pool`]), a
 //! size-capped /tmp tmpfs, all capabilities dropped, no-new-privileges, the generated
 //! seccomp profile, pids/memory/cpu limits, an init that reaps, a distinct non-root uid,
 //! and only the session's own run directory (holding the agent socket) shared with the host;
@@ -36,13 +39,12 @@ pub mod access;
 mod acl;
 pub mod adopt;
 pub mod container;
-mod footprint;
+pub mod footprint;
 pub mod images;
 pub mod masks;
 pub mod pool;
 pub mod seccomp_profile;
 
-pub use footprint::footprint;
 pub use images::{ImageSet, build_images};
 
 /// Label keys set on every session container; [`adopt`] finds containers by them.

@@ -10,12 +10,18 @@
 //! 1. An idle container runs the agent, blocked on a start FIFO before it has read any
 //!    configuration, under the container's full confinement (same uid, caps, seccomp,
 //!    limits as a cold session); its binary is already loaded when the claim comes.
-//! 2. On claim, the host (root) grants the slot's uid the workspace, creates the mount point
-//!    in the container's writable layer (`GraphDriver.Data.MergedDir`; the container itself
-//!    sees its root read-only), clones the workspace as a detached mount (`open_tree`), and
-//!    in a forked child joins the container's mount namespace (`setns`) and attaches it
-//!    there (`move_mount`) at the workspace's own path. No process of the container gains
-//!    anything: the mount is made from outside.
+//! 2. On claim, the host (root) clones the workspace as a detached mount (`open_tree`),
+//!    idmapped so that the workspace owner's files are the slot uid's inside and what the
+//!    sandbox writes lands as the owner's (an ACL grant instead where the kernel or
+//!    filesystem cannot idmap, see [`super::access`]), and `nosuid,nodev`; creates the
+//!    mount point in the container's writable layer (`GraphDriver.Data.MergedDir`; the
+//!    container itself sees its root read-only), and in a forked child joins the
+//!    container's mount namespace (`setns`) and attaches it there (`move_mount`) at the
+//!    workspace's own path, then the protected and denied binds over it. No process of the
+//!    container gains anything: the mounts are made from outside.
+//!
+//! A cold start as root takes the same path at once (a container of its own, started
+//! waiting, then claimed): Docker's binds can neither idmap nor set nosuid.
 //! 3. The host writes the agent config into the run directory and writes to the FIFO; the
 //!    agent reads the config, confines itself and listens.
 //!
