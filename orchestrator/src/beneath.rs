@@ -148,8 +148,8 @@ impl Beneath {
         remove_at(&dir, &name)
     }
 
-    /// Writes `content` at `rel` as a new regular file (mode 0755 when `executable`, else
-    /// 0644, less nothing: the umask does not apply to fchmod) replacing whatever entry is
+    /// Writes `content` at `rel` as a new regular file, mode 0755 when `executable` else
+    /// 0644 (set with fchmod, so the umask does not apply), replacing whatever entry is
     /// there, through a temporary name in the same directory and `renameat`.
     pub fn write_file(
         &self,

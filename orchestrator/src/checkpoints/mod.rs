@@ -270,45 +270,8 @@ impl Checkpoints {
         // snapshotted, never "restored".
         let footprint = self.footprint().relative_to(&self.git.work_tree);
         let left_out: Vec<&PathBuf> = skipped.iter().chain(&footprint).collect();
-        let mut patterns = Vec::new();
-        if !left_out.is_empty() {
-            // Tracked entries ignore exclude patterns: drop them from the index first.
-            let mut spec = Vec::new();
-            for rel in &left_out {
-                spec.extend_from_slice(rel.as_os_str().as_bytes());
-                spec.push(0);
-                patterns.extend(git::exact_ignore_pattern(rel).unwrap_or_default());
-            }
-            let mut cmd_args = vec!["rm", "--cached", "-q", "--ignore-unmatch", "-r"];
-            cmd_args.extend(["--pathspec-from-file=-", "--pathspec-file-nul"]);
-            self.run_literal("forgetting large files", &cmd_args, &spec)?;
-        }
-        let excludes = self.git.git_dir.join("large-excludes");
-        store::write_private(&excludes, &patterns).map_err(|source| CheckpointError::Record {
-            path: excludes.clone(),
-            source,
-        })?;
-        let excludes_arg = format!("core.excludesFile={}", excludes.display());
-        // What exists but stays out of the tree, under this checkpoint's own ignore rules.
-        let mut kept = self.git.run(
-            "listing ignored files",
-            None,
-            &[
-                "-c",
-                &excludes_arg,
-                "ls-files",
-                "-z",
-                "--others",
-                "--ignored",
-                "--exclude-standard",
-                "--directory",
-            ],
-            None,
-        )?;
-        for rel in &left_out {
-            kept.extend_from_slice(rel.as_os_str().as_bytes());
-            kept.push(0);
-        }
+        let excludes_arg = self.leave_out(&left_out)?;
+        let kept = self.kept_list(&excludes_arg, &left_out)?;
         let parent = self
             .git
             .line(
@@ -343,6 +306,60 @@ impl Checkpoints {
             tree,
             skipped,
         })
+    }
+
+    /// Keeps `left_out` (workspace-relative) out of the next tree: drops them from the
+    /// store's index and writes an excludes file naming exactly them. Returns the `-c`
+    /// setting that applies the file.
+    fn leave_out(&self, left_out: &[&PathBuf]) -> Result<String, CheckpointError> {
+        let mut patterns = Vec::new();
+        if !left_out.is_empty() {
+            // Tracked entries ignore exclude patterns: drop them from the index first.
+            let mut spec = Vec::new();
+            for rel in left_out {
+                spec.extend_from_slice(rel.as_os_str().as_bytes());
+                spec.push(0);
+                patterns.extend(git::exact_ignore_pattern(rel).unwrap_or_default());
+            }
+            let mut cmd_args = vec!["rm", "--cached", "-q", "--ignore-unmatch", "-r"];
+            cmd_args.extend(["--pathspec-from-file=-", "--pathspec-file-nul"]);
+            self.run_literal("forgetting large files", &cmd_args, &spec)?;
+        }
+        let excludes = self.git.git_dir.join("large-excludes");
+        store::write_private(&excludes, &patterns).map_err(|source| CheckpointError::Record {
+            path: excludes.clone(),
+            source,
+        })?;
+        Ok(format!("core.excludesFile={}", excludes.display()))
+    }
+
+    /// What exists but stays out of the tree, under this checkpoint's own ignore rules
+    /// (ignored directories as a whole, ending in `/`) and `left_out`: NUL-separated.
+    fn kept_list(
+        &self,
+        excludes_arg: &str,
+        left_out: &[&PathBuf],
+    ) -> Result<Vec<u8>, CheckpointError> {
+        let mut kept = self.git.run(
+            "listing ignored files",
+            None,
+            &[
+                "-c",
+                excludes_arg,
+                "ls-files",
+                "-z",
+                "--others",
+                "--ignored",
+                "--exclude-standard",
+                "--directory",
+            ],
+            None,
+        )?;
+        for rel in left_out {
+            kept.extend_from_slice(rel.as_os_str().as_bytes());
+            kept.push(0);
+        }
+        Ok(kept)
     }
 
     /// After `add -A` wrote the new objects: when the store is now over its budget, puts
