@@ -62,8 +62,14 @@ fn run(args: RewindArgs) -> anyhow::Result<ExitCode> {
             store.latest_in(&ws)?
         }
     };
+    // The same budget the session had: a rewind first saves the current state.
+    let budget = cordon::settings::Settings::load(&info.workspace, Default::default())
+        .map_or(cordon::checkpoints::DEFAULT_BUDGET_BYTES, |s| {
+            s.checkpoint_budget_bytes()
+        });
     let checkpoints = Checkpoints::open(&home, &info.id, &info.workspace)
-        .context("opening the session's checkpoints")?;
+        .context("opening the session's checkpoints")?
+        .with_budget(budget);
     let Some(to) = &args.to else {
         let prompts = prompts_of(&info.transcript);
         let list = checkpoints.list()?;
