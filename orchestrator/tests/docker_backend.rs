@@ -827,6 +827,21 @@ async fn broken_image(f: &Fixture) -> &'static str {
     name
 }
 
+/// A backend that takes the ACL fallback (idmapping off), without a pool.
+async fn acl_fixture() -> Fixture {
+    let run_root = tempfile::tempdir().unwrap();
+    let config = DockerConfig {
+        pool_size: 0,
+        run_root: run_root.path().to_path_buf(),
+        idmap: false,
+        ..DockerConfig::default()
+    };
+    Fixture {
+        backend: DockerBackend::new(config).await.unwrap(),
+        run_root,
+    }
+}
+
 /// A workspace with the user's own ACLs, a default one included, owned by [`OWNER`].
 fn workspace_with_own_acls() -> tempfile::TempDir {
     let ws = tempfile::tempdir().unwrap();
@@ -903,17 +918,7 @@ async fn a_cold_workspace_is_injected_idmapped_nosuid_and_leaves_no_acl() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_acl_fallback_restores_the_exact_acls_when_creation_fails() {
     require_docker!();
-    let run_root = tempfile::tempdir().unwrap();
-    let config = DockerConfig {
-        pool_size: 0,
-        run_root: run_root.path().to_path_buf(),
-        idmap: false,
-        ..DockerConfig::default()
-    };
-    let f = Fixture {
-        backend: DockerBackend::new(config).await.unwrap(),
-        run_root,
-    };
+    let f = acl_fixture().await;
     let image = broken_image(&f).await;
     let ws = workspace_with_own_acls();
     let before = getfacl(ws.path());
@@ -945,17 +950,7 @@ async fn the_acl_fallback_restores_the_exact_acls_when_creation_fails() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_acl_fallback_leaves_the_prior_acls_and_gives_made_files_to_the_owner() {
     require_docker!();
-    let run_root = tempfile::tempdir().unwrap();
-    let config = DockerConfig {
-        pool_size: 0,
-        run_root: run_root.path().to_path_buf(),
-        idmap: false,
-        ..DockerConfig::default()
-    };
-    let f = Fixture {
-        backend: DockerBackend::new(config).await.unwrap(),
-        run_root,
-    };
+    let f = acl_fixture().await;
     let ws = workspace_with_own_acls();
     let before = getfacl(ws.path());
     let spec = SandboxSpec::new(session_id("aclrun"), ws.path());

@@ -339,6 +339,21 @@ impl LocalHandle {
         children_of(launcher).first().map(|(pid, _)| *pid)
     }
 
+    /// Runs `act` on the sandbox's init pid, off the async runtime; without an init the
+    /// namespace and every process in it are gone, and there is nothing to do.
+    async fn on_init(
+        &self,
+        step: &'static str,
+        act: fn(i32) -> Result<(), SandboxError>,
+    ) -> Result<(), SandboxError> {
+        let Some(init) = self.init_pid() else {
+            return Ok(());
+        };
+        tokio::task::spawn_blocking(move || act(init))
+            .await
+            .map_err(|e| setup(step)(std::io::Error::other(e.to_string())))?
+    }
+
     /// The session's host-side state dir.
     pub fn state_dir(&self) -> &Path {
         &self.state_dir
@@ -440,22 +455,13 @@ impl SandboxHandle for LocalHandle {
     }
 
     async fn freeze(&self) -> Result<(), SandboxError> {
-        let Some(init) = self.init_pid() else {
-            // No init: the namespace and every process in it are gone.
-            return Ok(());
-        };
-        tokio::task::spawn_blocking(move || super::freeze::freeze(init))
+        self.on_init("freezing the sandbox", super::freeze::freeze)
             .await
-            .map_err(|e| setup("freezing the sandbox")(std::io::Error::other(e.to_string())))?
     }
 
     async fn thaw(&self) -> Result<(), SandboxError> {
-        let Some(init) = self.init_pid() else {
-            return Ok(());
-        };
-        tokio::task::spawn_blocking(move || super::freeze::thaw(init))
+        self.on_init("thawing the sandbox", super::freeze::thaw)
             .await
-            .map_err(|e| setup("thawing the sandbox")(std::io::Error::other(e.to_string())))?
     }
 }
 
