@@ -1,6 +1,7 @@
 //! Cordon's orchestrator.
 
 pub mod agent;
+pub mod beneath;
 pub mod checkpoints;
 pub mod control;
 pub mod demo;

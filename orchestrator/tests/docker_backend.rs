@@ -827,3 +827,245 @@ async fn a_session_and_the_pool_recover_from_a_docker_daemon_restart() {
         .collect();
     assert!(left.is_empty(), "containers left behind: {left:?}");
 }
+
+/// A uid no host user has: the workspace owner in the access tests.
+const OWNER: u32 = 4242;
+
+fn chown_tree(ws: &Path, uid: u32) {
+    let ok = std::process::Command::new("chown")
+        .args(["-R", &format!("{uid}:{uid}")])
+        .arg(ws)
+        .status()
+        .unwrap();
+    assert!(ok.success());
+}
+
+/// The whole tree's ACLs and modes as getfacl prints them (numeric, no symlinks followed).
+fn getfacl(ws: &Path) -> String {
+    let out = std::process::Command::new("getfacl")
+        .args(["-R", "-P", "-p", "-n"])
+        .arg(ws)
+        .output()
+        .expect("getfacl (Debian package acl)");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// An image the engine has whose containers cannot start (no agent, no init target).
+async fn broken_image(f: &Fixture) -> &'static str {
+    let name = "cordon-test-broken";
+    if f.backend.docker().inspect_image(name).await.is_err() {
+        let ok = std::process::Command::new("sh")
+            .args([
+                "-c",
+                &format!("tar -c -T /dev/null | docker import - {name} >/dev/null"),
+            ])
+            .status()
+            .unwrap();
+        assert!(ok.success(), "docker import of an empty image");
+    }
+    name
+}
+
+/// A backend that takes the ACL fallback (idmapping off), without a pool.
+async fn acl_fixture() -> Fixture {
+    let run_root = tempfile::tempdir().unwrap();
+    let config = DockerConfig {
+        pool_size: 0,
+        run_root: run_root.path().to_path_buf(),
+        idmap: false,
+        ..DockerConfig::default()
+    };
+    Fixture {
+        backend: DockerBackend::new(config).await.unwrap(),
+        run_root,
+    }
+}
+
+/// A workspace with the user's own ACLs, a default one included, owned by [`OWNER`].
+fn workspace_with_own_acls() -> tempfile::TempDir {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(ws.path().join("shared/sub")).unwrap();
+    std::fs::write(ws.path().join("shared/sub/f"), "x\n").unwrap();
+    std::fs::write(ws.path().join("plain.txt"), "y\n").unwrap();
+    chown_tree(ws.path(), OWNER);
+    for (spec, rel) in [
+        ("d:u:1234:rx,u:1234:rx", "shared"),
+        ("u:4321:r", "plain.txt"),
+    ] {
+        let ok = std::process::Command::new("setfacl")
+            .args(["-m", spec])
+            .arg(ws.path().join(rel))
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+    ws
+}
+
+/// The injected workspace (cold start as root): idmapped so the sandbox's files land as
+/// the workspace owner's, mounted nosuid and nodev, and nothing (no ACL) left on the tree.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cold_workspace_is_injected_idmapped_nosuid_and_leaves_no_acl() {
+    require_docker!();
+    let f = fixture(0).await;
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("existing.txt"), "old\n").unwrap();
+    chown_tree(ws.path(), OWNER);
+    let before = getfacl(ws.path());
+    let spec = SandboxSpec::new(session_id("idmap"), ws.path());
+    let sandbox = f.backend.start(&spec).await.unwrap();
+    let mut client = sandbox.client.clone();
+    let wsp = ws.path().canonicalize().unwrap();
+    let (out, code) = sh(
+        &mut client,
+        &format!(
+            "cd {} && stat -c %u existing.txt && echo new >> existing.txt && mkdir -p d && \
+             echo made > d/made.txt && grep ' {} ' /proc/self/mountinfo",
+            wsp.display(),
+            wsp.display()
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(code, 0, "{out}");
+    let uid = container_labels(&f, &spec.session_id).await.unwrap()["cordon.uid"].clone();
+    assert_eq!(
+        out.lines().next(),
+        Some(uid.as_str()),
+        "the owner's files are the sandbox uid's inside: {out}"
+    );
+    let mount = out.lines().find(|l| l.contains(" - ")).unwrap_or_default();
+    let opts = mount.split_whitespace().nth(5).unwrap_or_default();
+    assert!(opts.contains("nosuid") && opts.contains("nodev"), "{mount}");
+    assert!(opts.contains("idmapped"), "{mount}");
+    sandbox.destroy().await.unwrap();
+    for rel in ["existing.txt", "d", "d/made.txt"] {
+        let meta = std::fs::symlink_metadata(ws.path().join(rel)).unwrap();
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!((meta.uid(), meta.gid()), (OWNER, OWNER), "{rel}");
+    }
+    let after = getfacl(ws.path());
+    assert!(!after.contains("user:3"), "no sandbox ACL entry: {after}");
+    assert!(
+        before.lines().all(|l| after.contains(l)),
+        "{before}\n---\n{after}"
+    );
+}
+
+/// The ACL fallback (idmapping off): a creation that fails after the grant puts back
+/// exactly the ACLs the tree had, a default ACL of the user's own included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_acl_fallback_restores_the_exact_acls_when_creation_fails() {
+    require_docker!();
+    let f = acl_fixture().await;
+    let image = broken_image(&f).await;
+    let ws = workspace_with_own_acls();
+    let before = getfacl(ws.path());
+    let mut spec = SandboxSpec::new(session_id("aclfail"), ws.path());
+    spec.image = Some(image.into());
+    let err = f
+        .backend
+        .start(&spec)
+        .await
+        .err()
+        .expect("the broken image fails");
+    assert!(err.to_string().contains("container"), "{err}");
+    assert_eq!(
+        getfacl(ws.path()),
+        before,
+        "ACLs changed by a failed creation"
+    );
+    assert!(
+        std::fs::read_dir(f.run_root.path())
+            .unwrap()
+            .next()
+            .is_none()
+    );
+}
+
+/// The ACL fallback over a whole session: the sandbox reaches the tree by ACL while it
+/// runs; afterwards the tree has exactly its prior ACLs and what the sandbox made is the
+/// owner's, without ACLs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_acl_fallback_leaves_the_prior_acls_and_gives_made_files_to_the_owner() {
+    require_docker!();
+    let f = acl_fixture().await;
+    let ws = workspace_with_own_acls();
+    let before = getfacl(ws.path());
+    let spec = SandboxSpec::new(session_id("aclrun"), ws.path());
+    let sandbox = f.backend.start(&spec).await.unwrap();
+    let mut client = sandbox.client.clone();
+    let wsp = ws.path().canonicalize().unwrap();
+    let (out, code) = sh(
+        &mut client,
+        &format!(
+            "cd {} && echo more >> plain.txt && echo new > shared/new.txt && mkdir made",
+            wsp.display()
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(code, 0, "{out}");
+    assert_ne!(getfacl(ws.path()), before, "the grant is in effect");
+    sandbox.destroy().await.unwrap();
+    use std::os::unix::fs::MetadataExt;
+    for rel in ["shared/new.txt", "made"] {
+        let meta = std::fs::symlink_metadata(ws.path().join(rel)).unwrap();
+        assert_eq!(meta.uid(), OWNER, "{rel}");
+        std::fs::remove_dir_all(ws.path().join(rel))
+            .or_else(|_| std::fs::remove_file(ws.path().join(rel)))
+            .unwrap();
+    }
+    assert_eq!(getfacl(ws.path()), before);
+}
+
+/// `Supervisor::frozen` on Docker: the container is paused for host-side work, so a
+/// command writing in a loop writes nothing meanwhile, and carries on afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_in_the_container_runs_while_it_is_frozen() {
+    require_docker!();
+    let f = fixture(0).await;
+    let ws = tempfile::tempdir().unwrap();
+    let tick = ws.path().canonicalize().unwrap().join("tick");
+    let backend: std::sync::Arc<dyn Backend> = std::sync::Arc::new(f.backend);
+    let spec = SandboxSpec::new(session_id("freeze"), ws.path());
+    let sup = cordon::sandbox::Supervisor::start(backend, spec)
+        .await
+        .unwrap();
+    let req = ExecRequest {
+        exec_id: "hopper".into(),
+        command: format!("while :; do (echo x >> {}); done", tick.display()),
+        timeout_ms: 60_000,
+        ..ExecRequest::default()
+    };
+    let mut client = sup.client();
+    let writer = tokio::spawn(async move { client.exec_collect(req).await });
+    let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
+    let grows = |than: u64| {
+        let tick = tick.clone();
+        async move {
+            for _ in 0..1500 {
+                if size(&tick) > than {
+                    return true;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            false
+        }
+    };
+    assert!(grows(0).await, "the writer runs");
+    let watched = tick.clone();
+    let (before, after) = sup
+        .frozen(move || {
+            let before = size(&watched);
+            std::thread::sleep(Duration::from_millis(300));
+            (before, size(&watched))
+        })
+        .await
+        .unwrap();
+    assert_eq!(before, after, "a container process wrote while frozen");
+    assert!(grows(after).await, "thawed, the writer carries on");
+    let _ = sup.client().cancel("hopper").await;
+    let _ = writer.await;
+    sup.destroy().await.unwrap();
+}

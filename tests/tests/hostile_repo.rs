@@ -13,5 +13,7 @@ mod host_reads;
 mod interactive;
 #[path = "hostile_repo/privilege.rs"]
 mod privilege;
+#[path = "hostile_repo/rewind.rs"]
+mod rewind;
 #[path = "hostile_repo/trust.rs"]
 mod trust;

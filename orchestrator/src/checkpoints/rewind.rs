@@ -1,20 +1,42 @@
 //! Rewinding: the files (from the shadow store) and, optionally, the conversation (a new
 //! session whose transcript stops before the chosen user message).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
+use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use super::git::{Git, nul_split};
 use super::{Captured, CheckpointError, RewindReport};
+use crate::beneath::Beneath;
 use crate::session::{RecordBody, SessionInfo, SessionStore};
 
+/// What existed when a checkpoint was taken but stayed out of its tree (ignored under its
+/// own rules, too large, the sandbox's): never "created since".
+#[derive(Debug, Clone, Default)]
+pub(super) struct Kept(Vec<PathBuf>);
+
+impl Kept {
+    /// Parses the NUL-separated list the capture wrote (directories end in `/`).
+    pub(super) fn parse(list: &[u8]) -> Self {
+        Self(nul_split(list))
+    }
+
+    /// Whether `rel` is, or lies below, an entry of the list.
+    pub(super) fn covers(&self, rel: &Path) -> bool {
+        self.0.iter().any(|k| rel.starts_with(k))
+    }
+}
+
 /// Makes the work tree match `target` where it differs from `now` (a fresh capture).
+/// Without `kept` (a checkpoint older than the list), nothing is removed: what it cannot
+/// tell apart from a pre-existing file is reported as kept instead.
 pub(super) fn restore(
     git: &Git,
     target: &str,
     now: &Captured,
+    kept: Option<&Kept>,
 ) -> Result<RewindReport, CheckpointError> {
     let out = git.run(
         "diff-tree",
@@ -38,8 +60,11 @@ pub(super) fn restore(
     for pair in fields.chunks(2) {
         let [status, path] = pair else { continue };
         match status.as_os_str().as_bytes().first() {
-            // In the checkpoint, not now: created since.
-            Some(b'A') => report.removed.push(path.clone()),
+            // In the checkpoint, not now: created since, unless it existed then unrecorded.
+            Some(b'A') if kept.is_some_and(|k| !k.covers(path)) => {
+                report.removed.push(path.clone());
+            }
+            Some(b'A') => report.kept.push(path.clone()),
             // Deleted, changed, or changed type since.
             Some(_) => report.restored.push(path.clone()),
             None => {}
@@ -53,106 +78,156 @@ pub(super) fn restore(
     )?)
     .into_iter()
     .collect();
+    let ws = Beneath::open(&git.work_tree).map_err(|e| CheckpointError::Restore {
+        path: git.work_tree.clone(),
+        why: e.to_string(),
+    })?;
     for rel in &report.removed {
-        remove_inside(&git.work_tree, rel, &target_dirs)?;
+        remove_inside(&ws, rel, &target_dirs)?;
     }
     if !report.restored.is_empty() {
-        checkout(git, target, &report.restored)?;
-        give_back(&git.work_tree, &report.restored);
+        write_back(git, &ws, target, &report.restored)?;
     }
     Ok(report)
 }
 
-/// Writes `paths` of `tree` into the work tree through a temporary index. git's checkout
-/// replaces whatever is in the way (a symlink in place of a directory included) rather
-/// than writing through it.
-fn checkout(git: &Git, tree: &str, paths: &[PathBuf]) -> Result<(), CheckpointError> {
-    let index = git.git_dir.join("rewind.index");
-    let _ = std::fs::remove_file(&index);
-    git.run("read-tree", Some(&index), &["read-tree", tree], None)?;
-    let mut input = Vec::new();
-    for p in paths {
-        input.extend_from_slice(p.as_os_str().as_bytes());
-        input.push(0);
-    }
-    let result = git.run(
-        "checkout-index",
-        Some(&index),
-        &["checkout-index", "-f", "-z", "--stdin"],
-        Some(&input),
-    );
-    let _ = std::fs::remove_file(&index);
-    result.map(drop)
-}
-
 /// Removes `rel` (a file or symlink created since the checkpoint) and then its parent
-/// directories that became empty and did not exist in the checkpoint. Refuses paths with
-/// a symlink or `..` on the way, so nothing outside the workspace is ever touched.
+/// directories that became empty and did not exist in the checkpoint, all through held
+/// directory descriptors: a symlink on the way ends the walk (nothing of ours is below it),
+/// and a directory swapped in after it was opened is changed in place, inside the tree.
 fn remove_inside(
-    workspace: &Path,
+    ws: &Beneath,
     rel: &Path,
     target_dirs: &BTreeSet<PathBuf>,
 ) -> Result<(), CheckpointError> {
-    let refuse = |why: &str| CheckpointError::Restore {
+    let refuse = |e: std::io::Error| CheckpointError::Restore {
         path: rel.to_path_buf(),
-        why: why.into(),
+        why: e.to_string(),
     };
-    if !rel.components().all(|c| matches!(c, Component::Normal(_))) {
-        return Err(refuse("not a plain relative path"));
-    }
-    let mut at = workspace.to_path_buf();
-    let parent_count = rel.components().count().saturating_sub(1);
-    for comp in rel.components().take(parent_count) {
-        at.push(comp);
-        match std::fs::symlink_metadata(&at) {
-            Ok(m) if m.is_dir() => {}
-            // Already gone (or replaced): nothing of ours to remove below it.
-            Ok(m) if m.file_type().is_symlink() => return Ok(()),
-            _ => return Ok(()),
-        }
-    }
-    let full = workspace.join(rel);
-    match std::fs::symlink_metadata(&full) {
-        Ok(m) if m.is_dir() => {
-            // A nested repository recorded as a gitlink: removed only when empty.
-            let _ = std::fs::remove_dir(&full);
-        }
-        Ok(_) => std::fs::remove_file(&full).map_err(|e| refuse(&e.to_string()))?,
-        Err(_) => {}
-    }
+    ws.remove(rel).map_err(refuse)?;
     let mut dir = rel.parent();
     while let Some(d) = dir.filter(|d| !d.as_os_str().is_empty()) {
-        if target_dirs.contains(d) || std::fs::remove_dir(workspace.join(d)).is_err() {
+        if target_dirs.contains(d) {
             break;
         }
+        // Only an empty directory goes; a non-empty one stays (and so do its parents).
+        ws.remove(d).map_err(refuse)?;
         dir = d.parent();
     }
     Ok(())
 }
 
-/// When a root-run rewind wrote files into someone else's workspace, hand them (and the
-/// directories it created for them) to the workspace's owner, so the sandbox user, which
-/// is mapped to that owner, can still change them.
-fn give_back(workspace: &Path, restored: &[PathBuf]) {
-    if !nix::unistd::geteuid().is_root() {
-        return;
-    }
-    let Ok(meta) = std::fs::metadata(workspace) else {
-        return;
-    };
-    if meta.uid() == 0 {
-        return;
-    }
-    let owner = (meta.uid(), meta.gid());
-    for rel in restored {
-        let mut at = workspace.to_path_buf();
-        for comp in rel.components() {
-            at.push(comp);
-            if std::fs::symlink_metadata(&at).is_ok_and(|m| m.uid() == 0) {
-                let _ = std::os::unix::fs::lchown(&at, Some(owner.0), Some(owner.1));
-            }
+/// One entry of a tree: its mode and object.
+struct Entry {
+    mode: String,
+    oid: String,
+}
+
+/// Writes `paths` of `tree` into the work tree through held directory descriptors,
+/// replacing whatever is in the way (a symlink in place of a directory included) rather
+/// than writing through it. As root in someone else's workspace, what is written and the
+/// directories made for it are the workspace owner's, so the sandbox user (mapped to that
+/// owner) can still change them.
+fn write_back(
+    git: &Git,
+    ws: &Beneath,
+    tree: &str,
+    paths: &[PathBuf],
+) -> Result<(), CheckpointError> {
+    let wanted: BTreeSet<&Path> = paths.iter().map(PathBuf::as_path).collect();
+    let listing = git.run(
+        "ls-tree",
+        None,
+        &["ls-tree", "-r", "-z", "--full-tree", tree],
+        None,
+    )?;
+    let mut entries: HashMap<PathBuf, Entry> = HashMap::new();
+    for line in listing.split(|b| *b == 0).filter(|l| !l.is_empty()) {
+        let Some(tab) = line.iter().position(|b| *b == b'\t') else {
+            continue;
+        };
+        let path = PathBuf::from(OsStr::from_bytes(&line[tab + 1..]));
+        if !wanted.contains(path.as_path()) {
+            continue;
         }
+        let head = String::from_utf8_lossy(&line[..tab]);
+        let mut parts = head.split(' ');
+        let (Some(mode), Some(_kind), Some(oid)) = (parts.next(), parts.next(), parts.next())
+        else {
+            continue;
+        };
+        entries.insert(
+            path,
+            Entry {
+                mode: mode.into(),
+                oid: oid.into(),
+            },
+        );
     }
+    let blobs = read_blobs(git, entries.values().map(|e| e.oid.as_str()))?;
+    let owner = owner_for_writes(ws.path());
+    for rel in paths {
+        let Some(entry) = entries.get(rel) else {
+            continue;
+        };
+        let content = blobs.get(&entry.oid).map_or(&[][..], Vec::as_slice);
+        let done = match entry.mode.as_str() {
+            "120000" => ws.write_symlink(rel, OsStr::from_bytes(content), owner),
+            // A nested repository recorded as a gitlink: its directory, empty.
+            "160000" => ws.make_dirs(rel, owner).map(drop),
+            mode => ws.write_file(rel, content, mode == "100755", owner),
+        };
+        done.map_err(|e| CheckpointError::Restore {
+            path: rel.clone(),
+            why: e.to_string(),
+        })?;
+    }
+    Ok(())
+}
+
+/// The contents of `oids`, read in one `git cat-file --batch`.
+fn read_blobs<'a>(
+    git: &Git,
+    oids: impl Iterator<Item = &'a str>,
+) -> Result<HashMap<String, Vec<u8>>, CheckpointError> {
+    let mut input = Vec::new();
+    for oid in oids {
+        input.extend_from_slice(oid.as_bytes());
+        input.push(b'\n');
+    }
+    let out = git.run("cat-file", None, &["cat-file", "--batch"], Some(&input))?;
+    let mut blobs = HashMap::new();
+    let mut at = 0;
+    while at < out.len() {
+        let Some(nl) = out[at..].iter().position(|b| *b == b'\n') else {
+            break;
+        };
+        let header = String::from_utf8_lossy(&out[at..at + nl]).to_string();
+        at += nl + 1;
+        let mut parts = header.split(' ');
+        let (Some(oid), Some(_kind), Some(size)) = (parts.next(), parts.next(), parts.next())
+        else {
+            // "<oid> missing": no content follows.
+            continue;
+        };
+        let Ok(size) = size.parse::<usize>() else {
+            continue;
+        };
+        let end = (at + size).min(out.len());
+        blobs.insert(oid.to_string(), out[at..end].to_vec());
+        at = end + 1;
+    }
+    Ok(blobs)
+}
+
+/// Who should own what a rewind writes: the workspace's owner when we are root writing
+/// into someone else's workspace; otherwise whoever we are (no chown).
+fn owner_for_writes(workspace: &Path) -> Option<(u32, u32)> {
+    if !nix::unistd::geteuid().is_root() {
+        return None;
+    }
+    let meta = std::fs::metadata(workspace).ok()?;
+    (meta.uid() != 0).then(|| (meta.uid(), meta.gid()))
 }
 
 /// Why a conversation could not be rewound.

@@ -65,8 +65,14 @@ fn run(args: RewindArgs) -> anyhow::Result<ExitCode> {
             store.latest_in(&ws)?
         }
     };
+    // The same budget the session had: a rewind first saves the current state.
+    let budget = cordon::settings::Settings::load(&info.workspace, Default::default())
+        .map_or(cordon::checkpoints::DEFAULT_BUDGET_BYTES, |s| {
+            s.checkpoint_budget_bytes()
+        });
     let checkpoints = Checkpoints::open(&home, &info.id, &info.workspace)
-        .context("opening the session's checkpoints")?;
+        .context("opening the session's checkpoints")?
+        .with_budget(budget);
     let Some(to) = &args.to else {
         let prompts = prompts_of(&info.transcript);
         let list = checkpoints.list()?;
@@ -103,7 +109,7 @@ fn run(args: RewindArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     };
     let report = checkpoints
-        .rewind(to)
+        .rewind_idle(to)
         .with_context(|| format!("rewinding session {} to {to}", info.id))?;
     let forked = if args.conversation {
         Some(rewind_conversation(&store, &info.id, to).context("rewinding the conversation")?)
@@ -116,6 +122,7 @@ fn run(args: RewindArgs) -> anyhow::Result<ExitCode> {
             "restored": report.restored,
             "removed": report.removed,
             "skipped": report.skipped,
+            "kept": report.kept,
             "new_session_id": forked.as_ref().map(|f| f.id.clone()),
         });
         println!("{value}");
@@ -131,6 +138,9 @@ fn run(args: RewindArgs) -> anyhow::Result<ExitCode> {
         }
         for p in &report.skipped {
             println!("left as is (over 50 MiB) {}", shown(p));
+        }
+        for p in &report.kept {
+            println!("kept (existed before the checkpoint) {}", p.display());
         }
         println!(
             "rewound {} file(s), removed {} in {}",

@@ -228,12 +228,13 @@ pub async fn run_with_model(
     );
 
     let checkpoints = Checkpoints::open(&cordon::paths::cordon_home()?, &session_id, &workspace)
-        .context("opening the checkpoint store")?;
+        .context("opening the checkpoint store")?
+        .with_budget(settings.checkpoint_budget_bytes());
     let mut observers: Vec<Arc<dyn cordon::agent::LoopObserver>> = Vec::new();
     if let Some(stream) = stream.as_mut() {
         // First: it tags the prompt's record with its transcript uuid (rewind_files).
         observers.extend(stream.prompt_uuids());
-        stream.set_checkpoints(checkpoints.clone());
+        stream.set_checkpoints(checkpoints.clone(), Some(sandbox.clone()));
     }
     // On a terminal, the user answers the questions (and the terminal shows the events).
     let (tui, prompter) = if interactive {
@@ -254,7 +255,9 @@ pub async fn run_with_model(
         (None, sdk_prompter)
     };
     observers.push(observer.clone());
-    observers.push(Arc::new(CheckpointObserver::new(checkpoints)));
+    observers.push(Arc::new(
+        CheckpointObserver::new(checkpoints).with_sandbox(sandbox.clone()),
+    ));
     let (tx, rx) = mpsc::unbounded_channel();
     let mut agent = AgentLoop::new(
         model,

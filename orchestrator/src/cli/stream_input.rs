@@ -221,9 +221,13 @@ impl StreamSession {
     }
 
     /// `rewind_files` restores the workspace from these checkpoints.
-    pub fn set_checkpoints(&mut self, checkpoints: Checkpoints) {
+    pub fn set_checkpoints(
+        &mut self,
+        checkpoints: Checkpoints,
+        sandbox: Option<Arc<cordon::sandbox::Supervisor>>,
+    ) {
         if let Some(controls) = &mut self.controls {
-            controls.rewinder = Some(Arc::new(CheckpointRewinder(Arc::new(checkpoints))));
+            controls.rewinder = Some(Arc::new(CheckpointRewinder(Arc::new(checkpoints), sandbox)));
         }
     }
 
@@ -287,27 +291,27 @@ fn exit_code(last: Option<&RunOutcome>) -> ExitCode {
     }
 }
 
-/// `rewind_files` over the session's checkpoint store.
-struct CheckpointRewinder(Arc<Checkpoints>);
+/// `rewind_files` over the session's checkpoint store, with the session's sandbox frozen
+/// while the files change.
+struct CheckpointRewinder(Arc<Checkpoints>, Option<Arc<cordon::sandbox::Supervisor>>);
 
 #[tonic::async_trait]
 impl Rewinder for CheckpointRewinder {
     async fn rewind(&self, user_message_id: &str, dry_run: bool) -> Result<Value, String> {
-        let store = self.0.clone();
         let id = user_message_id.to_string();
-        let work = tokio::task::spawn_blocking(move || {
-            if dry_run {
-                return store
-                    .get(&id)
-                    .map(|cp| json!({"dry_run": true, "checkpoint": cp}));
-            }
-            store.rewind(&id).map(|report| {
-                json!({"restored": report.restored, "removed": report.removed, "skipped": report.skipped})
-            })
-        });
-        match work.await {
-            Ok(result) => result.map_err(|e| e.to_string()),
-            Err(e) => Err(format!("the rewind task failed: {e}")),
+        if dry_run {
+            return self
+                .0
+                .get(&id)
+                .map(|cp| json!({"dry_run": true, "checkpoint": cp}))
+                .map_err(|e| e.to_string());
         }
+        cordon::checkpoints::while_quiet(&self.0, self.1.as_ref(), move |store| {
+            store.rewind(&id).map(|report| {
+                json!({"restored": report.restored, "removed": report.removed,
+                       "skipped": report.skipped, "kept": report.kept})
+            })
+        })
+        .await
     }
 }

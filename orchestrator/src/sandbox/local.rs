@@ -30,6 +30,9 @@ use serde::Deserialize;
 use super::{Backend, BackendKind, Sandbox, SandboxError, SandboxHandle, SandboxSpec};
 use crate::paths;
 
+mod footprint;
+pub use footprint::footprint;
+
 /// The protected-path policy, compiled in so the binary cannot drift from it.
 pub const PROTECTED_POLICY: &str = include_str!("../../../policies/protected-paths.json");
 /// How long a sandbox may take to come up.
@@ -323,6 +326,28 @@ impl LocalHandle {
         self.child.lock().ok()?.as_ref().map(Child::id)
     }
 
+    /// The host pid of the sandbox's init (the launcher's child, pid 1 of the sandbox's
+    /// pid namespace), while it runs.
+    fn init_pid(&self) -> Option<i32> {
+        let launcher = self.launcher_pid()?;
+        children_of(launcher).first().map(|(pid, _)| *pid)
+    }
+
+    /// Runs `act` on the sandbox's init pid, off the async runtime; without an init the
+    /// namespace and every process in it are gone, and there is nothing to do.
+    async fn on_init(
+        &self,
+        step: &'static str,
+        act: fn(i32) -> Result<(), SandboxError>,
+    ) -> Result<(), SandboxError> {
+        let Some(init) = self.init_pid() else {
+            return Ok(());
+        };
+        tokio::task::spawn_blocking(move || act(init))
+            .await
+            .map_err(|e| setup(step)(std::io::Error::other(e.to_string())))?
+    }
+
     /// The session's host-side state dir.
     pub fn state_dir(&self) -> &Path {
         &self.state_dir
@@ -444,6 +469,16 @@ impl SandboxHandle for LocalHandle {
 
     fn is_alive(&self) -> bool {
         self.child.lock().is_ok_and(|g| g.is_some()) && self.exited().is_none()
+    }
+
+    async fn freeze(&self) -> Result<(), SandboxError> {
+        self.on_init("freezing the sandbox", super::freeze::freeze)
+            .await
+    }
+
+    async fn thaw(&self) -> Result<(), SandboxError> {
+        self.on_init("thawing the sandbox", super::freeze::thaw)
+            .await
     }
 }
 

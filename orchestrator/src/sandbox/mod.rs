@@ -13,9 +13,12 @@ use sandbox_agent::error::AgentError;
 
 pub mod deny;
 pub mod docker;
+pub mod footprint;
+pub mod freeze;
 pub mod local;
 pub mod supervisor;
 
+pub use footprint::Footprint;
 pub use supervisor::Supervisor;
 
 /// Which backend runs a session's sandbox.
@@ -110,6 +113,11 @@ pub trait SandboxHandle: Send + Sync {
     async fn destroy(self: Box<Self>) -> Result<(), SandboxError>;
     /// Whether the sandbox is still running.
     fn is_alive(&self) -> bool;
+    /// Stops every process of the sandbox (the agent included) and returns once none
+    /// runs, so the host can work on the workspace without a sandbox process racing it.
+    async fn freeze(&self) -> Result<(), SandboxError>;
+    /// Lets the processes [`SandboxHandle::freeze`] stopped run again.
+    async fn thaw(&self) -> Result<(), SandboxError>;
 }
 
 /// A running sandbox: a ready agent and the handle that ends it.

@@ -133,6 +133,32 @@ impl Supervisor {
         !answers
     }
 
+    /// Runs `work` (blocking host-side work on the workspace: a snapshot, a rewind) while no
+    /// sandbox process runs: the sandbox is frozen for its duration, and no call can
+    /// restart the sandbox meanwhile (the same lock). A dead sandbox has no process left,
+    /// so `work` then runs as is.
+    pub async fn frozen<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, SandboxError> {
+        let current = self.current.lock().await;
+        let live = current.as_ref().filter(|s| s.handle.is_alive());
+        if let Some(sandbox) = live {
+            sandbox.handle.freeze().await?;
+        }
+        let out = tokio::task::spawn_blocking(work).await;
+        if let Some(sandbox) = live
+            && let Err(e) = sandbox.handle.thaw().await
+        {
+            tracing::warn!(session = %self.spec.session_id, error = %e, "thawing the sandbox failed");
+            self.suspect.store(true, Ordering::SeqCst);
+        }
+        out.map_err(|e| SandboxError::Setup {
+            step: "host-side work on the frozen workspace",
+            source: std::io::Error::other(e.to_string()),
+        })
+    }
+
     /// Ends the session's sandbox.
     pub async fn destroy(&self) -> Result<(), SandboxError> {
         let mut current = self.current.lock().await;

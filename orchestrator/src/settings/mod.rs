@@ -28,6 +28,7 @@
 //! `allowManagedPermissionRulesOnly`, `allowManagedHooksOnly` and `allowHeadlessTrust` are
 //! honoured only from the managed file; elsewhere they are warned about and ignored.
 
+mod budget;
 pub mod local_rules;
 mod validate;
 

@@ -29,6 +29,7 @@ const USED: &[(&str, Kind)] = &[
     ("sandbox", Kind::Object),
     ("trustedDirectories", Kind::StringList),
     ("allowHeadlessTrust", Kind::Bool),
+    ("checkpointStoreMaxMiB", Kind::Number),
 ];
 
 /// Claude Code keys Cordon accepts silently and does not use (yet).

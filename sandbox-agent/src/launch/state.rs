@@ -43,13 +43,18 @@ pub fn write_pid_file(state_dir: &Path) -> std::io::Result<()> {
 pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
+    use std::os::unix::fs::PermissionsExt;
+    // Never through a link (a planted one would redirect the write), and an existing,
+    // more open file is narrowed before its new content goes in.
+    let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(true)
         .mode(0o600)
-        .open(path)?
-        .write_all(bytes)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    file.write_all(bytes)
 }
 
 /// Whether the launcher recorded in `state_dir` still runs. `None`: no record.

@@ -2,20 +2,25 @@
 //!
 //! Every live session runs as its own non-root uid (`UID_BASE` + n, gid equal to uid), so
 //! two sessions on one host cannot touch each other's processes or files even if both
-//! escaped their mount namespace. Docker 20.10 has no idmapped bind mounts, so the uid in
-//! the container is the uid on the host, and the workspace (often owned by someone else,
-//! root here) must grant it access. Choices considered:
-//! - chown the user's tree to the sandbox uid: rewrites the user's ownership; rejected;
-//! - run as the workspace owner's uid: no grant needed, but two sessions of one owner
-//!   share a uid, and a root-owned workspace would mean running as root; rejected;
-//! - a POSIX ACL entry `u:<uid>:rwX` (plus a default entry on directories so that files
-//!   created later stay reachable, and a default entry for the owner so the files the
-//!   sandbox creates stay the owner's to edit), added when the session starts and removed
-//!   when it ends. Ownership and mode bits of the user's files are untouched (`ls -l`
-//!   shows the ACL mask in the group column while the entry exists). Chosen.
+//! escaped their mount namespace. The workspace (owned by someone else, often root or the
+//! user) must be writable for that uid without changing the user's tree:
+//! - [`Access::Idmap`] (chosen whenever the kernel and filesystem allow it): the workspace
+//!   is injected into the container as an idmapped mount whose idmap maps the workspace
+//!   owner to the sandbox uid. Inside, the owner's files appear as the sandbox uid's; what
+//!   the sandbox writes lands on disk as the owner. Nothing is granted and nothing is left
+//!   on the user's tree (see [`super::pool`] for the injection).
+//! - [`Access::Acl`] (the fallback where idmapping fails, e.g. a filesystem without idmap
+//!   support, or a non-root Cordon that cannot inject mounts): a POSIX ACL entry
+//!   `u:<uid>:rwX` (plus default entries on directories so that files created later stay
+//!   reachable, and one for the owner so they stay the owner's to edit), added when the
+//!   session starts. The exact prior ACLs and modes are saved first and restored when the
+//!   session ends, on every failure path after the grant, and by reconcile after a crash;
+//!   what the sandbox uid created is handed to the owner ([`super::acl`]).
+//!   Rejected alternatives: chowning the user's tree (rewrites ownership), running as the
+//!   owner's uid (sessions of one owner would share a uid; a root-owned workspace would
+//!   mean running as root).
 //!
-//! The grant uses `setfacl` (Debian package `acl`); a host without it cannot run sessions
-//! on workspaces the sandbox uid cannot already write.
+//! The grant uses `setfacl` (Debian package `acl`).
 
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -107,10 +112,23 @@ impl UidAllocator {
     }
 }
 
-/// Gives `uid` read-write access to the tree at `workspace` by ACL (see the module docs).
-pub fn grant(workspace: &Path, uid: u32) -> Result<(), SandboxError> {
+/// How the sandbox uid reaches the workspace (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    Idmap,
+    Acl,
+}
+
+/// Gives `uid` read-write access to the tree at `workspace` by ACL, after saving the
+/// tree's exact ACLs and modes in `backup`. On failure the tree is restored before the
+/// error returns.
+pub fn grant(workspace: &Path, uid: u32, backup: &Path) -> Result<(), SandboxError> {
     let meta = std::fs::metadata(workspace).map_err(|source| SandboxError::Setup {
         step: "stat workspace",
+        source,
+    })?;
+    super::acl::save(workspace, backup).map_err(|source| SandboxError::Setup {
+        step: "save the workspace's acls",
         source,
     })?;
     let mut spec = format!("u:{uid}:rwX,d:u:{uid}:rwX");
@@ -118,12 +136,27 @@ pub fn grant(workspace: &Path, uid: u32) -> Result<(), SandboxError> {
         // Files the sandbox creates belong to its uid; this keeps them the owner's to edit.
         spec.push_str(&format!(",d:u:{}:rwX", meta.uid()));
     }
-    setfacl(&["-R", "-P", "-m", &spec], workspace)
+    if let Err(e) = setfacl(&["-R", "-P", "-m", &spec], workspace) {
+        if let Err(r) = revoke(workspace, uid, backup) {
+            tracing::warn!("restoring the workspace's acls after a failed grant: {r}");
+        }
+        return Err(e);
+    }
+    Ok(())
 }
 
-/// Removes the entries [`grant`] added. Files the sandbox created keep its uid as owner,
-/// with the owner's default entry granting the workspace owner access.
-pub fn revoke(workspace: &Path, uid: u32) -> Result<(), SandboxError> {
+/// Undoes [`grant`]: the saved ACLs and modes back exactly, the sandbox's files handed to
+/// the workspace owner. Idempotent (a missing backup means nothing to undo).
+pub fn revoke(workspace: &Path, uid: u32, backup: &Path) -> Result<(), SandboxError> {
+    super::acl::restore(workspace, uid, backup).map_err(|source| SandboxError::Setup {
+        step: "restore the workspace's acls",
+        source,
+    })
+}
+
+/// Removes the entries an older Cordon's grant added (it kept no backup); for records of
+/// sessions started before the exact restore existed, found by reconcile.
+pub fn revoke_legacy(workspace: &Path, uid: u32) -> Result<(), SandboxError> {
     if !workspace.exists() {
         return Ok(());
     }

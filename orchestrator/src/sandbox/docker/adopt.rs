@@ -187,12 +187,18 @@ fn clean_run_dir(run_root: &Path, dir: &Path) {
     if let Some(SessionRecord {
         uid,
         workspace: Some(ws),
+        acl,
         ..
     }) = record
     {
         match recorded_workspace_ok(run_root, &ws) {
             Ok(()) => {
-                if let Err(e) = access::revoke(&ws, uid) {
+                let undone = match acl {
+                    Some(true) => access::revoke(&ws, uid, &dir.join(container::ACL_BACKUP)),
+                    Some(false) => Ok(()),
+                    None => access::revoke_legacy(&ws, uid),
+                };
+                if let Err(e) = undone {
                     tracing::warn!("revoking workspace access of uid {uid}: {e}");
                 }
                 // The container is gone: vet the git dirs its session made, then clean up.

@@ -15,7 +15,7 @@ use bollard::query_parameters::{
 use futures::StreamExt;
 use sandbox_agent::config::{AgentConfig, Rlimits};
 
-use super::access::{self, UidAllocator, UidLease};
+use super::access::{self, Access, UidAllocator, UidLease};
 use super::masks::{self, Masks};
 use super::{CONTAINER_RUN_DIR, DockerConfig, SOCKET_NAME, docker_err, labels, seccomp_profile};
 use crate::sandbox::{SandboxError, SandboxSpec};
@@ -28,6 +28,9 @@ pub enum Mode {
     /// A warm-pool container: no workspace yet; a waiter blocks on a FIFO in the run
     /// directory until [`super::pool`] has mounted the workspace and written the config.
     Pool,
+    /// A session's own container started the pool's way (waiting for its workspace),
+    /// so that the workspace can be injected as an idmapped mount.
+    Injected,
 }
 
 /// Host-side state of one sandbox: its uid, its run directory and its workspace grant.
@@ -42,7 +45,8 @@ pub struct Session {
     pub workspace: Option<PathBuf>,
     pub uid: u32,
     pub run_dir: PathBuf,
-    granted: bool,
+    /// How the uid reaches the workspace, once attached.
+    access: Option<Access>,
     /// Protected, denied-write and denied-read paths mounted over the workspace.
     pub masks: Masks,
     /// Holds the uid for this session's life (across processes, see [`access`]).
@@ -55,7 +59,17 @@ pub struct SessionRecord {
     pub session_id: String,
     pub uid: u32,
     pub workspace: Option<PathBuf>,
+    /// Masked (denied-read) paths in the workspace: part of the session's footprint.
+    #[serde(default)]
+    pub masked: Vec<PathBuf>,
+    /// Whether an ACL grant (backed up in [`ACL_BACKUP`]) is in effect; `None` in records
+    /// of an older Cordon, whose grants had no backup.
+    #[serde(default)]
+    pub acl: Option<bool>,
 }
+
+/// The saved ACLs of the workspace in the run directory (see [`super::acl`]).
+pub const ACL_BACKUP: &str = "acl-backup.json";
 
 impl Session {
     /// Allocates a uid, makes the run directory and grants the uid the workspace.
@@ -67,16 +81,22 @@ impl Session {
         let workspace = crate::sandbox::checked_workspace(&spec.workspace, &config.run_root)?;
         let mut session = Self::slot(config, uids, &spec.session_id)?;
         session.tenant = spec.tenant.clone();
-        if let Err(e) = session.attach(&workspace, spec) {
+        if let Err(e) = session.attach(&workspace, spec, Access::Acl) {
             session.cleanup();
             return Err(e);
         }
         Ok(session)
     }
 
-    /// Grants the workspace and plans the mounts over it (placeholders made on the host).
-    /// On error the caller cleans up (revoke, placeholders, run dir).
-    pub fn attach(&mut self, workspace: &Path, spec: &SandboxSpec) -> Result<(), SandboxError> {
+    /// Makes the workspace reachable for the uid (`access`) and plans the mounts over it
+    /// (placeholders made on the host). On error the caller cleans up (revoke,
+    /// placeholders, run dir).
+    pub fn attach(
+        &mut self,
+        workspace: &Path,
+        spec: &SandboxSpec,
+        access: Access,
+    ) -> Result<(), SandboxError> {
         if let Some(own) = collides_with_container_mount(workspace) {
             return Err(SandboxError::Setup {
                 step: "checking the workspace's mount point",
@@ -87,9 +107,9 @@ impl Session {
                 )),
             });
         }
-        self.attach_workspace(workspace)?;
+        self.attach_workspace(workspace, access)?;
         self.masks = masks::prepare(workspace, spec, &self.run_dir)?;
-        Ok(())
+        self.write_record()
     }
 
     /// A session without a workspace yet (a warm-pool slot).
@@ -107,7 +127,7 @@ impl Session {
             workspace: None,
             uid,
             run_dir,
-            granted: false,
+            access: None,
             masks: Masks::default(),
             _lease: lease,
         };
@@ -118,12 +138,22 @@ impl Session {
         Ok(session)
     }
 
-    /// Grants this session's uid the workspace and records it.
-    pub fn attach_workspace(&mut self, workspace: &Path) -> Result<(), SandboxError> {
-        access::grant(workspace, self.uid)?;
-        self.granted = true;
+    /// Makes the workspace reachable for this session's uid and records it. The record
+    /// is written before an ACL grant, so that a crash mid-grant leaves reconcile what it
+    /// needs to restore the tree.
+    pub fn attach_workspace(&mut self, workspace: &Path, how: Access) -> Result<(), SandboxError> {
         self.workspace = Some(workspace.to_path_buf());
-        self.write_record()
+        self.access = Some(how);
+        self.write_record()?;
+        if how == Access::Acl {
+            access::grant(workspace, self.uid, &self.run_dir.join(ACL_BACKUP))?;
+        }
+        Ok(())
+    }
+
+    /// How the uid reaches the workspace (`None` before a workspace is attached).
+    pub fn access(&self) -> Option<Access> {
+        self.access
     }
 
     fn make_run_dir(&self) -> Result<(), SandboxError> {
@@ -153,6 +183,14 @@ impl Session {
             session_id: self.session_id.clone(),
             uid: self.uid,
             workspace: self.workspace.clone(),
+            masked: self
+                .masks
+                .binds
+                .iter()
+                .filter(|b| b.source != b.target)
+                .map(|b| b.target.clone())
+                .collect(),
+            acl: Some(self.access == Some(Access::Acl)),
         };
         let text = serde_json::to_vec(&record)
             .map_err(|e| SandboxError::Docker(format!("encode session record: {e}")))?;
@@ -195,10 +233,11 @@ impl Session {
         let _ = std::fs::remove_dir_all(&self.run_dir);
     }
 
-    /// Revokes the workspace grant, removes the run directory, frees the uid.
+    /// Restores the workspace's ACLs (after an ACL grant), removes the run directory,
+    /// frees the uid.
     pub fn cleanup(self) {
-        if let (true, Some(ws)) = (self.granted, &self.workspace)
-            && let Err(e) = access::revoke(ws, self.uid)
+        if let (Some(Access::Acl), Some(ws)) = (self.access, &self.workspace)
+            && let Err(e) = access::revoke(ws, self.uid, &self.run_dir.join(ACL_BACKUP))
         {
             tracing::warn!("revoking workspace access for uid {}: {e}", self.uid);
         }
@@ -244,6 +283,10 @@ pub fn session_host_config(
     )];
     if let Some(ws) = workspace {
         // Same absolute path inside and out, so paths in transcripts are the user's own.
+        // Only for a Cordon that cannot inject (not root): the engine's bind options have
+        // no nosuid or nodev; no-new-privileges keeps setuid bits powerless inside, and
+        // no capability allows making a device node. Injected workspaces are mounted
+        // nosuid,nodev (see [`super::pool`]).
         binds.push(format!("{}:{}:rw", ws.display(), ws.display()));
     }
     let tmpfs = HashMap::from([(
@@ -313,7 +356,7 @@ pub async fn create_and_start(
                 .clone()
                 .ok_or_else(|| SandboxError::Docker("cold start without a workspace".into()))?,
         ),
-        Mode::Pool => None,
+        Mode::Pool | Mode::Injected => None,
     };
     let cmd = match &workspace {
         Some(ws) => {

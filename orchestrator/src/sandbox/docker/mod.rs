@@ -9,11 +9,14 @@
 //! - [`pool`]: pre-started idle containers, claimed in one step, refilled in the background.
 //! - [`adopt`]: after an orchestrator crash, finds labelled containers and removes them.
 //! - [`seccomp_profile`]: the Docker-JSON seccomp profile, generated from `policies/seccomp`.
-//! - [`access`]: per-session uids and how the workspace is made writable for them.
+//! - [`access`]: per-session uids and how the workspace is made writable for them (an
+//!   idmapped mount; an ACL grant, restored exactly afterwards, where that is impossible).
+//! - [`footprint`]: what a session leaves in its workspace, from the run directories.
 //! - [`masks`]: protected paths, denied-write and denied-read paths over the workspace.
 //!
 //! Security properties of every session container (see [`container::session_host_config`]):
-//! network none, read-only root, workspace bind-mounted at the same absolute path, a
+//! network none, read-only root, the workspace at the same absolute path (injected as an
+//! idmapped `nosuid,nodev` mount when Cordon runs as root, see [`pool`]), a
 //! size-capped /tmp tmpfs, all capabilities dropped, no-new-privileges, the generated
 //! seccomp profile, pids/memory/cpu limits, an init that reaps, a distinct non-root uid,
 //! and only the session's own run directory (holding the agent socket) shared with the host;
@@ -34,8 +37,10 @@ use sandbox_agent::hostside::privbits;
 use super::{Backend, BackendKind, Sandbox, SandboxError, SandboxHandle, SandboxSpec};
 
 pub mod access;
+mod acl;
 pub mod adopt;
 pub mod container;
+pub mod footprint;
 pub mod images;
 pub mod masks;
 pub mod pool;
@@ -95,6 +100,9 @@ pub struct DockerConfig {
     pub uid_lock_dir: PathBuf,
     /// How long to wait for the agent socket after the container starts.
     pub ready_timeout: Duration,
+    /// Inject the workspace as an idmapped mount when the host can (see [`access`]);
+    /// `false` always takes the ACL fallback (hosts whose idmapping misbehaves, tests).
+    pub idmap: bool,
 }
 
 impl Default for DockerConfig {
@@ -108,12 +116,19 @@ impl Default for DockerConfig {
             pool_size: 2,
             // Not `$CORDON_HOME/run`: the local backend sweeps entries there that carry
             // no launcher pid file, which would take a live container's socket with them.
-            run_root: cordon_home().join("docker/run"),
+            run_root: run_root(&cordon_home()),
             uid_base: access::UID_BASE,
             uid_lock_dir: access::default_lock_dir(),
             ready_timeout: Duration::from_secs(15),
+            idmap: true,
         }
     }
+}
+
+/// Where the per-container run directories of the Docker sessions under Cordon's data
+/// directory `home` live.
+pub fn run_root(home: &std::path::Path) -> PathBuf {
+    home.join("docker/run")
 }
 
 /// `$CORDON_HOME`, default `~/.cordon` ([`crate::paths::cordon_home`]); `/root/.cordon`
@@ -247,12 +262,33 @@ impl DockerBackend {
         self.pool.as_ref()
     }
 
-    /// Starts a container for `spec` without touching the pool.
+    /// Starts a container for `spec` without touching the pool. As root (and with
+    /// [`DockerConfig::idmap`]), the container starts waiting for its workspace, which is
+    /// then injected the warm pool's way (an idmapped, nosuid, nodev mount, or the ACL
+    /// fallback where the host cannot idmap; see [`pool`]); otherwise [`Self::start_bound`].
     pub async fn start_cold(&self, spec: &SandboxSpec) -> Result<Sandbox, SandboxError> {
-        let image = spec
-            .image
-            .clone()
-            .unwrap_or_else(|| self.config.default_image.clone());
+        if !(self.config.idmap && nix::unistd::geteuid().is_root()) {
+            return self.start_bound(spec).await;
+        }
+        let image = self.image_for(spec);
+        let slot = pool::new_slot(
+            &self.docker,
+            &self.config,
+            &image,
+            &self.uids,
+            &spec.session_id,
+            container::Mode::Injected,
+            spec.tenant.as_deref(),
+        )
+        .await?;
+        pool::claim_slot(&self.docker, &self.config, slot, spec).await
+    }
+
+    /// Starts a container with the workspace bind-mounted at create time and reachable by
+    /// an ACL grant (see [`access`]): for a Cordon that cannot inject mounts (not root).
+    /// Every failure after the grant restores the workspace's exact prior ACLs.
+    pub async fn start_bound(&self, spec: &SandboxSpec) -> Result<Sandbox, SandboxError> {
+        let image = self.image_for(spec);
         let session = container::Session::prepare(&self.config, &self.uids, spec)?;
         let created = container::create_and_start(
             &self.docker,
@@ -265,11 +301,18 @@ impl DockerBackend {
         let id = match created {
             Ok(id) => id,
             Err(e) => {
-                session.release();
+                // Restores the workspace's ACLs too: a failed creation leaves nothing.
+                session.cleanup();
                 return Err(e);
             }
         };
         finish(&self.docker, &self.config, session, id).await
+    }
+
+    fn image_for(&self, spec: &SandboxSpec) -> String {
+        spec.image
+            .clone()
+            .unwrap_or_else(|| self.config.default_image.clone())
     }
 }
 
@@ -400,6 +443,21 @@ impl SandboxHandle for DockerSandboxHandle {
 
     fn is_alive(&self) -> bool {
         self.alive.load(Ordering::SeqCst)
+    }
+
+    /// The engine's freezer: every process of the container stopped at once.
+    async fn freeze(&self) -> Result<(), SandboxError> {
+        self.docker
+            .pause_container(&self.container_id)
+            .await
+            .map_err(docker_err("pause container"))
+    }
+
+    async fn thaw(&self) -> Result<(), SandboxError> {
+        self.docker
+            .unpause_container(&self.container_id)
+            .await
+            .map_err(docker_err("unpause container"))
     }
 }
 

@@ -10,12 +10,18 @@
 //! 1. An idle container runs the agent, blocked on a start FIFO before it has read any
 //!    configuration, under the container's full confinement (same uid, caps, seccomp,
 //!    limits as a cold session); its binary is already loaded when the claim comes.
-//! 2. On claim, the host (root) grants the slot's uid the workspace, creates the mount point
-//!    in the container's writable layer (`GraphDriver.Data.MergedDir`; the container itself
-//!    sees its root read-only), clones the workspace as a detached mount (`open_tree`), and
-//!    in a forked child joins the container's mount namespace (`setns`) and attaches it
-//!    there (`move_mount`) at the workspace's own path. No process of the container gains
-//!    anything: the mount is made from outside.
+//! 2. On claim, the host (root) clones the workspace as a detached mount (`open_tree`),
+//!    idmapped so that the workspace owner's files are the slot uid's inside and what the
+//!    sandbox writes lands as the owner's (an ACL grant instead where the kernel or
+//!    filesystem cannot idmap, see [`super::access`]), and `nosuid,nodev`; creates the
+//!    mount point in the container's writable layer (`GraphDriver.Data.MergedDir`; the
+//!    container itself sees its root read-only), and in a forked child joins the
+//!    container's mount namespace (`setns`) and attaches it there (`move_mount`) at the
+//!    workspace's own path, then the protected and denied binds over it. No process of the
+//!    container gains anything: the mounts are made from outside.
+//!
+//! A cold start as root takes the same path at once (a container of its own, started
+//! waiting, then claimed): Docker's binds can neither idmap nor set nosuid.
 //! 3. The host writes the agent config into the run directory and writes to the FIFO; the
 //!    agent reads the config, confines itself and listens.
 //!
@@ -26,6 +32,7 @@ use std::collections::VecDeque;
 use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -34,7 +41,7 @@ use std::time::Duration;
 use bollard::Docker;
 use sandbox_agent::launch::mounts;
 
-use super::access::UidAllocator;
+use super::access::{Access, UidAllocator};
 use super::container::{self, Mode, Session};
 use super::masks::Bind;
 use super::{CONTAINER_RUN_DIR, DockerConfig, docker_err};
@@ -59,7 +66,7 @@ pub fn waiter_command() -> Vec<String> {
 
 /// One idle container, with what a claim needs of it found out ahead of time, so the
 /// claim itself asks the engine nothing.
-struct Slot {
+pub(super) struct Slot {
     session: Session,
     container_id: String,
     /// A pidfd of the container's init: a claim joins its mount namespace through it (a
@@ -151,7 +158,7 @@ impl WarmPool {
         let inner = &self.inner;
         // Idle containers that died (a Docker daemon restart stops them all) are dropped
         // here rather than handed out; the refill replaces them.
-        let mut slot = loop {
+        let slot = loop {
             let Some(slot) = self.idle().pop_front() else {
                 inner.wake.notify_one();
                 return Ok(None);
@@ -162,20 +169,9 @@ impl WarmPool {
             remove_slot(inner, slot).await;
         };
         inner.wake.notify_one();
-        let prepared = prepare_claim(&mut slot, spec).await;
-        if let Err(e) = prepared {
-            let _ = container::remove(&inner.docker, &slot.container_id).await;
-            slot.session.cleanup();
-            return Err(e);
-        }
-        super::finish(
-            &inner.docker,
-            &inner.config,
-            slot.session,
-            slot.container_id,
-        )
-        .await
-        .map(Some)
+        claim_slot(&inner.docker, &inner.config, slot, spec)
+            .await
+            .map(Some)
     }
 
     /// Removes every idle container and stops refilling; returns once the refill task ended.
@@ -247,7 +243,17 @@ async fn refill_loop(inner: Arc<Inner>) {
             std::process::id(),
             uuid::Uuid::new_v4().simple()
         );
-        match new_slot(&inner, &name).await {
+        let made = new_slot(
+            &inner.docker,
+            &inner.config,
+            &inner.image,
+            &inner.uids,
+            &name,
+            Mode::Pool,
+            None,
+        )
+        .await;
+        match made {
             Ok(slot) if inner.closed.load(Ordering::SeqCst) => remove_slot(&inner, slot).await,
             Ok(slot) => inner
                 .idle
@@ -266,8 +272,19 @@ async fn refill_loop(inner: Arc<Inner>) {
     }
 }
 
-async fn new_slot(inner: &Inner, name: &str) -> Result<Slot, SandboxError> {
-    let session = Session::slot(&inner.config, &inner.uids, name)?;
+/// Starts a container waiting for its workspace (`mode`: a pool slot, or a session's own
+/// container to be injected at once, labelled with its `tenant`).
+pub(super) async fn new_slot(
+    docker: &Docker,
+    config: &DockerConfig,
+    image: &str,
+    uids: &UidAllocator,
+    name: &str,
+    mode: Mode,
+    tenant: Option<&str>,
+) -> Result<Slot, SandboxError> {
+    let mut session = Session::slot(config, uids, name)?;
+    session.tenant = tenant.map(String::from);
     let fifo = session.sock_dir().join(START_FIFO);
     let made = nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600))
         .and_then(|()| {
@@ -282,22 +299,15 @@ async fn new_slot(inner: &Inner, name: &str) -> Result<Slot, SandboxError> {
             source: e.into(),
         });
     }
-    let container_id = match container::create_and_start(
-        &inner.docker,
-        &inner.config,
-        &inner.image,
-        &session,
-        Mode::Pool,
-    )
-    .await
-    {
-        Ok(id) => id,
-        Err(e) => {
-            session.release();
-            return Err(e);
-        }
-    };
-    match init_of(&inner.docker, &container_id).await {
+    let container_id =
+        match container::create_and_start(docker, config, image, &session, mode).await {
+            Ok(id) => id,
+            Err(e) => {
+                session.release();
+                return Err(e);
+            }
+        };
+    match init_of(docker, &container_id).await {
         Ok((init, merged)) => Ok(Slot {
             session,
             container_id,
@@ -305,7 +315,7 @@ async fn new_slot(inner: &Inner, name: &str) -> Result<Slot, SandboxError> {
             merged,
         }),
         Err(e) => {
-            let _ = container::remove(&inner.docker, &container_id).await;
+            let _ = container::remove(docker, &container_id).await;
             session.release();
             Err(e)
         }
@@ -337,8 +347,56 @@ async fn init_of(docker: &Docker, id: &str) -> Result<(OwnedFd, Option<PathBuf>)
     Ok((init, merged))
 }
 
+/// Gives `slot`'s container to `spec`'s session: injects the workspace, starts the agent
+/// and waits for it. On failure the container is removed and the workspace left as it was.
+pub(super) async fn claim_slot(
+    docker: &Docker,
+    config: &DockerConfig,
+    mut slot: Slot,
+    spec: &SandboxSpec,
+) -> Result<Sandbox, SandboxError> {
+    if let Err(e) = prepare_claim(&mut slot, spec, config.idmap).await {
+        let _ = container::remove(docker, &slot.container_id).await;
+        slot.session.cleanup();
+        return Err(e);
+    }
+    super::finish(docker, config, slot.session, slot.container_id).await
+}
+
+/// The workspace as a detached mount for the container, idmapped so that its owner's
+/// files are the sandbox uid's inside and the sandbox's writes land as the owner, and the
+/// idmap's user namespace (for the binds in the workspace). `None` (the reason logged) when
+/// this host cannot: the caller falls back to an ACL grant.
+fn idmapped_workspace(workspace: &Path, uid: u32) -> Option<(OwnedFd, OwnedFd)> {
+    let attempt = || -> Result<(OwnedFd, OwnedFd), String> {
+        let meta = std::fs::metadata(workspace).map_err(|e| e.to_string())?;
+        let ns = sandbox_agent::launch::userns::new_userns_fd(
+            &format!("{} {uid} 1\n", meta.uid()),
+            &format!("{} {uid} 1\n", meta.gid()),
+        )
+        .map_err(|e| e.to_string())?;
+        let tree =
+            mounts::detached_clone(workspace, false, Some(&ns)).map_err(|e| e.to_string())?;
+        Ok((tree, ns))
+    };
+    match attempt() {
+        Ok(made) => Some(made),
+        Err(why) => {
+            tracing::warn!(
+                workspace = %workspace.display(),
+                "cannot idmap the workspace ({why}); granting access by ACL instead"
+            );
+            None
+        }
+    }
+}
+
 /// Mounts the workspace into the slot's container, writes the agent config, starts it.
-async fn prepare_claim(slot: &mut Slot, spec: &SandboxSpec) -> Result<(), SandboxError> {
+async fn prepare_claim(
+    slot: &mut Slot,
+    spec: &SandboxSpec,
+    idmap: bool,
+) -> Result<(), SandboxError> {
     // The run root (the parent of every slot's run dir) is the backend's state.
     let run_root = slot
         .session
@@ -349,8 +407,22 @@ async fn prepare_claim(slot: &mut Slot, spec: &SandboxSpec) -> Result<(), Sandbo
     slot.session.session_id = spec.session_id.clone();
     slot.session.tenant = spec.tenant.clone();
     let started = std::time::Instant::now();
-    slot.session.attach(&workspace, spec)?;
-    tracing::debug!(elapsed = ?started.elapsed(), "claim: workspace granted, masks prepared");
+    let idmapped = if idmap {
+        let ws = workspace.clone();
+        let uid = slot.session.uid;
+        tokio::task::spawn_blocking(move || idmapped_workspace(&ws, uid))
+            .await
+            .map_err(|e| SandboxError::Docker(format!("idmap the workspace: {e}")))?
+    } else {
+        None
+    };
+    let access = if idmapped.is_some() {
+        Access::Idmap
+    } else {
+        Access::Acl
+    };
+    slot.session.attach(&workspace, spec, access)?;
+    tracing::debug!(elapsed = ?started.elapsed(), ?access, "claim: workspace reachable, masks prepared");
     if let Some(merged) = &slot.merged {
         // The mount point, in the container's own writable layer (read-only from inside).
         let rel = workspace.strip_prefix("/").unwrap_or(&workspace);
@@ -365,9 +437,12 @@ async fn prepare_claim(slot: &mut Slot, spec: &SandboxSpec) -> Result<(), Sandbo
         })?;
     let ws = workspace.clone();
     let binds = slot.session.masks.binds.clone();
-    tokio::task::spawn_blocking(move || inject_mounts(&init, &ws, &binds))
-        .await
-        .map_err(|e| SandboxError::Docker(format!("inject workspace mount: {e}")))??;
+    tokio::task::spawn_blocking(move || {
+        let trees = clones(&ws, idmapped, &binds)?;
+        inject_mounts(&init, &ws, trees)
+    })
+    .await
+    .map_err(|e| SandboxError::Docker(format!("inject workspace mount: {e}")))??;
     tracing::debug!(elapsed = ?started.elapsed(), "claim: workspace mounted");
     let config = slot.session.agent_config(&workspace, false);
     let json = serde_json::to_vec(&config)
@@ -416,18 +491,50 @@ async fn signal_start(fifo: &Path) -> Result<(), SandboxError> {
     ))
 }
 
-/// A detached recursive clone of `source`, made read-only when asked.
-fn detached_clone(source: &Path, read_only: bool) -> Result<OwnedFd, SandboxError> {
-    mounts::detached_clone(source, read_only, None).map_err(|source| SandboxError::Setup {
+/// The detached trees to attach, workspace first, then the binds over it (parents
+/// first), each with its target path: all `nosuid,nodev`; the workspace and the binds of
+/// its own paths idmapped when `idmapped` holds the idmap (else plain, for the ACL
+/// fallback); the masks (sources in the run directory) plain.
+fn clones(
+    workspace: &Path,
+    idmapped: Option<(OwnedFd, OwnedFd)>,
+    binds: &[Bind],
+) -> Result<Vec<(OwnedFd, CString)>, SandboxError> {
+    let err = |source| SandboxError::Setup {
         step: "clone a mount for the container",
         source,
-    })
+    };
+    let target = |p: &Path| {
+        CString::new(p.as_os_str().as_bytes())
+            .map_err(|e| SandboxError::Docker(format!("mount target path: {e}")))
+    };
+    let (ws_tree, userns) = match idmapped {
+        Some((tree, ns)) => (tree, Some(ns)),
+        None => (
+            mounts::detached_clone(workspace, false, None).map_err(err)?,
+            None,
+        ),
+    };
+    let mut trees = Vec::with_capacity(binds.len() + 1);
+    mounts::seal_detached(&ws_tree).map_err(err)?;
+    trees.push((ws_tree, target(workspace)?));
+    for b in binds {
+        let ns = userns.as_ref().filter(|_| b.source.starts_with(workspace));
+        let tree = mounts::detached_clone(&b.source, b.read_only, ns).map_err(err)?;
+        mounts::seal_detached(&tree).map_err(err)?;
+        trees.push((tree, target(&b.target)?));
+    }
+    Ok(trees)
 }
 
 /// Attaches a recursive clone of `workspace` at the same path inside the mount namespace of
 /// the process `init` refers to (the container's init), then the protected and denied
 /// binds over it (parents first). Blocking: forks a child that joins the namespace.
-fn inject_mounts(init: &OwnedFd, workspace: &Path, binds: &[Bind]) -> Result<(), SandboxError> {
+fn inject_mounts(
+    init: &OwnedFd,
+    workspace: &Path,
+    trees: Vec<(OwnedFd, CString)>,
+) -> Result<(), SandboxError> {
     let err = |step| move |source| SandboxError::Setup { step, source };
     // Every prefix of the workspace path, to create mount points that live on a writable
     // mount inside the container (e.g. under its /tmp tmpfs). Everything the child uses is
@@ -440,15 +547,6 @@ fn inject_mounts(init: &OwnedFd, workspace: &Path, binds: &[Bind]) -> Result<(),
         .rev()
         .filter_map(|p| CString::new(p.as_os_str().as_bytes()).ok())
         .collect();
-    let mut trees: Vec<(OwnedFd, CString)> = Vec::with_capacity(binds.len() + 1);
-    let target = |p: &Path| {
-        CString::new(p.as_os_str().as_bytes())
-            .map_err(|e| SandboxError::Docker(format!("mount target path: {e}")))
-    };
-    trees.push((detached_clone(workspace, false)?, target(workspace)?));
-    for b in binds {
-        trees.push((detached_clone(&b.source, b.read_only)?, target(&b.target)?));
-    }
     // SAFETY: the child only makes raw syscalls (setns, mkdir, move_mount) on memory
     // prepared before the fork and then calls _exit: async-signal-safe, no allocation, no
     // locks, as required after fork in a multi-threaded process.

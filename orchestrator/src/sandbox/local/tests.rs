@@ -297,3 +297,57 @@ async fn the_supervisor_replaces_a_killed_agent_and_stays_down_after_destroy() {
     ));
     assert_eq!(sup.restarts(), 1);
 }
+
+/// Size of `path`, 0 when missing.
+fn size_of(path: &Path) -> u64 {
+    std::fs::metadata(path).map_or(0, |m| m.len())
+}
+
+/// Waits (up to 30 s) until `path` grows past `than`.
+async fn grows(path: &Path, than: u64) -> bool {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while std::time::Instant::now() < deadline {
+        if size_of(path) > than {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+/// While the supervisor runs host-side work "frozen", no sandbox process runs: a command
+/// that forks a fresh writer process per iteration (a pid hopper) writes nothing during
+/// it, and carries on afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_in_the_sandbox_runs_while_it_is_frozen() {
+    let f = fixture();
+    let backend = std::sync::Arc::new(f.backend.clone());
+    let sup = crate::sandbox::Supervisor::start(backend, spec(&f))
+        .await
+        .unwrap();
+    let ws = f.workspace.path().canonicalize().unwrap();
+    let tick = ws.join("tick");
+    let req = ExecRequest {
+        exec_id: "hopper".into(),
+        command: "while :; do (echo x >> tick); done".into(),
+        timeout_ms: 60_000,
+        ..Default::default()
+    };
+    let mut client = sup.client();
+    let writer = tokio::spawn(async move { client.exec_collect(req).await });
+    assert!(grows(&tick, 0).await, "the writer runs");
+    let watched = tick.clone();
+    let (before, after) = sup
+        .frozen(move || {
+            let before = size_of(&watched);
+            std::thread::sleep(Duration::from_millis(300));
+            (before, size_of(&watched))
+        })
+        .await
+        .unwrap();
+    assert_eq!(before, after, "a sandbox process wrote while frozen");
+    assert!(grows(&tick, after).await, "thawed, the writer carries on");
+    assert!(sup.client().cancel("hopper").await.unwrap());
+    let _ = writer.await;
+    sup.destroy().await.unwrap();
+}
