@@ -14,6 +14,7 @@
 //! - [`search`]: glob and grep in-process with ripgrep's libraries.
 //! - [`exec`]: running commands in their own process group, output capping, timeouts.
 //! - [`confine`]: Landlock, seccomp, rlimits and the confinement report.
+//! - [`cgroup`]: session cgroups (limits) and per-command cgroups (the kill that cannot be outrun).
 //! - [`launch`]: the local backend's namespace launcher (user, mount, pid, ipc, uts, net).
 //!
 //! # Example
@@ -27,6 +28,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod cgroup;
 pub mod client;
 pub mod config;
 pub mod confine;
