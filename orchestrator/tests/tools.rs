@@ -52,6 +52,7 @@ impl Session {
             network: false,
             best_effort: false,
             rlimits: Default::default(),
+            exec_cgroup: None,
             require_outside_peer: false,
         };
         let child = Command::new(agent_binary())

@@ -8,6 +8,7 @@
 pub use cordon::scripted as scripted_model;
 
 pub mod agent;
+pub mod limits;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

@@ -151,6 +151,7 @@ impl LocalBackend {
             denied_write: spec.denied_write.clone(),
             uid_base: self.uid_base,
             tmp_size_mib: 1024,
+            limits: Some(spec.limits),
             lifeline_fd: None,
             agent_env,
             agent: AgentConfig {
@@ -169,6 +170,7 @@ impl LocalBackend {
                 rlimits: Rlimits::default(),
                 // The orchestrator is outside the sandbox's pid namespace: any visible
                 // peer is a sandboxed process knocking on the socket.
+                exec_cgroup: None,
                 require_outside_peer: true,
             },
         }

@@ -8,6 +8,7 @@
 
 use std::path::PathBuf;
 
+use sandbox_agent::cgroup::SessionLimits;
 use sandbox_agent::client::AgentClient;
 use sandbox_agent::error::AgentError;
 
@@ -50,6 +51,9 @@ pub struct SandboxSpec {
     /// Absolute paths inside the workspace no sandboxed process may change: `Edit(...)`
     /// deny rules bound in the kernel.
     pub denied_write: Vec<PathBuf>,
+    /// Memory, pids and CPU of the whole session (`sandbox.limits` in the settings).
+    /// Local: a session cgroup; Docker: the container's limits.
+    pub limits: SessionLimits,
 }
 
 impl SandboxSpec {
@@ -63,6 +67,7 @@ impl SandboxSpec {
             tenant: None,
             denied_read: Vec::new(),
             denied_write: Vec::new(),
+            limits: SessionLimits::default(),
         }
     }
 }
@@ -141,8 +146,12 @@ pub async fn backend(
         BackendKind::Docker => {
             // One-shot use (a CLI command, one session): no warm pool, which only pays off
             // in a long-lived server that starts many sessions.
+            #[allow(clippy::cast_possible_wrap, clippy::cast_precision_loss)]
             let config = docker::DockerConfig {
                 pool_size: 0,
+                memory_bytes: spec.limits.memory_bytes as i64,
+                pids_limit: spec.limits.pids as i64,
+                cpus: spec.limits.cpu_millis as f64 / 1000.0,
                 ..docker::DockerConfig::default()
             };
             let backend = docker::DockerBackend::new(config).await?;

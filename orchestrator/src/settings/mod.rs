@@ -24,6 +24,7 @@
 //! `allowManagedPermissionRulesOnly` and `allowManagedHooksOnly` are honoured only from the
 //! managed file; elsewhere they are warned about and ignored.
 
+pub mod limits;
 mod validate;
 
 use std::collections::BTreeMap;

@@ -69,6 +69,11 @@ pub fn check(root: &Value) -> Result<Vec<String>, String> {
     for (key, value) in obj {
         if key == "permissions" {
             check_permissions(value, &mut warnings)?;
+        } else if key == "sandbox" {
+            check_kind(key, value, Kind::Object)?;
+            if let Some(limits) = value.get("limits") {
+                super::limits::parse(limits)?;
+            }
         } else if let Some((_, kind)) = USED
             .iter()
             .chain(KNOWN_UNUSED.iter())

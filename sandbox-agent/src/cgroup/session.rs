@@ -31,9 +31,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use super::layout::{Hierarchy, Layout};
-use super::{
-    CgroupError, KillMethod, PARENT_NAME, SessionLimits, io_err, parse_pids, write_file,
-};
+use super::{CgroupError, KillMethod, PARENT_NAME, SessionLimits, io_err, parse_pids, write_file};
 
 /// CPU quota period, in microseconds (the kernel's default).
 const CPU_PERIOD_US: u64 = 100_000;
@@ -78,7 +76,9 @@ impl Plan {
         let mut missing = Vec::new();
         for ctl in LIMIT_CONTROLLERS.into_iter().filter(|c| !on_v2.contains(c)) {
             match layout.v1(ctl) {
-                Some(h) => plan.v1.push((ctl.to_string(), session_dir(h, false, parent, id))),
+                Some(h) => plan
+                    .v1
+                    .push((ctl.to_string(), session_dir(h, false, parent, id))),
                 None => missing.push(ctl),
             }
         }
@@ -89,9 +89,13 @@ impl Plan {
             });
         }
         if let Some(h) = &layout.unified {
-            plan.v2 = Some((session_dir(h, !on_v2.is_empty(), parent, id), !on_v2.is_empty()));
+            plan.v2 = Some((
+                session_dir(h, !on_v2.is_empty(), parent, id),
+                !on_v2.is_empty(),
+            ));
         } else if let Some(h) = layout.v1("freezer") {
-            plan.v1.push(("freezer".into(), session_dir(h, false, parent, id)));
+            plan.v1
+                .push(("freezer".into(), session_dir(h, false, parent, id)));
         }
         plan.v1.sort();
         plan.v1.dedup_by(|a, b| a.1 == b.1);
@@ -131,7 +135,9 @@ impl Plan {
 /// `<own or its parent>/<parent>/<id>` in `h`.
 fn session_dir(h: &Hierarchy, beside_own: bool, parent: &str, id: &str) -> PathBuf {
     let base = if beside_own {
-        h.own.parent().map_or_else(|| h.mount.clone(), |p| h.mount.join(p))
+        h.own
+            .parent()
+            .map_or_else(|| h.mount.clone(), |p| h.mount.join(p))
     } else {
         h.own_dir()
     };
@@ -200,7 +206,10 @@ impl SessionCgroup {
             what: format!("the {what} limit"),
             why: "its controller is not enabled for Cordon's cgroup".into(),
         };
-        let (mem, v2) = self.plan.limit_dir("memory").ok_or_else(|| missing("memory"))?;
+        let (mem, v2) = self
+            .plan
+            .limit_dir("memory")
+            .ok_or_else(|| missing("memory"))?;
         let bytes = l.memory_bytes.to_string();
         if v2 {
             write_file(mem, "memory.max", &bytes)?;

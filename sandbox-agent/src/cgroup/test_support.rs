@@ -37,7 +37,11 @@ impl TestCgroup {
         drop(self);
         for d in dirs {
             assert!(!d.exists(), "{} left behind", d.display());
-            assert!(!d.parent().unwrap().exists(), "parent of {} left", d.display());
+            assert!(
+                !d.parent().unwrap().exists(),
+                "parent of {} left",
+                d.display()
+            );
         }
     }
 }

@@ -175,6 +175,7 @@ mod tests {
             network: false,
             best_effort: false,
             rlimits: Default::default(),
+            exec_cgroup: None,
             require_outside_peer: false,
         };
         let script = format!(

@@ -9,6 +9,10 @@
 //! - [`kill`]: the registry of running commands, tree killing, orphan reaping.
 //! - `driver` (here): one task per command that streams output and decides its end.
 //!
+//! Where the backend delegated per-command cgroups ([`crate::cgroup::slots`]), each
+//! command runs in its own and is killed through it (nothing can outrun that); else the
+//! tree is killed by /proc scans in rounds ([`kill`]).
+//!
 //! Decisions: a timeout above the maximum is refused (InvalidRequest), not clamped; when
 //! the command's leader exits, whatever it left behind (background jobs, daemons) is
 //! killed, so no process outlives its call; the session directory follows the shell's
@@ -32,6 +36,7 @@ use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
 use tokio::sync::{Mutex, mpsc};
 
+use crate::cgroup::slots::{ExecSlots, Lease, SLOT_COUNT};
 use crate::config::AgentConfig;
 use crate::confine::{ChildLimits, sys};
 use crate::error::{AgentError, ErrorCode};
@@ -53,6 +58,8 @@ pub struct Executor {
     shell: PathBuf,
     /// Distinguishes executors in one process (one per agent; several in tests).
     id: u64,
+    /// Per-command cgroups, where the backend delegated them.
+    slots: Option<Arc<ExecSlots>>,
 }
 
 impl Executor {
@@ -68,6 +75,27 @@ impl Executor {
             id: IDS.fetch_add(1, Ordering::Relaxed),
             config: config.clone(),
             shell: spawn::find_shell(),
+            slots: None,
+        }
+    }
+
+    /// Runs every command in its own cgroup from `slots` (see [`crate::cgroup::slots`]).
+    pub fn with_slots(mut self, slots: Option<Arc<ExecSlots>>) -> Self {
+        self.slots = slots;
+        self
+    }
+
+    /// A free per-command cgroup, if this executor has them.
+    fn lease(&self) -> Result<Option<Arc<Lease>>, AgentError> {
+        let Some(slots) = &self.slots else {
+            return Ok(None);
+        };
+        match slots.acquire() {
+            Some(lease) => Ok(Some(Arc::new(lease))),
+            None => Err(AgentError::new(
+                ErrorCode::TooLarge,
+                format!("more than {SLOT_COUNT} commands at once; wait for one to end"),
+            )),
         }
     }
 
@@ -105,6 +133,7 @@ impl Executor {
             .map_err(|e| AgentError::internal(format!("cannot read rlimits: {e}")))?;
         let base = spawn::base_env(&self.config.tmp_dir, &self.config.tmp_dir, &self.shell);
         let spec = SpawnSpec {
+            slot: self.lease()?,
             owner: self.id,
             exec_id: exec_id.clone(),
             marker: marker.clone(),
@@ -405,6 +434,10 @@ impl Job {
 
     async fn kill_tree(&self) {
         let leader = self.started.leader;
+        if let Some(slot) = self.spec.slot.clone() {
+            let _ = tokio::task::spawn_blocking(move || kill::kill_slot(leader, &slot)).await;
+            return;
+        }
         // The common case, a command that left nothing behind, is one quick scan; only a
         // tree that needs killing goes to the blocking pool (it may take several rounds).
         if kill::nothing_left(leader, &self.marker) {

@@ -31,6 +31,7 @@ fn fx() -> Fx {
         network: false,
         best_effort: false,
         rlimits: Rlimits::default(),
+        exec_cgroup: None,
         require_outside_peer: false,
     };
     Fx {

@@ -6,8 +6,8 @@
 //! - `placeholders.json`: placeholders created for protected paths;
 //! - `sock/`: bind-mounted at `/run/cordon` in the sandbox, owned by the sandbox uid;
 //!
-//! [`cleanup_session`] removes all of it (and the placeholders); [`sweep_stale`] does so
-//! for every session whose launcher is gone.
+//! [`cleanup_session`] removes all of it (and the placeholders and the session's
+//! cgroups); [`sweep_stale`] does so for every session whose launcher is gone.
 
 use std::path::Path;
 use std::time::{Duration, SystemTime};
@@ -40,10 +40,17 @@ pub fn launcher_alive(state_dir: &Path) -> Option<bool> {
     Some(start_time(pid) == Some(start))
 }
 
-/// Removes the session's placeholders and its whole state dir (socket included).
-/// Call only once the sandbox is gone. Idempotent.
+/// Removes the session's placeholders, its cgroups and its whole state dir (socket
+/// included). Call only once the sandbox is gone. Idempotent.
 pub fn cleanup_session(state_dir: &Path) {
     protected::remove_placeholders(state_dir);
+    // The dir is named by the session id, which names its cgroups too.
+    if let Some(id) = state_dir.file_name().and_then(|n| n.to_str())
+        && super::valid_session_id(id)
+        && let Ok(layout) = crate::cgroup::Layout::detect()
+    {
+        crate::cgroup::SessionCgroup::remove_by_id(&layout, id);
+    }
     if let Err(e) = std::fs::remove_dir_all(state_dir)
         && e.kind() != std::io::ErrorKind::NotFound
     {

@@ -175,6 +175,7 @@ impl Session {
             rlimits: Rlimits::default(),
             // The orchestrator is outside the container's pid namespace: any peer whose
             // pid the agent can see is a process inside the sandbox, never the controller.
+            exec_cgroup: None,
             require_outside_peer: true,
         }
     }

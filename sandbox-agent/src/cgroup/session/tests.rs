@@ -11,7 +11,10 @@ fn small() -> SessionLimits {
 }
 
 fn read(dir: &Path, file: &str) -> String {
-    std::fs::read_to_string(dir.join(file)).unwrap().trim().to_string()
+    std::fs::read_to_string(dir.join(file))
+        .unwrap()
+        .trim()
+        .to_string()
 }
 
 #[test]
@@ -23,7 +26,11 @@ fn limits_are_written_and_the_cgroup_is_removed_with_its_parent() {
     assert!(e.memory && e.pids && e.cpu, "{e:?}");
     let plan = &t.cg.plan;
     let (mem, v2) = plan.limit_dir("memory").unwrap();
-    let mem_file = if v2 { "memory.max" } else { "memory.limit_in_bytes" };
+    let mem_file = if v2 {
+        "memory.max"
+    } else {
+        "memory.limit_in_bytes"
+    };
     assert_eq!(read(mem, mem_file), (64 * 1024 * 1024).to_string());
     let (pids, _) = plan.limit_dir("pids").unwrap();
     assert_eq!(read(pids, "pids.max"), "32");
@@ -63,7 +70,9 @@ fn the_exec_parent_is_delegated_and_the_limit_files_are_not() {
     let Some(t) = TestCgroup::new("delegate", &small()) else {
         return;
     };
-    let (dir, _) = t.cg.exec_dir().expect("this host allows per-command cgroups");
+    let (dir, _) =
+        t.cg.exec_dir()
+            .expect("this host allows per-command cgroups");
     t.cg.delegate(4242, 4243).unwrap();
     use std::os::unix::fs::MetadataExt;
     let owner = |p: &Path| std::fs::metadata(p).map(|m| (m.uid(), m.gid())).unwrap();
