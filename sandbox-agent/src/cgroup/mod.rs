@@ -111,6 +111,17 @@ fn io_err(step: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> Cgr
     move |source| CgroupError::Io { step, path, source }
 }
 
+/// What a session cgroup would enforce on this host, as this process: makes one (with
+/// the default limits) under `cordon/`, reads what it got, and removes it.
+pub fn probe() -> Result<session::Enforced, CgroupError> {
+    let layout = Layout::detect()?;
+    let id = format!("probe-{}", std::process::id());
+    let cg = SessionCgroup::create(&layout, &id, &SessionLimits::default())?;
+    let enforced = cg.enforced;
+    cg.remove();
+    Ok(enforced)
+}
+
 /// Writes `value` to the cgroup file `dir/name` in one write(2), as cgroupfs expects.
 fn write_file(dir: &Path, name: &str, value: &str) -> Result<(), CgroupError> {
     let path = dir.join(name);
