@@ -228,6 +228,15 @@ fn docker_lines(report: &crate::sandbox::docker::DockerReport, needed: bool) -> 
             detail,
         });
     }
+    checks.push(match docker_limits(&report.limits) {
+        // Older engines say nothing: unknown is a warning, not a failure.
+        Err(why) if report.limits.is_empty() => Check {
+            name: "limits (docker)",
+            status: Status::Warn,
+            detail: why,
+        },
+        result => check("limits (docker)", result, needed),
+    });
     checks
 }
 
@@ -406,6 +415,7 @@ mod tests {
         assert_eq!(lines[2].status, Status::Warn, "stale minimal image");
         assert!(lines[2].detail.contains("cordon images build"));
         assert_eq!(lines[3].status, Status::Warn, "dev image missing");
+        assert_eq!(lines[4].status, Status::Warn, "limits not reported");
         assert!(lines.iter().all(|c| c.status != Status::Fail));
     }
 
