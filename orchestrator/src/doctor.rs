@@ -178,11 +178,6 @@ fn docker_lines(report: &crate::sandbox::docker::DockerReport, needed: bool) -> 
         needed,
     )];
     checks.push(check(
-        "limits (docker)",
-        docker_limits(&report.limits),
-        needed,
-    ));
-    checks.push(check(
         "docker seccomp",
         if report.seccomp {
             Ok("the engine applies seccomp profiles".into())
