@@ -79,9 +79,11 @@ async fn run(args: SandboxArgs) -> anyhow::Result<ExitCode> {
     spec.denied_write = args.deny_write.iter().map(|p| workspace.join(p)).collect();
     spec.image = args.image;
     // The same limits a session of `cordon run` gets.
-    spec.limits = Settings::load(&workspace, CliSettings::default())
-        .context("reading the settings")?
-        .sandbox_limits();
+    spec.limits = Some(
+        Settings::load(&workspace, CliSettings::default())
+            .context("reading the settings")?
+            .sandbox_limits(),
+    );
     let sandbox = cordon::sandbox::start(args.backend, &spec)
         .await
         .context("starting the sandbox")?;

@@ -151,7 +151,7 @@ impl LocalBackend {
             denied_write: spec.denied_write.clone(),
             uid_base: self.uid_base,
             tmp_size_mib: 1024,
-            limits: Some(spec.limits),
+            limits: spec.limits,
             lifeline_fd: None,
             agent_env,
             agent: AgentConfig {
