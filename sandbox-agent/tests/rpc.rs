@@ -41,6 +41,7 @@ impl Agent {
             network: false,
             best_effort: false,
             rlimits: Default::default(),
+            disk_budget_bytes: None,
             exec_cgroup: None,
             require_outside_peer: false,
         };

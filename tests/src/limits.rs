@@ -7,6 +7,8 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
 use cordon::sandbox::{BackendKind, Sandbox, SandboxSpec};
+use sandbox_agent::AgentError;
+use sandbox_agent::cgroup::SessionLimits;
 use sandbox_agent::proto::{ExecRequest, ExitStatus};
 use serde_json::Value;
 
@@ -79,13 +81,19 @@ pub struct Session {
 
 impl Session {
     pub fn start(backend: Backend, ws: &Path) -> Session {
+        Self::start_with(backend, ws, SessionLimits::default())
+    }
+
+    /// A session with `limits`.
+    pub fn start_with(backend: Backend, ws: &Path, limits: SessionLimits) -> Session {
         let rt = tokio::runtime::Runtime::new().expect("runtime");
         let kind = match backend {
             Backend::Local => BackendKind::Local,
             Backend::Docker => BackendKind::Docker,
         };
         let id = format!("limits-{}", uuid_like());
-        let spec = SandboxSpec::new(id, ws);
+        let mut spec = SandboxSpec::new(id, ws);
+        spec.limits = Some(limits);
         let sandbox = rt
             .block_on(cordon::sandbox::start(kind, &spec))
             .expect("start the sandbox");
@@ -108,13 +116,15 @@ impl Session {
 
     /// Runs `script` with `sh -c` as one call; its output and exit status.
     pub fn sh(&mut self, script: &str) -> (String, ExitStatus) {
+        self.try_sh(script).expect("the call ran")
+    }
+
+    /// Like [`Self::sh`], with the agent's refusal as an error.
+    pub fn try_sh(&mut self, script: &str) -> Result<(String, ExitStatus), AgentError> {
         let req = self.request(script);
         let mut client = self.sandbox.as_ref().expect("running").client.clone();
-        let (out, status) = self
-            .rt
-            .block_on(client.exec_collect(req))
-            .expect("the call ran");
-        (String::from_utf8_lossy(&out).into_owned(), status)
+        let (out, status) = self.rt.block_on(client.exec_collect(req))?;
+        Ok((String::from_utf8_lossy(&out).into_owned(), status))
     }
 
     /// Runs `script` while another call, `beside`, runs too (as concurrent tool calls

@@ -616,6 +616,42 @@ pub fn a_pid_hopper_is_gone_before_the_next_call(backend: Backend) {
     assert!(host_processes_matching(&tag).is_empty());
 }
 
+/// Local backend only: the Docker backend's agent gets no disk budget yet.
+#[test]
+fn local_workspace_disk_budget_is_enforced_with_a_clear_error() {
+    if !cordon_tests::backend_ready(Backend::Local) {
+        return;
+    }
+    let ws = Workspace::new();
+    std::fs::write(ws.join("before.bin"), vec![1u8; 8 << 20]).unwrap();
+    let limits = sandbox_agent::cgroup::SessionLimits {
+        disk_bytes: Some(32 << 20),
+        ..Default::default()
+    };
+    let mut session = Session::start_with(Backend::Local, ws.path(), limits);
+    let (out, _) = session.sh("head -c 16m /dev/zero > small.bin; echo wrote");
+    assert!(
+        !out.contains("budget"),
+        "under the budget, and what was there before does not count: {out}"
+    );
+    let (out, _) = session.sh("head -c 32m /dev/zero > big.bin; echo wrote");
+    assert!(
+        out.contains("wrote") && out.contains("workspace disk budget exceeded"),
+        "{out}"
+    );
+    let refused = session.try_sh("echo next").unwrap_err();
+    assert_eq!(
+        refused.code,
+        sandbox_agent::ErrorCode::TooLarge,
+        "{refused:?}"
+    );
+    assert!(refused.message.contains("remove files"), "{refused:?}");
+    // The user (or the model, with a tool other than Bash) frees space: commands run again.
+    std::fs::remove_file(ws.join("big.bin")).unwrap();
+    let (out, status) = session.sh("echo back");
+    assert_eq!((out.as_str(), status.code), ("back\n", Some(0)));
+}
+
 /// Instantiates every case once per backend: one suite, two backends.
 macro_rules! battery {
     ([$($case:ident),* $(,)?]) => {

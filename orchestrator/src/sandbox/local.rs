@@ -168,9 +168,11 @@ impl LocalBackend {
                 network: spec.network,
                 best_effort: spec.best_effort,
                 rlimits: Rlimits::default(),
+                disk_budget_bytes: spec.limits.and_then(|l| l.disk_bytes),
+                // Set by the launcher, which makes the cgroups.
+                exec_cgroup: None,
                 // The orchestrator is outside the sandbox's pid namespace: any visible
                 // peer is a sandboxed process knocking on the socket.
-                exec_cgroup: None,
                 require_outside_peer: true,
             },
         }

@@ -1,11 +1,14 @@
 //! `sandbox.limits`: a session's memory, process and CPU limits.
 //!
 //! ```json
-//! {"sandbox": {"limits": {"memory": "1g", "pids": 512, "cpus": 1, "bestEffort": false}}}
+//! {"sandbox": {"limits": {"memory": "1g", "pids": 512, "cpus": 1, "disk": "10g",
+//!                         "bestEffort": false}}}
 //! ```
 //!
-//! `memory` is bytes, or a string with a `k`, `m`, `g` or `t` suffix (binary multiples);
-//! `cpus` may be fractional. The defaults are the Docker backend's: 1 GiB, 512, 1 CPU.
+//! `memory` and `disk` are bytes, or a string with a `k`, `m`, `g` or `t` suffix (binary
+//! multiples); `cpus` may be fractional. The defaults are the Docker backend's: 1 GiB,
+//! 512, 1 CPU; `disk` (how much the session may grow its workspace, checked after each
+//! command, local backend) has none.
 //! Unknown keys and out-of-range values are errors: a typo must not leave a limit other
 //! than the one the user wrote.
 //!
@@ -30,6 +33,7 @@ pub struct LimitValues {
     pub memory_bytes: Option<u64>,
     pub pids: Option<u64>,
     pub cpu_millis: Option<u64>,
+    pub disk_bytes: Option<u64>,
     pub best_effort: Option<bool>,
 }
 
@@ -43,6 +47,7 @@ pub fn parse(value: &Value) -> Result<LimitValues, String> {
         let path = format!("sandbox.limits.{key}");
         match key.as_str() {
             "memory" => out.memory_bytes = Some(memory(v).map_err(|e| format!("{path}: {e}"))?),
+            "disk" => out.disk_bytes = Some(memory(v).map_err(|e| format!("{path}: {e}"))?),
             "pids" => {
                 let n = v.as_u64().filter(|n| *n >= MIN_PIDS).ok_or(format!(
                     "{path}: expected an integer of at least {MIN_PIDS}"
@@ -63,7 +68,7 @@ pub fn parse(value: &Value) -> Result<LimitValues, String> {
             }
             _ => {
                 return Err(format!(
-                    "{path}: unknown key (memory, pids, cpus, bestEffort)"
+                    "{path}: unknown key (memory, pids, cpus, disk, bestEffort)"
                 ));
             }
         }
@@ -120,6 +125,7 @@ impl Settings {
             into.memory_bytes = into.memory_bytes.or(values.memory_bytes);
             into.pids = into.pids.or(values.pids);
             into.cpu_millis = into.cpu_millis.or(values.cpu_millis);
+            into.disk_bytes = into.disk_bytes.or(values.disk_bytes);
             into.best_effort = into.best_effort.or(values.best_effort);
         }
         combine(trusted, repo)
@@ -137,6 +143,11 @@ pub fn combine(trusted: LimitValues, repo: LimitValues) -> SessionLimits {
         ),
         pids: lower(trusted.pids.unwrap_or(d.pids), repo.pids),
         cpu_millis: lower(trusted.cpu_millis.unwrap_or(d.cpu_millis), repo.cpu_millis),
+        // No trusted budget: the repository's own applies (it can only restrict).
+        disk_bytes: match (trusted.disk_bytes, repo.disk_bytes) {
+            (Some(t), r) => Some(r.map_or(t, |r| r.min(t))),
+            (None, r) => r,
+        },
         best_effort: trusted.best_effort.unwrap_or(false),
     }
 }
@@ -148,7 +159,8 @@ mod tests {
 
     #[test]
     fn sizes_and_cpus_parse_and_bad_values_are_named() {
-        let v = parse(&json!({"memory": "512m", "pids": 64, "cpus": 1.5})).unwrap();
+        let v = parse(&json!({"memory": "512m", "pids": 64, "cpus": 1.5, "disk": "2g"})).unwrap();
+        assert_eq!(v.disk_bytes, Some(2 << 30));
         assert_eq!(v.memory_bytes, Some(512 << 20));
         assert_eq!(v.pids, Some(64));
         assert_eq!(v.cpu_millis, Some(1500));

@@ -54,6 +54,10 @@ pub struct SessionLimits {
     pub pids: u64,
     /// CPU time, in thousandths of a CPU (1000: one CPU).
     pub cpu_millis: u64,
+    /// How many bytes the session may add to its workspace (checked after each command,
+    /// see `exec::disk`); `None`: no budget.
+    #[serde(default)]
+    pub disk_bytes: Option<u64>,
     /// Start without limits (reported) when this host cannot make the cgroups; off by
     /// default: the session refuses to start.
     #[serde(default)]
@@ -66,6 +70,7 @@ impl Default for SessionLimits {
             memory_bytes: 1024 * 1024 * 1024,
             pids: 512,
             cpu_millis: 1000,
+            disk_bytes: None,
             best_effort: false,
         }
     }

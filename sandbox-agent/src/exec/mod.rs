@@ -18,6 +18,7 @@
 //! killed, so no process outlives its call; the session directory follows the shell's
 //! final directory only when the command changed directory.
 
+pub mod disk;
 pub mod kill;
 pub mod output;
 pub mod spawn;
@@ -42,6 +43,7 @@ use crate::confine::{ChildLimits, sys};
 use crate::error::{AgentError, ErrorCode};
 use crate::limits;
 use crate::proto::*;
+use disk::DiskBudget;
 use output::OutputCap;
 use spawn::{Program, SpawnSpec};
 
@@ -60,6 +62,8 @@ pub struct Executor {
     id: u64,
     /// Per-command cgroups, where the backend delegated them.
     slots: Option<Arc<ExecSlots>>,
+    /// The workspace disk budget, when one is set.
+    disk: Option<Arc<DiskBudget>>,
 }
 
 impl Executor {
@@ -76,6 +80,9 @@ impl Executor {
             config: config.clone(),
             shell: spawn::find_shell(),
             slots: None,
+            disk: config
+                .disk_budget_bytes
+                .map(|b| Arc::new(DiskBudget::new(&config.workspace, b))),
         }
     }
 
@@ -105,6 +112,12 @@ impl Executor {
         cwd: Arc<Mutex<PathBuf>>,
     ) -> Result<EventStream, AgentError> {
         validate(&req)?;
+        if let Some(disk) = &self.disk {
+            let disk = disk.clone();
+            tokio::task::spawn_blocking(move || disk.check())
+                .await
+                .map_err(|e| AgentError::internal(format!("disk check failed: {e}")))??;
+        }
         // Process-wide, so markers never repeat across executors.
         static SEQ: AtomicU64 = AtomicU64::new(0);
         let n = SEQ.fetch_add(1, Ordering::Relaxed);
@@ -173,6 +186,7 @@ impl Executor {
             cap: OutputCap::new(output_limit, log_path),
             start_cwd,
             session_cwd: cwd,
+            disk: self.disk.clone(),
             tx,
         };
         tokio::spawn(job.run());
@@ -293,6 +307,7 @@ struct Job {
     cap: OutputCap,
     start_cwd: PathBuf,
     session_cwd: Arc<Mutex<PathBuf>>,
+    disk: Option<Arc<DiskBudget>>,
     tx: mpsc::Sender<Result<ExecEvent, tonic::Status>>,
 }
 
@@ -390,6 +405,13 @@ impl Job {
         let cwd_after = self.cwd_after(!timed_out && !cancelled && !abandoned).await;
         if abandoned {
             return;
+        }
+        if let Some(disk) = self.disk.clone()
+            && let Ok(Err(e)) = tokio::task::spawn_blocking(move || disk.check()).await
+        {
+            let note = format!("\ncordon: {}\n", e.message);
+            self.output(output_chunk::Stream::Stderr, note.as_bytes(), false)
+                .await;
         }
         let summary = std::mem::replace(&mut self.cap, OutputCap::new(0, PathBuf::new())).finish();
         if let Some(marker) = summary.marker {

@@ -6,6 +6,7 @@ fn small() -> SessionLimits {
         memory_bytes: 64 * 1024 * 1024,
         pids: 32,
         cpu_millis: 500,
+        disk_bytes: None,
         best_effort: false,
     }
 }
