@@ -99,6 +99,27 @@ mod tests {
     }
 
     #[test]
+    fn cleanup_removes_the_sessions_cgroups() {
+        if !nix::unistd::geteuid().is_root() {
+            return;
+        }
+        let id = format!("state-cleanup-test-{}", std::process::id());
+        let layout = crate::cgroup::Layout::detect().unwrap();
+        let limits = crate::cgroup::SessionLimits::default();
+        let cg = crate::cgroup::SessionCgroup::create(&layout, &id, &limits).unwrap();
+        let dirs = cg.dirs();
+        assert!(dirs.iter().all(|d| d.exists()));
+        let run = tempfile::tempdir().unwrap();
+        let state = run.path().join(&id);
+        std::fs::create_dir(&state).unwrap();
+        cleanup_session(&state);
+        assert!(!state.exists());
+        for d in dirs {
+            assert!(!d.exists(), "{} left behind", d.display());
+        }
+    }
+
+    #[test]
     fn sweep_removes_dead_sessions_only() {
         let run = tempfile::tempdir().unwrap();
         let live = run.path().join("live");
