@@ -334,9 +334,12 @@ pub fn remove_dir_tree(dir: &Path) -> Result<(), CgroupError> {
     }
     kill_all_below(dir);
     let deadline = Instant::now() + DRAIN_TIMEOUT;
+    // Killed processes take a moment to exit: poll briefly first, then back off.
+    let mut pause = Duration::from_micros(100);
     while populated(dir) && Instant::now() < deadline {
         kill_all_below(dir);
-        std::thread::sleep(Duration::from_millis(5));
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(5));
     }
     rmdir_tree(dir)
 }

@@ -34,7 +34,7 @@ use nix::unistd::Pid;
 use super::{CgroupError, ExecCgroupConfig, KillMethod, io_err, parse_pids};
 
 /// Slots made per session: the most commands that may run at once.
-pub const SLOT_COUNT: usize = 32;
+pub const SLOT_COUNT: usize = 16;
 /// How long a kill waits for the members to exit.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 /// Freeze, kill, thaw rounds before a v1 slot is given up (one round is the rule: a
