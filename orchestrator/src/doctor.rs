@@ -223,7 +223,65 @@ fn docker_lines(report: &crate::sandbox::docker::DockerReport, needed: bool) -> 
             detail,
         });
     }
+    checks.push(match docker_limits(&report.limits) {
+        // Older engines say nothing: unknown is a warning, not a failure.
+        Err(why) if report.limits.is_empty() => Check {
+            name: "limits (docker)",
+            status: Status::Warn,
+            detail: why,
+        },
+        result => check("limits (docker)", result, needed),
+    });
     checks
+}
+
+/// The local backend's limits line: what a session cgroup enforces here, and how commands
+/// are killed. Without cgroups a session refuses to start (unless its limits are best
+/// effort), so the line fails when the local backend is the one chosen.
+fn local_limits(
+    probed: Result<sandbox_agent::cgroup::session::Enforced, sandbox_agent::cgroup::CgroupError>,
+) -> Result<String, String> {
+    let e = probed.map_err(|e| {
+        format!(
+            "no session cgroups: {e}; run as root or in a delegated cgroup, or set \
+             sandbox.limits.bestEffort"
+        )
+    })?;
+    let mut parts = Vec::new();
+    parts.push(if e.swap {
+        "memory (no swap)"
+    } else {
+        "memory (swap not capped)"
+    });
+    if e.pids {
+        parts.push("pids");
+    }
+    if e.cpu {
+        parts.push("cpu");
+    }
+    let kill = match e.exec_kill {
+        Some(sandbox_agent::cgroup::KillMethod::CgroupKill) => "per-command cgroup.kill",
+        Some(sandbox_agent::cgroup::KillMethod::Freezer) => "per-command freezer kill",
+        None => "commands killed by /proc scan only",
+    };
+    Ok(format!("{}; {kill}", parts.join(", ")))
+}
+
+/// The Docker limits line, from what the engine reports.
+fn docker_limits(limits: &[(&'static str, bool)]) -> Result<String, String> {
+    let missing: Vec<&str> = limits
+        .iter()
+        .filter(|(_, ok)| !ok)
+        .map(|(n, _)| *n)
+        .collect();
+    if limits.is_empty() {
+        return Err("the engine did not say which limits it enforces".into());
+    }
+    if missing.is_empty() {
+        Ok("memory (no swap), pids, cpu".into())
+    } else {
+        Err(format!("the engine cannot enforce: {}", missing.join(", ")))
+    }
 }
 
 fn check(name: &'static str, result: Result<String, String>, needed: bool) -> Check {
@@ -280,6 +338,11 @@ pub fn run(backend: BackendKind, workspace: &Path) -> Report {
         status: Status::Ok,
         detail: cgroup_version(),
     });
+    checks.push(check(
+        "limits (local)",
+        local_limits(sandbox_agent::cgroup::probe()),
+        local_needed,
+    ));
     checks.push(check(
         "agent binary",
         support
@@ -358,7 +421,39 @@ mod tests {
         assert_eq!(lines[2].status, Status::Warn, "stale minimal image");
         assert!(lines[2].detail.contains("cordon images build"));
         assert_eq!(lines[3].status, Status::Warn, "dev image missing");
+        assert_eq!(lines[4].status, Status::Warn, "limits not reported");
         assert!(lines.iter().all(|c| c.status != Status::Fail));
+    }
+
+    #[test]
+    fn limits_lines_name_what_is_missing() {
+        use sandbox_agent::cgroup::session::Enforced;
+        let all = Enforced {
+            memory: true,
+            swap: true,
+            pids: true,
+            cpu: true,
+            exec_kill: Some(sandbox_agent::cgroup::KillMethod::CgroupKill),
+        };
+        assert_eq!(
+            local_limits(Ok(all)).unwrap(),
+            "memory (no swap), pids, cpu; per-command cgroup.kill"
+        );
+        let err = local_limits(Err(sandbox_agent::cgroup::CgroupError::Unavailable {
+            what: "the memory limit".into(),
+            why: "nothing mounted".into(),
+        }))
+        .unwrap_err();
+        assert!(
+            err.contains("memory") && err.contains("bestEffort"),
+            "{err}"
+        );
+        assert!(
+            docker_limits(&[("memory", true), ("swap", false)])
+                .unwrap_err()
+                .contains("swap")
+        );
+        assert!(docker_limits(&[("memory", true)]).is_ok());
     }
 
     #[test]

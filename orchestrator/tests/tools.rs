@@ -52,6 +52,8 @@ impl Session {
             network: false,
             best_effort: false,
             rlimits: Default::default(),
+            disk_budget_bytes: None,
+            exec_cgroup: None,
             require_outside_peer: false,
         };
         let child = Command::new(agent_binary())

@@ -33,6 +33,13 @@ pub struct AgentConfig {
     /// Resource limits applied to every child.
     #[serde(default)]
     pub rlimits: Rlimits,
+    /// How many bytes the workspace may grow this session (see [`crate::exec::disk`]).
+    #[serde(default)]
+    pub disk_budget_bytes: Option<u64>,
+    /// The delegated parent of per-command cgroups (local backend): every command runs
+    /// in its own and is killed through it. `None`: commands are killed by a /proc scan.
+    #[serde(default)]
+    pub exec_cgroup: Option<crate::cgroup::ExecCgroupConfig>,
     /// Refuse controllers whose pid is visible from inside (set by backends that run the
     /// agent in its own pid namespace, where the orchestrator is never visible).
     #[serde(default)]

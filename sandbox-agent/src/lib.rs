@@ -15,6 +15,7 @@
 //! - [`exec`]: running commands in their own process group, output capping, timeouts.
 //! - [`confine`]: Landlock, seccomp, rlimits and the confinement report.
 //! - [`hostgit`]: the one hardened way Cordon runs git on the host.
+//! - [`cgroup`]: session cgroups (limits) and per-command cgroups (the kill that cannot be outrun).
 //! - [`launch`]: the local backend's namespace launcher (user, mount, pid, ipc, uts, net).
 //!
 //! # Example
@@ -28,6 +29,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod cgroup;
 pub mod client;
 pub mod config;
 pub mod confine;

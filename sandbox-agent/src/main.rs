@@ -4,6 +4,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::Parser;
+use sandbox_agent::cgroup::slots::{ExecSlots, SLOT_COUNT};
 use sandbox_agent::config::AgentConfig;
 use sandbox_agent::exec::Executor;
 use sandbox_agent::server::{AgentService, ControllerGate, serve_unix};
@@ -65,8 +66,17 @@ fn run(cli: Cli) -> Result<(), String> {
     let listener = std::os::unix::net::UnixListener::bind(&config.socket_path)
         .map_err(|e| format!("cannot listen on {}: {e}", config.socket_path.display()))?;
     listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+    // Per-command cgroups are made and opened now: the confined agent cannot.
+    let slots = prepare_slots(&config)?;
     // Confine while still single-threaded: every thread and child inherits it.
-    let report = sandbox_agent::confine::confine_self(&config).map_err(|e| e.to_string())?;
+    let mut report = sandbox_agent::confine::confine_self(&config).map_err(|e| e.to_string())?;
+    report.notes.push(match &slots {
+        Some(s) => format!(
+            "commands are killed through their own cgroup ({:?})",
+            s.method
+        ),
+        None => "commands are killed by a /proc scan (no per-command cgroups)".into(),
+    });
     let child_filter =
         sandbox_agent::confine::child_filter(&config, &report).map_err(|e| e.to_string())?;
     // One async thread: the agent serves one controller, its async work is short (file
@@ -78,7 +88,9 @@ fn run(cli: Cli) -> Result<(), String> {
         .map_err(|e| format!("cannot start runtime: {e}"))?;
     runtime.block_on(async move {
         let listener = tokio::net::UnixListener::from_std(listener).map_err(|e| e.to_string())?;
-        let executor = Executor::new(&config).with_child_filter(child_filter);
+        let executor = Executor::new(&config)
+            .with_child_filter(child_filter)
+            .with_slots(slots);
         let require_outside_peer = config.require_outside_peer;
         let service = AgentService::new(config, report, executor).map_err(|e| e.to_string())?;
         let gate = Arc::new(ControllerGate::new(
@@ -90,6 +102,22 @@ fn run(cli: Cli) -> Result<(), String> {
             .await
             .map_err(|e| format!("server failed: {e}"))
     })
+}
+
+/// Makes the per-command cgroups the backend delegated, if any. A failure refuses to start
+/// unless the configuration is best effort (the /proc scan kill is then reported).
+fn prepare_slots(config: &AgentConfig) -> Result<Option<Arc<ExecSlots>>, String> {
+    let Some(cfg) = &config.exec_cgroup else {
+        return Ok(None);
+    };
+    match ExecSlots::prepare(cfg, SLOT_COUNT) {
+        Ok(slots) => Ok(Some(Arc::new(slots))),
+        Err(e) if config.best_effort => {
+            tracing::warn!("no per-command cgroups: {e}");
+            Ok(None)
+        }
+        Err(e) => Err(format!("cannot make the per-command cgroups: {e}")),
+    }
 }
 
 /// Blocks until a line arrives on `fifo` (opening it blocks until the host opens it for

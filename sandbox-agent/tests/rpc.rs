@@ -41,6 +41,8 @@ impl Agent {
             network: false,
             best_effort: false,
             rlimits: Default::default(),
+            disk_budget_bytes: None,
+            exec_cgroup: None,
             require_outside_peer: false,
         };
         let child = Command::new(env!("CARGO_BIN_EXE_sandbox-agent"))

@@ -3,6 +3,8 @@
 //!    backend: namespaces, Landlock, seccomp), p50 / p99; baseline: std::fs::read.
 //! 2. exec of `true` through the agent vs plain fork/exec on the host, p50.
 //! 3. `cordon sandbox -- true`, whole process, vs `bwrap --unshare-all --ro-bind / / true`.
+//! 4. start, exec `true` and teardown through the library, with and without the
+//!    session's cgroups (limits and per-command slots), alternating.
 //!
 //! Run: `cargo bench -p cordon-tests --bench agent_rpc` (builds release binaries first:
 //! `cargo build --release --bins`).
@@ -155,6 +157,34 @@ fn main() {
         );
         println!("   extra at p50: {:?}", agent_p50.saturating_sub(host_p50));
         sandbox.destroy().await.unwrap();
+
+        println!("== 4. a sandbox's start, exec `true` and teardown, with and without its cgroups");
+        let (mut with, mut without) = (Vec::new(), Vec::new());
+        for i in 0..80 {
+            // Alternating, so both sides see the same machine load.
+            let limited = i % 2 == 0;
+            let mut spec = SandboxSpec::new(format!("bench-cg-{i}"), ws.path());
+            if !limited {
+                spec.limits = None;
+            }
+            let start = Instant::now();
+            let sandbox = backend.start(&spec).await.expect("start sandbox");
+            let req = ExecRequest {
+                exec_id: "t".into(),
+                argv: vec!["true".into()],
+                ..Default::default()
+            };
+            let (_, status) = sandbox.client.clone().exec_collect(req).await.unwrap();
+            sandbox.destroy().await.unwrap();
+            assert_eq!(status.code, Some(0));
+            if limited { &mut with } else { &mut without }.push(start.elapsed());
+        }
+        let with = summary("with the session cgroup and per-command slots", with);
+        let without = summary("baseline: the same without cgroups", without);
+        println!(
+            "   cgroup set-up at p50: {:?}",
+            with.saturating_sub(without)
+        );
     });
 
     println!("== 3. whole process `cordon sandbox -- true` (target: <= 1.5x bwrap)");

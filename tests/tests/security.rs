@@ -11,6 +11,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use cordon_tests::limits::{LimitSettings, Session};
 use cordon_tests::{Backend, Run, Workspace, host_processes_matching, sandbox, sandbox_sh};
 
 const EPERM: i32 = libc::EPERM;
@@ -596,6 +597,157 @@ pub fn exit_status_and_output_pass_through(backend: Backend) {
     );
 }
 
+/// Small limits for the resource cases: fast to reach, harmless to the host.
+fn small_limits() -> LimitSettings {
+    LimitSettings::new(serde_json::json!({"memory": "64m", "pids": 64, "cpus": 1}))
+}
+
+pub fn allocation_past_the_memory_limit_fails(backend: Backend) {
+    let ws = Workspace::new();
+    let probe = ws.with_probe();
+    let limits = small_limits();
+    let probe = probe.to_str().unwrap();
+    // Well inside the limit: allowed, so the limit is not "nothing works".
+    let run = limits.run(backend, ws.path(), &[probe, "alloc", "8"]);
+    assert_eq!(run.probe_result("alloc"), Ok(None), "{run:?}");
+    // Four times the limit: the kernel kills the probe before it can report.
+    let run = limits.run(backend, ws.path(), &[probe, "alloc", "256"]);
+    assert!(
+        !run.stdout.contains("ALLOCATED"),
+        "allocated past the limit: {run:?}"
+    );
+    assert_eq!(run.code, 128 + libc::SIGKILL, "{run:?}");
+}
+
+pub fn process_count_is_capped(backend: Backend) {
+    let ws = Workspace::new();
+    let probe = ws.with_probe();
+    let run = small_limits().run(
+        backend,
+        ws.path(),
+        &[probe.to_str().unwrap(), "fork-count", "200"],
+    );
+    let forked: usize = run
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("FORKED "))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count: {run:?}"));
+    assert!(
+        forked < 64,
+        "{forked} processes started under a limit of 64: {run:?}"
+    );
+    assert_eq!(
+        run.probe_result("fork-count"),
+        Ok(Some(libc::EAGAIN)),
+        "{run:?}"
+    );
+}
+
+pub fn a_fork_bomb_leaves_the_host_responsive(backend: Backend) {
+    let ws = Workspace::new();
+    let marker = format!("bomb{}", unique());
+    // The bomb forks until the pids limit stops it; the script forks it once, up front
+    // (a shell whose own fork fails exits), then goes on with builtins only: says it
+    // started and waits for the test's go-ahead.
+    let script = format!(
+        "{marker}() {{ {marker} | {marker} & }}; ({marker}) & : > started-{marker}; \
+         while [ ! -e stop-{marker} ]; do :; done; : > survived-{marker}"
+    );
+    let limits = small_limits();
+    let mut child = limits.spawn(backend, ws.path(), &["sh", "-c", &script]);
+    let started = ws.join(&format!("started-{marker}"));
+    while !started.exists() {
+        if let Some(status) = child.try_wait().unwrap() {
+            let out = child.wait_with_output().unwrap();
+            panic!("the sandbox ended before the bomb went off: {status:?} {out:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The host still starts processes and this test still runs, bomb and all.
+    let host = std::process::Command::new("sh")
+        .args(["-c", "echo host-ok"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&host.stdout), "host-ok\n");
+    std::fs::write(ws.join(&format!("stop-{marker}")), "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(ws.join(&format!("survived-{marker}")).exists());
+    let left = host_processes_matching(&marker);
+    assert!(
+        left.is_empty(),
+        "fork bomb processes outlived the sandbox: {left:?}"
+    );
+}
+
+pub fn a_pid_hopper_is_gone_before_the_next_call(backend: Backend) {
+    let ws = Workspace::new();
+    let tag = format!("hop{}", unique());
+    // Each copy starts the next in the background and exits: a process that is never
+    // the same pid twice, which a kill by /proc scan cannot catch.
+    std::fs::write(ws.join(&format!("{tag}.sh")), "sh \"$0\" &\n").unwrap();
+    let mut session = Session::start(backend, ws.path());
+    // The hopper leaves the call's process group, drops its environment (and any marker
+    // in it) and starts while another call runs, so nothing but its cgroup ties it to
+    // its call; the other call ends only after the hopper's call ended.
+    let (out, status) = session.sh_beside(
+        &format!("while [ ! -e {tag}.done ]; do sleep 0.05; done; sleep 0.5"),
+        &format!("env -i setsid sh ./{tag}.sh & : > {tag}.done; echo started"),
+    );
+    assert!(
+        out.contains("started") && status.code == Some(0),
+        "{out} {status:?}"
+    );
+    // Between the calls, seen from the host: nothing of the hopper runs.
+    for _ in 0..20 {
+        let left = host_processes_matching(&tag);
+        assert!(left.is_empty(), "the hopper survived its call: {left:?}");
+    }
+    let (out, status) = session.sh("echo second");
+    assert!(
+        out.contains("second") && status.code == Some(0),
+        "{out} {status:?}"
+    );
+    assert!(host_processes_matching(&tag).is_empty());
+}
+
+/// Local backend only: the Docker backend's agent gets no disk budget yet.
+#[test]
+fn local_workspace_disk_budget_is_enforced_with_a_clear_error() {
+    if !cordon_tests::backend_ready(Backend::Local) {
+        return;
+    }
+    let ws = Workspace::new();
+    std::fs::write(ws.join("before.bin"), vec![1u8; 8 << 20]).unwrap();
+    let limits = sandbox_agent::cgroup::SessionLimits {
+        disk_bytes: Some(32 << 20),
+        ..Default::default()
+    };
+    let mut session = Session::start_with(Backend::Local, ws.path(), limits);
+    let (out, _) = session.sh("head -c 16m /dev/zero > small.bin; echo wrote");
+    assert!(
+        !out.contains("budget"),
+        "under the budget, and what was there before does not count: {out}"
+    );
+    let (out, _) = session.sh("head -c 32m /dev/zero > big.bin; echo wrote");
+    assert!(
+        out.contains("wrote") && out.contains("workspace disk budget exceeded"),
+        "{out}"
+    );
+    let refused = session.try_sh("echo next").unwrap_err();
+    assert_eq!(
+        refused.code,
+        sandbox_agent::ErrorCode::TooLarge,
+        "{refused:?}"
+    );
+    assert!(refused.message.contains("remove files"), "{refused:?}");
+    // The user (or the model, with a tool other than Bash) frees space: commands run again.
+    std::fs::remove_file(ws.join("big.bin")).unwrap();
+    let (out, status) = session.sh("echo back");
+    assert_eq!((out.as_str(), status.code), ("back\n", Some(0)));
+}
+
 /// Instantiates every case once per backend: one suite, two backends.
 macro_rules! battery {
     ([$($case:ident),* $(,)?]) => {
@@ -639,4 +791,8 @@ battery!([
     a_setuid_file_made_during_a_session_is_stripped_at_teardown,
     processes_do_not_outlive_their_command,
     exit_status_and_output_pass_through,
+    allocation_past_the_memory_limit_fails,
+    process_count_is_capped,
+    a_fork_bomb_leaves_the_host_responsive,
+    a_pid_hopper_is_gone_before_the_next_call,
 ]);

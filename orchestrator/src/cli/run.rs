@@ -178,6 +178,7 @@ pub async fn run_with_model(
     let transcript_path = transcript.path().to_path_buf();
     let mut spec = SandboxSpec::new(session_id.clone(), &workspace);
     spec.image = args.image.clone();
+    spec.limits = Some(settings.sandbox_limits());
     // Read/Edit deny rules also bind the kernel: the same rules, masked in the sandbox.
     let user_home = std::env::var_os("HOME").map(PathBuf::from);
     let denies = cordon::sandbox::deny::resolve(

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use cordon::sandbox::{BackendKind, Sandbox, SandboxSpec};
+use cordon::settings::{CliSettings, Settings};
 use futures::StreamExt;
 use sandbox_agent::limits::MAX_EXEC_TIMEOUT_MS;
 use sandbox_agent::proto::{ExecRequest, ExitStatus, exec_event, output_chunk};
@@ -77,6 +78,12 @@ async fn run(args: SandboxArgs) -> anyhow::Result<ExitCode> {
     spec.denied_read = args.deny_read.iter().map(|p| workspace.join(p)).collect();
     spec.denied_write = args.deny_write.iter().map(|p| workspace.join(p)).collect();
     spec.image = args.image;
+    // The same limits a session of `cordon run` gets.
+    spec.limits = Some(
+        Settings::load(&workspace, CliSettings::default())
+            .context("reading the settings")?
+            .sandbox_limits(),
+    );
     let sandbox = cordon::sandbox::start(args.backend, &spec)
         .await
         .context("starting the sandbox")?;

@@ -4,10 +4,17 @@
 //! `sandbox_agent::launch`): this multi-threaded process never sets up namespaces after a
 //! fork of its own.
 //!
+//! Limits: the launcher puts the session in its own cgroup (memory with no swap beyond
+//! it, pids, CPU; [`SandboxSpec::limits`], from `sandbox.limits`) before the sandbox's
+//! first process runs, and delegates a per-command part of it to the sandbox so every
+//! command gets its own cgroup and is killed through it (`sandbox_agent::cgroup`). Where
+//! no cgroup can be made the session refuses to start, unless the limits are best effort.
+//!
 //! Teardown, whatever happens: the launcher holds the read end of a lifeline pipe whose
 //! only write end lives in [`LocalHandle`]; when the handle lets go (destroy, drop) or this
 //! process dies, the launcher sees EOF, kills the sandbox's init (the kernel then kills
-//! every process in its pid namespace), removes the socket and placeholders and exits.
+//! every process in its pid namespace), removes the socket, placeholders and cgroups and
+//! exits.
 //! The agent also exits on its own when its controller connection closes. As a last
 //! resort the handle kills the launcher, whose init dies with it (parent-death signal),
 //! and sessions whose launcher died are swept at the next start.
@@ -151,6 +158,7 @@ impl LocalBackend {
             denied_write: spec.denied_write.clone(),
             uid_base: self.uid_base,
             tmp_size_mib: 1024,
+            limits: spec.limits,
             lifeline_fd: None,
             agent_env,
             agent: AgentConfig {
@@ -167,6 +175,9 @@ impl LocalBackend {
                 network: spec.network,
                 best_effort: spec.best_effort,
                 rlimits: Rlimits::default(),
+                disk_budget_bytes: spec.limits.and_then(|l| l.disk_bytes),
+                // Set by the launcher, which makes the cgroups.
+                exec_cgroup: None,
                 // The orchestrator is outside the sandbox's pid namespace: any visible
                 // peer is a sandboxed process knocking on the socket.
                 require_outside_peer: true,

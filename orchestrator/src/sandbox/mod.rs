@@ -8,6 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
+use sandbox_agent::cgroup::SessionLimits;
 use sandbox_agent::client::AgentClient;
 use sandbox_agent::error::AgentError;
 
@@ -53,6 +54,11 @@ pub struct SandboxSpec {
     /// Absolute paths inside the workspace no sandboxed process may change: `Edit(...)`
     /// deny rules bound in the kernel.
     pub denied_write: Vec<PathBuf>,
+    /// Memory, pids and CPU of the whole session (`sandbox.limits` in the settings).
+    /// Local: a session cgroup; Docker: the container's limits. `None` (for measuring
+    /// what the cgroup set-up costs) makes no session cgroup on the local backend;
+    /// Docker applies the defaults then. Every command-line path sets it.
+    pub limits: Option<SessionLimits>,
 }
 
 impl SandboxSpec {
@@ -66,6 +72,7 @@ impl SandboxSpec {
             tenant: None,
             denied_read: Vec::new(),
             denied_write: Vec::new(),
+            limits: Some(SessionLimits::default()),
         }
     }
 }
@@ -165,8 +172,13 @@ pub async fn backend(
         BackendKind::Docker => {
             // One-shot use (a CLI command, one session): no warm pool, which only pays off
             // in a long-lived server that starts many sessions.
+            let limits = spec.limits.unwrap_or_default();
+            #[allow(clippy::cast_possible_wrap, clippy::cast_precision_loss)]
             let config = docker::DockerConfig {
                 pool_size: 0,
+                memory_bytes: limits.memory_bytes as i64,
+                pids_limit: limits.pids as i64,
+                cpus: limits.cpu_millis as f64 / 1000.0,
                 ..docker::DockerConfig::default()
             };
             let backend = docker::DockerBackend::new(config).await?;

@@ -77,6 +77,9 @@ pub fn check(root: &Value) -> Result<Vec<String>, String> {
             if let Some(v) = value.get("autoAllowBashIfSandboxed") {
                 check_kind("sandbox.autoAllowBashIfSandboxed", v, Kind::Bool)?;
             }
+            if let Some(limits) = value.get("limits") {
+                super::limits::parse(limits)?;
+            }
         } else if let Some((_, kind)) = USED
             .iter()
             .chain(KNOWN_UNUSED.iter())

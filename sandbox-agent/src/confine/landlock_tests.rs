@@ -32,6 +32,8 @@ fn fixture(network: bool) -> Fixture {
         network,
         best_effort: false,
         rlimits: Default::default(),
+        disk_budget_bytes: None,
+        exec_cgroup: None,
         require_outside_peer: false,
     };
     Fixture {

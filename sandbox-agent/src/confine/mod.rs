@@ -192,6 +192,8 @@ mod tests {
             network: false,
             best_effort: false,
             rlimits: Default::default(),
+            disk_budget_bytes: None,
+            exec_cgroup: None,
             require_outside_peer: false,
         };
         let script = format!(

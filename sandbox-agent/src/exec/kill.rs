@@ -1,5 +1,8 @@
 //! Tracking running commands, killing whole process trees, and reaping orphans.
 //!
+//! A command with its own cgroup is killed through it ([`kill_slot`]); the rest of this
+//! module is the fallback where the backend delegated none (Docker), and the reaper.
+//!
 //! Every command leads its own session and process group, but a process can leave the
 //! group (setsid) or orphan itself (double fork). So killing is done in rounds until a
 //! scan of /proc finds nothing left: the process group, every descendant of the leader,
@@ -21,6 +24,8 @@ use nix::sys::wait::{WaitPidFlag, waitpid};
 use nix::unistd::Pid;
 use tokio::sync::Notify;
 
+use crate::cgroup::slots::Lease;
+
 /// Environment variable that marks every process of one command with its token.
 pub const MARKER_ENV: &str = "CORDON_EXEC_ID";
 
@@ -40,6 +45,8 @@ pub struct Entry {
     pub owner: u64,
     pub leader: i32,
     pub marker: String,
+    /// The command's own cgroup, if it has one.
+    pub slot: Option<Arc<Lease>>,
     pub cancel: Arc<Notify>,
     pub cancelled: Arc<AtomicBool>,
 }
@@ -82,7 +89,7 @@ impl Registry {
     /// Cancels every command of `owner` and kills their trees now (for shutdown, which
     /// may exit the process before the drivers run).
     pub fn kill_all(&self, owner: u64) {
-        let targets: Vec<(i32, String)> = {
+        let targets: Vec<(i32, String, Option<Arc<Lease>>)> = {
             let entries = self.lock();
             entries
                 .values()
@@ -90,12 +97,15 @@ impl Registry {
                 .map(|e| {
                     e.cancelled.store(true, Ordering::SeqCst);
                     e.cancel.notify_one();
-                    (e.leader, e.marker.clone())
+                    (e.leader, e.marker.clone(), e.slot.clone())
                 })
                 .collect()
         };
-        for (leader, marker) in targets {
-            kill_tree(leader, &marker);
+        for (leader, marker, slot) in targets {
+            match slot {
+                Some(slot) => kill_slot(leader, &slot),
+                None => kill_tree(leader, &marker),
+            }
         }
     }
 
@@ -222,6 +232,22 @@ pub fn kill_tree(leader: i32, marker: &str) {
         leader,
         "process tree still alive after {MAX_ROUNDS} kill rounds"
     );
+}
+
+/// Kills a command that runs in its own cgroup: every process in it at once, whatever
+/// it forked, and waits until the cgroup is empty. Blocking.
+pub fn kill_slot(leader: i32, slot: &Lease) {
+    let _ = kill(Pid::from_raw(-leader), Signal::SIGKILL);
+    if slot.members().is_some_and(|m| m.is_empty()) {
+        return;
+    }
+    if !slot.kill_all() {
+        tracing::warn!(
+            leader,
+            slot = slot.name(),
+            "command cgroup still populated after the kill"
+        );
+    }
 }
 
 /// Reaps zombie children that are not registered leaders (reparented orphans). Only

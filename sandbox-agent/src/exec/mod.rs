@@ -9,11 +9,16 @@
 //! - [`kill`]: the registry of running commands, tree killing, orphan reaping.
 //! - `driver` (here): one task per command that streams output and decides its end.
 //!
+//! Where the backend delegated per-command cgroups ([`crate::cgroup::slots`]), each
+//! command runs in its own and is killed through it (nothing can outrun that); else the
+//! tree is killed by /proc scans in rounds ([`kill`]).
+//!
 //! Decisions: a timeout above the maximum is refused (InvalidRequest), not clamped; when
 //! the command's leader exits, whatever it left behind (background jobs, daemons) is
 //! killed, so no process outlives its call; the session directory follows the shell's
 //! final directory only when the command changed directory.
 
+pub mod disk;
 pub mod kill;
 pub mod output;
 pub mod spawn;
@@ -32,11 +37,13 @@ use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
 use tokio::sync::{Mutex, mpsc};
 
+use crate::cgroup::slots::{ExecSlots, Lease, SLOT_COUNT};
 use crate::config::AgentConfig;
 use crate::confine::{ChildFilter, ChildLimits, sys};
 use crate::error::{AgentError, ErrorCode};
 use crate::limits;
 use crate::proto::*;
+use disk::DiskBudget;
 use output::OutputCap;
 use spawn::{Program, SpawnSpec};
 
@@ -55,6 +62,10 @@ pub struct Executor {
     id: u64,
     /// Installed in every child before exec (see [`crate::confine::child_filter`]).
     child_filter: Arc<ChildFilter>,
+    /// Per-command cgroups, where the backend delegated them.
+    slots: Option<Arc<ExecSlots>>,
+    /// The workspace disk budget, when one is set.
+    disk: Option<Arc<DiskBudget>>,
 }
 
 impl Executor {
@@ -71,6 +82,30 @@ impl Executor {
             config: config.clone(),
             shell: spawn::find_shell(),
             child_filter: Arc::default(),
+            slots: None,
+            disk: config
+                .disk_budget_bytes
+                .map(|b| Arc::new(DiskBudget::new(&config.workspace, b))),
+        }
+    }
+
+    /// Runs every command in its own cgroup from `slots` (see [`crate::cgroup::slots`]).
+    pub fn with_slots(mut self, slots: Option<Arc<ExecSlots>>) -> Self {
+        self.slots = slots;
+        self
+    }
+
+    /// A free per-command cgroup, if this executor has them.
+    fn lease(&self) -> Result<Option<Arc<Lease>>, AgentError> {
+        let Some(slots) = &self.slots else {
+            return Ok(None);
+        };
+        match slots.acquire() {
+            Some(lease) => Ok(Some(Arc::new(lease))),
+            None => Err(AgentError::new(
+                ErrorCode::TooLarge,
+                format!("more than {SLOT_COUNT} commands at once; wait for one to end"),
+            )),
         }
     }
 
@@ -86,6 +121,12 @@ impl Executor {
         cwd: Arc<Mutex<PathBuf>>,
     ) -> Result<EventStream, AgentError> {
         validate(&req)?;
+        if let Some(disk) = &self.disk {
+            let disk = disk.clone();
+            tokio::task::spawn_blocking(move || disk.check())
+                .await
+                .map_err(|e| AgentError::internal(format!("disk check failed: {e}")))??;
+        }
         // Process-wide, so markers never repeat across executors.
         static SEQ: AtomicU64 = AtomicU64::new(0);
         let n = SEQ.fetch_add(1, Ordering::Relaxed);
@@ -114,6 +155,7 @@ impl Executor {
             .map_err(|e| AgentError::internal(format!("cannot read rlimits: {e}")))?;
         let base = spawn::base_env(&self.config.tmp_dir, &self.config.tmp_dir, &self.shell);
         let spec = SpawnSpec {
+            slot: self.lease()?,
             owner: self.id,
             exec_id: exec_id.clone(),
             marker: marker.clone(),
@@ -154,6 +196,7 @@ impl Executor {
             cap: OutputCap::new(output_limit, log_path),
             start_cwd,
             session_cwd: cwd,
+            disk: self.disk.clone(),
             tx,
         };
         tokio::spawn(job.run());
@@ -274,6 +317,7 @@ struct Job {
     cap: OutputCap,
     start_cwd: PathBuf,
     session_cwd: Arc<Mutex<PathBuf>>,
+    disk: Option<Arc<DiskBudget>>,
     tx: mpsc::Sender<Result<ExecEvent, tonic::Status>>,
 }
 
@@ -372,6 +416,13 @@ impl Job {
         if abandoned {
             return;
         }
+        if let Some(disk) = self.disk.clone()
+            && let Ok(Err(e)) = tokio::task::spawn_blocking(move || disk.check()).await
+        {
+            let note = format!("\ncordon: {}\n", e.message);
+            self.output(output_chunk::Stream::Stderr, note.as_bytes(), false)
+                .await;
+        }
         let summary = std::mem::replace(&mut self.cap, OutputCap::new(0, PathBuf::new())).finish();
         if let Some(marker) = summary.marker {
             let _ = self
@@ -415,6 +466,10 @@ impl Job {
 
     async fn kill_tree(&self) {
         let leader = self.started.leader;
+        if let Some(slot) = self.spec.slot.clone() {
+            let _ = tokio::task::spawn_blocking(move || kill::kill_slot(leader, &slot)).await;
+            return;
+        }
         // The common case, a command that left nothing behind, is one quick scan; only a
         // tree that needs killing goes to the blocking pool (it may take several rounds).
         if kill::nothing_left(leader, &self.marker) {

@@ -11,6 +11,7 @@ use std::sync::atomic::AtomicBool;
 use tokio::sync::Notify;
 
 use super::kill::{self, Entry, MARKER_ENV};
+use crate::cgroup::slots::{self, Lease};
 use crate::confine::{self, ChildFilter, ChildLimits};
 use crate::error::{AgentError, ErrorCode};
 
@@ -49,6 +50,8 @@ pub enum Program {
 /// Everything needed to start one command.
 #[derive(Debug)]
 pub struct SpawnSpec {
+    /// The command's own cgroup, entered before exec; `None` without delegation.
+    pub slot: Option<Arc<Lease>>,
     pub owner: u64,
     pub exec_id: String,
     pub marker: String,
@@ -154,11 +157,19 @@ fn command_for(spec: &SpawnSpec) -> Command {
         .stderr(Stdio::piped());
     let limits = spec.limits;
     let filter = spec.child_filter.clone();
-    // SAFETY: the hook runs between fork and exec; `child_setup` makes only alloc-free
-    // system calls (setsid, setrlimit, close_range, seccomp) on data prepared before fork
-    // (the filter is only read through the Arc, never cloned or dropped in the child).
+    let cgroup = spec.slot.as_ref().map(|s| s.procs_fd());
+    // SAFETY: the hook runs between fork and exec; it makes only alloc-free system calls
+    // (write to the cgroup's procs, setsid, setrlimit, close_range, seccomp) on data
+    // prepared before fork (the filter is only read through the Arc, never cloned or
+    // dropped in the child). The cgroup comes first: every process the command starts is
+    // born inside.
     unsafe {
-        cmd.pre_exec(move || confine::child_setup(&limits, &filter));
+        cmd.pre_exec(move || {
+            if let Some(fd) = cgroup {
+                slots::enter(fd)?;
+            }
+            confine::child_setup(&limits, &filter)
+        });
     }
     cmd
 }
@@ -195,6 +206,7 @@ pub fn spawn(spec: &SpawnSpec) -> Result<Started, AgentError> {
             owner: spec.owner,
             leader,
             marker: spec.marker.clone(),
+            slot: spec.slot.clone(),
             cancel: cancel.clone(),
             cancelled: cancelled.clone(),
         },

@@ -31,6 +31,8 @@ fn fx() -> Fx {
         network: false,
         best_effort: false,
         rlimits: Rlimits::default(),
+        disk_budget_bytes: None,
+        exec_cgroup: None,
         require_outside_peer: false,
     };
     Fx {

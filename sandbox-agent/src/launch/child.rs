@@ -20,6 +20,12 @@ use super::mounts::{self, RootSpec};
 use super::protected::Plan;
 use super::userns::IdPlan;
 use super::{AGENT_IN_SANDBOX, LaunchConfig, SANDBOX_GID, SANDBOX_UID};
+use crate::cgroup::{EXEC_CGROUP_IN_SANDBOX, ExecCgroupConfig, KillMethod};
+
+/// Written to the init's `oom_score_adj` (inherited by every sandbox process): under
+/// memory pressure the kernel's OOM killer picks the sandbox first, never the host's
+/// own processes (the sandbox's cgroup limit usually acts before that).
+const OOM_SCORE_ADJ: &str = "1000";
 
 /// Everything the init needs, prepared by the launcher before the clone.
 pub(super) struct ChildCtx<'a> {
@@ -29,6 +35,8 @@ pub(super) struct ChildCtx<'a> {
     /// Names of files hard-linked outside the workspace, mounted read-only.
     pub linked: &'a [PathBuf],
     pub workspace_tree: Option<&'a OwnedFd>,
+    /// The session's per-command cgroup parent on the host, and how commands are killed.
+    pub exec_cgroup: Option<(&'a std::path::Path, KillMethod)>,
     /// Read end: one byte once the maps are written; EOF if the launcher gave up.
     pub go: OwnedFd,
     /// Write end (CLOEXEC): setup errors go here; EOF with nothing means the agent exec'd.
@@ -64,6 +72,9 @@ fn setup_and_serve(ctx: &ChildCtx) -> Result<i32, String> {
         unsafe { libc::close(*fd) };
     }
     let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
+    // Raising one's own score needs no privilege; lowering it later would.
+    std::fs::write("/proc/self/oom_score_adj", OOM_SCORE_ADJ)
+        .map_err(|e| format!("setting oom_score_adj: {e}"))?;
     let mut byte = [0u8; 1];
     std::fs::File::from(ctx.go.try_clone().map_err(|e| e.to_string())?)
         .read_exact(&mut byte)
@@ -76,6 +87,10 @@ fn setup_and_serve(ctx: &ChildCtx) -> Result<i32, String> {
     let agent_src = open_path(&agent_exe)?;
     let socket_src = open_path(&cfg.socket_dir())?;
     let workspace_src = open_path(&cfg.workspace)?;
+    let cgroup_src = match ctx.exec_cgroup {
+        Some((dir, _)) => Some(open_path(dir)?),
+        None => None,
+    };
     if ctx.ids.privileged() {
         // Become inside root (an unprivileged host id) so files on the sandbox's own tmpfs
         // have a mapped owner, and drop the host's supplementary groups (root's group 0).
@@ -91,6 +106,7 @@ fn setup_and_serve(ctx: &ChildCtx) -> Result<i32, String> {
         workspace_src: &fd_path(&workspace_src),
         socket_src: &fd_path(&socket_src),
         agent_src: &fd_path(&agent_src),
+        cgroup_src: cgroup_src.as_ref().map(fd_path).as_deref(),
         tmp_size_mib: cfg.tmp_size_mib,
         protected: ctx.plan,
         linked: ctx.linked,
@@ -232,7 +248,12 @@ fn loopback_up() -> std::io::Result<()> {
 /// Forks the agent, which execs `sandbox-agent --config JSON` with a clean environment.
 fn spawn_agent(ctx: &ChildCtx) -> Result<Pid, String> {
     let cfg = ctx.config;
-    let json = serde_json::to_string(&cfg.agent).map_err(|e| format!("agent config: {e}"))?;
+    let mut agent = cfg.agent.clone();
+    agent.exec_cgroup = ctx.exec_cgroup.map(|(_, kill)| ExecCgroupConfig {
+        dir: EXEC_CGROUP_IN_SANDBOX.into(),
+        kill,
+    });
+    let json = serde_json::to_string(&agent).map_err(|e| format!("agent config: {e}"))?;
     let cstr = |s: &str| CString::new(s).map_err(|_| format!("NUL byte in {s:?}"));
     let argv = [cstr(AGENT_IN_SANDBOX)?, cstr("--config")?, cstr(&json)?];
     let mut env = vec![

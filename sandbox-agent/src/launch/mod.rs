@@ -9,7 +9,8 @@
 //!    dir in the workspace ([`gitguard`]), and, when running as host root, an idmapped
 //!    clone of the workspace ([`userns`], [`mounts`]);
 //! 2. clones the sandbox's init with new user, mount, pid, ipc, uts, net and cgroup
-//!    namespaces and writes its uid/gid maps ([`userns`]);
+//!    namespaces, moves it into the session's cgroup (limits; made before the clone, see
+//!    [`crate::cgroup`]) and writes its uid/gid maps ([`userns`]);
 //! 3. the init ([`child`]) builds a fresh root (read-only system dirs, private /tmp, the
 //!    workspace at the same absolute path, the socket dir at `/run/cordon`), makes the
 //!    protected paths read-only, drops to the unprivileged sandbox uid with no capabilities
@@ -17,12 +18,13 @@
 //! 4. supervises ([`supervise`]): when the orchestrator's lifeline pipe closes, or on
 //!    SIGTERM/SIGINT/SIGHUP, it kills the namespace's init (the kernel then kills every
 //!    process in the pid namespace), vets the git dirs the session made ([`gitvet`]) and
-//!    cleans the host side up ([`state`]).
+//!    cleans the host side up ([`state`]), the session's cgroup included.
 
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::cgroup::{CgroupError, SessionLimits};
 use crate::config::AgentConfig;
 
 mod beneath;
@@ -88,6 +90,10 @@ pub struct LaunchConfig {
     /// An inherited fd whose EOF (the orchestrator died or let go) ends the sandbox.
     #[serde(default)]
     pub lifeline_fd: Option<i32>,
+    /// The session's resource limits, enforced by a session cgroup the launcher makes
+    /// (see [`crate::cgroup::session`]); `None`: no cgroup at all.
+    #[serde(default)]
+    pub limits: Option<SessionLimits>,
     /// Extra environment variables for the agent (e.g. its log filter).
     #[serde(default)]
     pub agent_env: Vec<(String, String)>,
@@ -188,6 +194,12 @@ pub enum LaunchError {
         #[source]
         source: std::io::Error,
     },
+    #[error(
+        "cannot enforce the session's resource limits: {0}; run Cordon as root or inside a \
+         delegated cgroup (systemd-run --user -p Delegate=yes --scope ...), or set \
+         sandbox.limits.bestEffort to start without them"
+    )]
+    Limits(#[source] CgroupError),
     #[error("cloning the sandbox init: {0}")]
     Clone(std::io::Error),
     #[error("supervising the sandbox: {0}")]

@@ -179,6 +179,10 @@ pub struct RootSpec<'a> {
     pub workspace_src: &'a Path,
     pub socket_src: &'a Path,
     pub agent_src: &'a Path,
+    /// The session's per-command cgroup parent, bound writable at
+    /// [`crate::cgroup::EXEC_CGROUP_IN_SANDBOX`] for the agent (its commands cannot
+    /// reach it: Landlock).
+    pub cgroup_src: Option<&'a Path>,
     pub tmp_size_mib: u64,
     pub protected: &'a super::protected::Plan,
     /// Files hard-linked to names outside the workspace (relative), made read-only.
@@ -279,6 +283,15 @@ pub fn build_root(spec: &RootSpec) -> Result<(), String> {
         &sock,
         MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
     )?;
+    if let Some(src) = spec.cgroup_src {
+        let dst = under(root, Path::new(crate::cgroup::EXEC_CGROUP_IN_SANDBOX));
+        mkdir_all(&dst)?;
+        bind(
+            src,
+            &dst,
+            MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
+        )?;
+    }
     let agent = under(root, Path::new(super::AGENT_IN_SANDBOX));
     if let Some(parent) = agent.parent() {
         mkdir_all(parent)?;

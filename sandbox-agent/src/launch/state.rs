@@ -7,8 +7,8 @@
 //! - `git-guard.json`: the git dirs pinned at start and when, for the teardown vetting;
 //! - `sock/`: bind-mounted at `/run/cordon` in the sandbox, owned by the sandbox uid;
 //!
-//! [`cleanup_session`] removes all of it (and the placeholders); [`sweep_stale`] does so
-//! for every session whose launcher is gone.
+//! [`cleanup_session`] removes all of it (and the placeholders and the session's
+//! cgroups); [`sweep_stale`] does so for every session whose launcher is gone.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -79,6 +79,13 @@ pub fn cleanup_session(state_dir: &Path) {
         ),
         None => {}
     }
+    // The dir is named by the session id, which names its cgroups too.
+    if let Some(id) = state_dir.file_name().and_then(|n| n.to_str())
+        && super::valid_session_id(id)
+        && let Ok(layout) = crate::cgroup::Layout::detect()
+    {
+        crate::cgroup::SessionCgroup::remove_by_id(&layout, id);
+    }
     if let Err(e) = std::fs::remove_dir_all(state_dir)
         && e.kind() != std::io::ErrorKind::NotFound
     {
@@ -131,6 +138,27 @@ mod tests {
         assert_eq!(launcher_alive(dir.path()), Some(true));
         std::fs::write(dir.path().join(PID_FILE), "1 1\n").unwrap();
         assert_eq!(launcher_alive(dir.path()), Some(false));
+    }
+
+    #[test]
+    fn cleanup_removes_the_sessions_cgroups() {
+        if !nix::unistd::geteuid().is_root() {
+            return;
+        }
+        let id = format!("state-cleanup-test-{}", std::process::id());
+        let layout = crate::cgroup::Layout::detect().unwrap();
+        let limits = crate::cgroup::SessionLimits::default();
+        let cg = crate::cgroup::SessionCgroup::create(&layout, &id, &limits).unwrap();
+        let dirs = cg.dirs();
+        assert!(dirs.iter().all(|d| d.exists()));
+        let run = tempfile::tempdir().unwrap();
+        let state = run.path().join(&id);
+        std::fs::create_dir(&state).unwrap();
+        cleanup_session(&state);
+        assert!(!state.exists());
+        for d in dirs {
+            assert!(!d.exists(), "{} left behind", d.display());
+        }
     }
 
     #[test]

@@ -15,6 +15,7 @@ use nix::unistd::Pid;
 use super::child::{self, ChildCtx};
 use super::userns::{self, IdPlan};
 use super::{LaunchConfig, LaunchError, denied, gitvet, mounts, protected, state};
+use crate::cgroup::{Layout, SessionCgroup};
 use crate::hostside::{hardlinks, privbits};
 
 /// Exit code of the launcher when it could not start the sandbox.
@@ -47,7 +48,19 @@ pub fn run_launcher(config_path: &Path) -> i32 {
     if let Err(e) = state::write_pid_file(&config.state_dir) {
         eprintln!("sandbox-agent launcher: recording the launcher pid: {e}");
     }
-    let outcome = run_session(&config, lifeline.as_ref());
+    let cgroup = match session_cgroup(&config) {
+        Ok(cg) => cg,
+        Err(e) => {
+            eprintln!("sandbox-agent launcher: {e}");
+            return EXIT_LAUNCH_FAILED;
+        }
+    };
+    let outcome = run_session(&config, lifeline.as_ref(), cgroup.as_ref());
+    // Every process of the session is dead or dying with the init: kill any straggler
+    // and remove the cgroups.
+    if let Some(cg) = &cgroup {
+        cg.remove();
+    }
     // The namespace is gone (or never was): no sandboxed process runs, nothing mounts the
     // placeholders any more. Git dirs made during the session are vetted and privilege bits
     // swept before the host's git can be told the session is over.
@@ -93,6 +106,39 @@ fn sweep_privilege_bits(workspace: &Path, started: std::time::SystemTime) {
     }
 }
 
+/// Makes the session's cgroup with its limits, before anything of the sandbox runs.
+/// Without cgroups (a non-root user with no delegated subtree) the session fails to start
+/// unless its limits are best effort: an unbounded session can take the host's memory.
+fn session_cgroup(cfg: &LaunchConfig) -> Result<Option<SessionCgroup>, LaunchError> {
+    let Some(limits) = &cfg.limits else {
+        return Ok(None);
+    };
+    let made = Layout::detect().and_then(|l| SessionCgroup::create(&l, &cfg.session_id, limits));
+    match made {
+        Ok(cg) => {
+            let ids = IdPlan::new(
+                &cfg.session_id,
+                cfg.uid_base,
+                nix::unistd::geteuid().as_raw(),
+                nix::unistd::getegid().as_raw(),
+            );
+            if let Err(e) = cg.delegate(ids.user_host.0, ids.user_host.1) {
+                cg.remove();
+                return Err(LaunchError::Limits(e));
+            }
+            Ok(Some(cg))
+        }
+        Err(e) if limits.best_effort => {
+            eprintln!(
+                "sandbox-agent launcher: warning: no resource limits for this session \
+                 (best effort): {e}"
+            );
+            Ok(None)
+        }
+        Err(e) => Err(LaunchError::Limits(e)),
+    }
+}
+
 fn read_config(path: &Path) -> Result<LaunchConfig, LaunchError> {
     let text = std::fs::read_to_string(path).map_err(|source| LaunchError::ReadConfig {
         path: path.to_path_buf(),
@@ -117,7 +163,11 @@ fn state_err(path: &Path) -> impl Fn(std::io::Error) -> LaunchError + '_ {
     }
 }
 
-fn run_session(cfg: &LaunchConfig, lifeline: Option<&OwnedFd>) -> Result<Ended, LaunchError> {
+fn run_session(
+    cfg: &LaunchConfig,
+    lifeline: Option<&OwnedFd>,
+    cgroup: Option<&SessionCgroup>,
+) -> Result<Ended, LaunchError> {
     let ids = IdPlan::new(
         &cfg.session_id,
         cfg.uid_base,
@@ -212,6 +262,7 @@ fn run_session(cfg: &LaunchConfig, lifeline: Option<&OwnedFd>) -> Result<Ended, 
             plan: &plan,
             linked: &linked,
             workspace_tree: tree.as_ref(),
+            exec_cgroup: cgroup.and_then(|c| c.exec_dir()),
             go: go_r,
             errors: err_w,
             alive: alive_r,
@@ -223,6 +274,15 @@ fn run_session(cfg: &LaunchConfig, lifeline: Option<&OwnedFd>) -> Result<Ended, 
             .map_err(|_| LaunchError::Clone(std::io::Error::from_raw_os_error(libc::ERANGE)))?,
     );
     drop((go_r, err_w, alive_r, tree));
+    // Into the session's cgroup before the init runs anything: every process of the
+    // sandbox is born inside the limits.
+    if let Some(cg) = cgroup
+        && let Err(e) = cg.attach(init.as_raw())
+    {
+        let _ = kill(init, Signal::SIGKILL);
+        let _ = waitpid(init, None);
+        return Err(LaunchError::Limits(e));
+    }
     if let Err(e) = userns::write_maps(init, &ids.uid_map(), &ids.gid_map(), ids.privileged()) {
         let _ = kill(init, Signal::SIGKILL);
         let _ = waitpid(init, None);

@@ -405,6 +405,42 @@ fn main() -> ExitCode {
                 raw(libc::SYS_mknodat, [at, p.as_ptr() as u64, mode, 0, 0, 0]),
             );
         }
+        "alloc" => {
+            // ARG: MiB to allocate and touch. Past a memory limit the kernel kills the
+            // probe (SIGKILL) before it can report "allowed".
+            let mib: usize = arg.parse().unwrap();
+            let mut held: Vec<Vec<u8>> = Vec::new();
+            for _ in 0..mib {
+                // Every page written, so it is really charged.
+                held.push(vec![1u8; 1 << 20]);
+            }
+            println!("ALLOCATED {}", held.len());
+            println!("RESULT {case} allowed");
+        }
+        "fork-count" => {
+            // ARG: how many children to try to start. Reports how many forks succeeded
+            // and the errno of the first refusal, then kills its children.
+            let want: usize = arg.parse().unwrap();
+            let mut children = Vec::new();
+            let mut refused = 0;
+            for _ in 0..want {
+                let pid = sleeper();
+                if pid < 0 {
+                    refused = errno();
+                    break;
+                }
+                children.push(pid);
+            }
+            println!("FORKED {}", children.len());
+            for pid in children {
+                kill_child(pid);
+            }
+            if refused != 0 {
+                println!("RESULT {case} denied {refused}");
+            } else {
+                println!("RESULT {case} allowed");
+            }
+        }
         other => {
             eprintln!("escape-probe: unknown case {other:?}");
             return ExitCode::from(64);

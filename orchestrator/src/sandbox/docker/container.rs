@@ -218,6 +218,8 @@ impl Session {
             network,
             best_effort: false,
             rlimits: Rlimits::default(),
+            disk_budget_bytes: None,
+            exec_cgroup: None,
             // The orchestrator is outside the container's pid namespace: any peer whose
             // pid the agent can see is a process inside the sandbox, never the controller.
             require_outside_peer: true,

@@ -167,6 +167,8 @@ pub struct DockerReport {
     pub init_binary: bool,
     /// Cordon images present, with their labels.
     pub images: Vec<ImageReport>,
+    /// Which container limits the engine says it can enforce (memory, swap, pids, cpu).
+    pub limits: Vec<(&'static str, bool)>,
 }
 
 /// One Cordon image the engine holds.
@@ -208,6 +210,13 @@ pub async fn probe() -> DockerReport {
             .iter()
             .any(|o| o.contains("seccomp"));
         report.init_binary = info.init_binary.is_some_and(|b| !b.is_empty());
+        let yes = |b: Option<bool>| b.unwrap_or(false);
+        report.limits = vec![
+            ("memory", yes(info.memory_limit)),
+            ("swap", yes(info.swap_limit)),
+            ("pids", yes(info.pids_limit)),
+            ("cpu", yes(info.cpu_cfs_quota)),
+        ];
     }
     report.images = images::report(&docker).await;
     report

@@ -351,3 +351,40 @@ async fn nothing_in_the_sandbox_runs_while_it_is_frozen() {
     let _ = writer.await;
     sup.destroy().await.unwrap();
 }
+
+/// The session's cgroup dirs on this host (found by the session id).
+fn session_cgroups(id: &str) -> Vec<PathBuf> {
+    let layout = sandbox_agent::cgroup::Layout::detect().unwrap();
+    match sandbox_agent::cgroup::session::Plan::new(&layout, sandbox_agent::cgroup::PARENT_NAME, id)
+    {
+        Ok(plan) => plan.dirs().into_iter().filter(|d| d.exists()).collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+#[tokio::test]
+async fn the_session_cgroup_holds_the_sandbox_and_goes_with_it() {
+    if !nix::unistd::geteuid().is_root() {
+        return;
+    }
+    let f = fixture();
+    let spec = spec(&f);
+    let sandbox = f.backend.start(&spec).await.unwrap();
+    let dirs = session_cgroups(&spec.session_id);
+    assert!(!dirs.is_empty(), "no session cgroup");
+    let mut client = sandbox.client.clone();
+    let (out, _) = client
+        .exec_collect(ExecRequest {
+            exec_id: "cg".into(),
+            argv: vec!["cat".into(), "/proc/self/oom_score_adj".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out).trim(), "1000");
+    sandbox.destroy().await.unwrap();
+    assert!(
+        session_cgroups(&spec.session_id).is_empty(),
+        "{dirs:?} left behind"
+    );
+}
