@@ -36,6 +36,7 @@ pub mod paths;
 pub mod read_only;
 pub mod rules;
 pub mod shell;
+pub mod wrappers;
 
 pub use engine::{
     BashExplanation, Decision, Engine, EngineConfig, ModeError, RuleOrigin, ScopedRule, Verdict,
