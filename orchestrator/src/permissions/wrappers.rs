@@ -120,7 +120,7 @@ pub fn unwrap_layer(words: &[Word]) -> Layer {
     let layer = match name {
         "nohup" | "builtin" => after_options(words, &NO_OPTIONS, 0),
         "exec" => after_options(words, &EXEC, 0),
-        "time" => after_options(words, &TIME, 0),
+        "time" => time(words),
         "command" => command(words),
         "timeout" => after_options(words, &TIMEOUT, 1),
         "nice" => nice(words),
@@ -179,10 +179,41 @@ const EXEC: OptionSpec = OptionSpec {
     ..NO_OPTIONS
 };
 
-const TIME: OptionSpec = OptionSpec {
-    short_flags: "p",
-    ..NO_OPTIONS
-};
+/// `time [-p] [NAME=VALUE]... cmd`: `time` is a reserved word that prefixes a whole
+/// pipeline, so assignments after it are the command's own (their values were parsed
+/// already; `$(...)` in them is reported as a command of its own).
+fn time(words: &[Word]) -> Read {
+    const SPEC: OptionSpec = OptionSpec {
+        short_flags: "p",
+        ..NO_OPTIONS
+    };
+    let mut i = SPEC.parse(words, 1)?.rest;
+    let mut env = Vec::new();
+    while let Some(w) = words.get(i) {
+        match w.value.split_once('=') {
+            Some((n, _)) if !w.quoted && is_name(n) => {
+                env.push(n.to_string());
+                i += 1;
+            }
+            _ => break,
+        }
+    }
+    if i >= words.len() {
+        return Ok(Layer::Plain);
+    }
+    Ok(Layer::Inner {
+        skip: i,
+        env,
+        append_unknown: false,
+        placeholder: None,
+    })
+}
+
+fn is_name(n: &str) -> bool {
+    !n.is_empty()
+        && !n.starts_with(|c: char| c.is_ascii_digit())
+        && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
 
 /// `command -v` / `-V` only describe; `command [-p] cmd` runs cmd.
 fn command(words: &[Word]) -> Read {
@@ -278,12 +309,7 @@ fn assignments_then_command(words: &[Word], mut i: usize) -> Read {
     let mut env = Vec::new();
     while let Some(w) = words.get(i) {
         match w.value.split_once('=') {
-            Some((n, _))
-                if !w.dynamic
-                    && !n.is_empty()
-                    && !n.starts_with(|c: char| c.is_ascii_digit())
-                    && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') =>
-            {
+            Some((n, _)) if !w.dynamic && is_name(n) => {
                 env.push(n.to_string());
                 i += 1;
             }
