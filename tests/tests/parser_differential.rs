@@ -14,6 +14,8 @@
 //! (`/usr/bin`, `/etc`, Debian maintainer scripts). Corpus lines are run only when harmless
 //! even without a sandbox: no program named by path, no file written, no wrapper or
 //! directory change.
+// Test code: a failed setup step should panic with its message, which is the report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod differential;
 
@@ -48,14 +50,12 @@ fn reported(cmd: &str) -> Reported {
     for part in &parts {
         computed |= part.unresolved.is_some();
         for layer in layers(part) {
-            match layer.first() {
-                Some(w) => match w.literal().and_then(|v| v.rsplit('/').next()) {
-                    Some(name) => {
-                        names.insert(name.to_string());
-                    }
-                    None => computed = true,
-                },
-                None => {}
+            let Some(w) = layer.first() else { continue };
+            match w.literal().and_then(|v| v.rsplit('/').next()) {
+                Some(name) => {
+                    names.insert(name.to_string());
+                }
+                None => computed = true,
             }
         }
     }

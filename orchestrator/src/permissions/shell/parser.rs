@@ -344,10 +344,10 @@ impl Parser {
             }
             i += 1;
         }
-        match (self.chars.get(i + 1), self.chars.get(i + 2)) {
-            (Some('='), _) | (Some('+'), Some('=')) => true,
-            _ => false,
-        }
+        matches!(
+            (self.chars.get(i + 1), self.chars.get(i + 2)),
+            (Some('='), _) | (Some('+'), Some('='))
+        )
     }
 
     /// At `NAME=` or `NAME+=` (unquoted): consumes it and returns NAME.
