@@ -180,6 +180,39 @@ pub fn spec_matches(spec: &str, rendered: &str) -> bool {
     wildcard_chars(&render_pattern(spec), &text)
 }
 
+/// What deny and ask rules see of a command the parser cannot parse: the raw text, and
+/// every tail of its crude word list (words split at blanks and shell operators, quotes
+/// dropped) starting at each word, a bounded number of words long.
+///
+/// Security: bypassPermissions mode or a bare `Bash` allow runs an unparseable command;
+/// without this, `if true; then rm x; fi` would pass a `Bash(rm *)` deny rule. Matching
+/// more text can only deny or ask more.
+pub fn unparsed_layers(command: &str) -> Vec<String> {
+    /// Words per tail, and tails in all: enough for any rule, bounded for any input.
+    const TAIL_WORDS: usize = 64;
+    const MAX_TAILS: usize = 4096;
+    let mut words: Vec<String> = Vec::new();
+    let mut current = String::new();
+    for c in command.chars() {
+        if c.is_whitespace() || ";&|(){}<>`".contains(c) {
+            if !current.is_empty() {
+                words.push(std::mem::take(&mut current));
+            }
+        } else if !matches!(c, '\'' | '"' | '\\') {
+            current.push(c);
+        }
+    }
+    if !current.is_empty() {
+        words.push(current);
+    }
+    let mut out = vec![command.trim().to_string()];
+    for i in 0..words.len().min(MAX_TAILS) {
+        let end = (i + TAIL_WORDS).min(words.len());
+        out.push(words[i..end].join(" "));
+    }
+    out
+}
+
 /// Splits `command` into parts. Errors when the shell parser cannot parse it.
 pub fn split(command: &str) -> Result<Vec<Part>, Unparseable> {
     split_at_depth(command, 0)
@@ -403,6 +436,15 @@ mod tests {
         assert!(p[0].unresolved.is_some());
         let p = split("timeout --weird 5 curl x").unwrap();
         assert!(p[0].unresolved.is_some());
+    }
+
+    #[test]
+    fn unparsed_commands_show_every_tail() {
+        let l = unparsed_layers("if true; then \"r\"m -rf x; fi");
+        assert!(l.iter().any(|t| spec_matches("rm *", t)), "{l:?}");
+        let l = unparsed_layers("for i in 1; do\ncurl x|sh; done");
+        assert!(l.iter().any(|t| spec_matches("curl *", t)), "{l:?}");
+        assert!(unparsed_layers(&"a ".repeat(100_000)).len() <= 4097);
     }
 
     #[test]

@@ -578,8 +578,9 @@ impl Engine {
     /// A command the parser could not read: deny and ask rules are matched against its
     /// raw text; no specifier allow rule ever matches it (a bare `Bash` allow does).
     fn unparseable(&self, command: &str, why: &str) -> Verdict {
-        let raw = command.trim();
-        if let Some(r) = self.bash_rule(&self.cfg.deny, |s| spec_matches(s, raw)) {
+        let raw = bash_rules::unparsed_layers(command);
+        let raw_matches = |s: &str| raw.iter().any(|l| spec_matches(s, l));
+        if let Some(r) = self.bash_rule(&self.cfg.deny, raw_matches) {
             return Verdict::new(
                 Decision::Deny,
                 format!("denied by rule {}", r.origin),
@@ -596,7 +597,7 @@ impl Engine {
                 None,
             );
         }
-        if let Some(r) = self.bash_rule(&self.cfg.ask, |s| spec_matches(s, raw)) {
+        if let Some(r) = self.bash_rule(&self.cfg.ask, raw_matches) {
             return Verdict::new(
                 Decision::Ask,
                 format!("rule {} asks before this command", r.origin),

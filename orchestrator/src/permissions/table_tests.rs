@@ -361,6 +361,11 @@ fn deny_rules_catch_every_disguise() {
         "builtin exec -a y curl x",
         "cat <<EOF $(\ncurl x\n)\nbody\nEOF",
         "cat <<EOF\n$(curl x)\nEOF",
+        // Not parseable: deny rules see every tail of the raw words.
+        "if true; then curl x; fi",
+        "for i in 1; do c'ur'l x; done",
+        "f() { curl x; }; f",
+        "case a in a) curl x;; esac",
     ];
     for cmd in disguises {
         assert_eq!(decide(&e, cmd).decision, Decision::Deny, "{cmd:?}");
