@@ -378,6 +378,13 @@ impl Parser {
     /// At a redirection operator (optionally after a file-descriptor number)?
     fn redirect_ahead(&self) -> bool {
         let mut i = self.pos;
+        if let Some(after) = self.named_descriptor_end() {
+            // `{fd}>file cmd`: bash allocates a descriptor into `fd`; `cmd` is the command.
+            return matches!(
+                (self.chars.get(after), self.chars.get(after + 1)),
+                (Some('<' | '>'), next) if next != Some(&'(')
+            );
+        }
         while self.chars.get(i).is_some_and(char::is_ascii_digit) {
             i += 1;
         }
@@ -390,7 +397,30 @@ impl Parser {
         }
     }
 
+    /// At `{NAME}`: the index just after `}`.
+    fn named_descriptor_end(&self) -> Option<usize> {
+        if self.peek() != Some('{') {
+            return None;
+        }
+        let mut i = self.pos + 1;
+        let first = self.chars.get(i)?;
+        if !(first.is_ascii_alphabetic() || *first == '_') {
+            return None;
+        }
+        while self
+            .chars
+            .get(i)
+            .is_some_and(|c| c.is_ascii_alphanumeric() || *c == '_')
+        {
+            i += 1;
+        }
+        (self.chars.get(i) == Some(&'}')).then_some(i + 1)
+    }
+
     fn redirect(&mut self) -> Result<Redirect> {
+        if let Some(after) = self.named_descriptor_end() {
+            self.pos = after;
+        }
         while self.peek().is_some_and(|c| c.is_ascii_digit()) {
             self.pos += 1;
         }

@@ -86,6 +86,12 @@ fn redirections() {
     assert_eq!(s.commands[0].redirects[0].kind, HereString);
     let s = parse("echo hi>out").unwrap();
     assert_eq!(s.commands[0].redirects[0].target.value, "out");
+    // `{fd}>file cmd` allocates a descriptor: `cmd` is the command (bash runs it).
+    assert_eq!(names("{fd}>/dev/null touch p"), ["touch p"]);
+    assert_eq!(names("{fd}<&0 touch p"), ["touch p"]);
+    assert_eq!(names("touch p {fd}>x"), ["touch p"]);
+    assert_eq!(names("echo {fd} >x"), ["echo {fd}"]);
+    assert_eq!(names("diff {a}<(ls)"), ["ls", "diff {a} <(...)"]);
 }
 
 #[test]
