@@ -378,6 +378,9 @@ fn read_only_bypasses_ask() {
     let e = engine(PermissionMode::Default, &[], &[]);
     let cases = [
         "cat <<EOF $(\ntouch pwned\n)\nbody\nEOF",
+        "cat <<EOF $(\ntouch pwned\nEOF\n)",
+        "cat <<EOF <(\ntouch pwned\nEOF\n)",
+        "{fd}>/dev/null touch pwned",
         "cat <<EOF <(\ntouch pwned\n)\nbody\nEOF",
         "cat <<EOF `\ntouch pwned\n`\nbody\nEOF",
         "cat <<-EOF $(\ntouch pwned\n)\n\tbody\n\tEOF",

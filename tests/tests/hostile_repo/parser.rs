@@ -46,6 +46,10 @@ async fn plan_mode_runs_no_command_hidden_from_the_parser() {
         "printf '%s' 'a[$(touch m7)]' >/dev/null; test -v 'a[$(touch m7)]'",
         "git -c core.pager='touch m8' -p log",
         "cat <<EOF\n$(touch m9)\nEOF",
+        "cat <<EOF $(\ntouch m10\nEOF\n)",
+        "cat <<EOF <(\ntouch m11\nEOF\n)",
+        "{fd}>/dev/null touch m12",
+        "sort --co='touch m13' /dev/null",
     ]
     .map(String::from)
     .to_vec();
