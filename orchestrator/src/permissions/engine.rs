@@ -20,7 +20,7 @@ use serde_json::Value;
 use super::PermissionMode;
 use super::bash_rules::{self, Part, spec_matches};
 use super::paths::{self, Anchors, PathPattern};
-use super::read_only::{command_name, is_read_only};
+use super::read_only::{command_name, is_read_only, runs_configured_programs};
 use super::rules::{Rule, RuleError, split_rule_list, wildcard};
 use super::shell::RedirectKind;
 
@@ -679,7 +679,9 @@ impl Engine {
         }
         // Files the part touches.
         let mut file_verdicts = Vec::new();
-        let read_only = part.unresolved.is_none() && is_read_only(&part.words);
+        let read_only = part.unresolved.is_none()
+            && is_read_only(&part.words)
+            && !(cd_seen && runs_configured_programs(&part.words));
         for redirect in &part.redirects {
             let kind = if redirect.kind.writes() {
                 PathKind::Edit

@@ -131,6 +131,19 @@ fn printf_ok(args: &[Word]) -> bool {
     }
 }
 
+/// Whether the command reads a configuration found from the working directory that can
+/// name programs to run (git's repository config: `core.fsmonitor`, `core.pager`...).
+/// Security: after a `cd` into a directory the sandbox could write (a nested repository),
+/// such a command is not read-only: the workspace's own `.git/config` is protected, a
+/// nested one is not.
+pub fn runs_configured_programs(words: &[Word]) -> bool {
+    words
+        .first()
+        .and_then(Word::literal)
+        .and_then(command_name)
+        .is_some_and(|n| n == "git")
+}
+
 /// `ls` → `ls`; `/usr/bin/ls` → `ls`; `./ls`, `bin/ls` → none.
 pub fn command_name(word: &str) -> Option<&str> {
     if !word.contains('/') {

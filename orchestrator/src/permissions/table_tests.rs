@@ -413,6 +413,8 @@ fn read_only_bypasses_ask() {
         "printf -v PATH /tmp",
         "BASH_CMDS[ls]=/bin/rm; ls",
         "tree -R -H x",
+        "cd sub && git status",
+        "pushd sub; git log",
     ];
     for cmd in cases {
         let v = decide(&e, cmd);
