@@ -297,6 +297,11 @@ fn env(words: &[Word]) -> Read {
     if p.has(&["-S", "--split-string"]) {
         return Err("-S splits a string into a command by rules of its own".into());
     }
+    if p.has(&["-C", "--chdir"]) {
+        // Like `cd`: the command then reads the configuration of another directory (a
+        // nested repository's for git), which the read-only check cannot see.
+        return Err("changes the working directory".into());
+    }
     let mut i = p.rest;
     if words.get(i).and_then(Word::literal) == Some("-") {
         i += 1;
@@ -806,7 +811,6 @@ mod tests {
             "env -i rm x",
             "env -u A rm x",
             "env - A=1 rm x",
-            "env --chdir=/ rm x",
             "env --ignore-e rm x",
             "stdbuf -o0 -eL rm x",
             "nohup rm x",
@@ -885,6 +889,8 @@ mod tests {
             "timeout --bogus 5 rm x",
             "timeout $T rm x",
             "env -S 'rm x'",
+            "env --chdir=/ rm x",
+            "env -C sub rm x",
             "sudo -s rm x",
             "sudo -i 'rm x'",
             "bash -l -c 'rm x'",
