@@ -58,13 +58,14 @@ impl Part {
         if self.unresolved.is_some() {
             layers = layers.iter().flat_map(|l| guesses(l)).collect();
         }
+        let mut seen = std::collections::HashSet::new();
         let mut out: Vec<String> = Vec::new();
         for layer in &layers {
             for rendered in [Some(render(layer)), by_file_name(layer).map(|l| render(&l))]
                 .into_iter()
                 .flatten()
             {
-                if !out.contains(&rendered) {
+                if seen.insert(rendered.clone()) {
                     out.push(rendered);
                 }
             }
@@ -75,25 +76,37 @@ impl Part {
 
 /// `words` and every tail of it starting at a plain word, plus the commands of any argument
 /// that parses as a script (one level deep).
+///
+/// Bounded for any input: a tail is at most [`TAIL_WORDS`] words, and there are at most
+/// [`MAX_GUESSES`] of them (a rule longer than that many words is not seen in a tail).
 fn guesses(words: &[Word]) -> Vec<Vec<Word>> {
+    let tail = |ws: &[Word], i: usize| ws[i..ws.len().min(i + TAIL_WORDS)].to_vec();
     let mut out = vec![words.to_vec()];
     for (i, w) in words.iter().enumerate().skip(1) {
+        if out.len() >= MAX_GUESSES {
+            break;
+        }
         let Some(v) = w.literal() else { continue };
         if !v.starts_with('-') {
-            out.push(words[i..].to_vec());
+            out.push(tail(words, i));
         }
         if v.contains([' ', '\t', '\n', ';', '|', '&'])
             && let Ok(script) = shell::parse(v)
         {
             for cmd in script.commands {
-                for (j, _) in cmd.words.iter().enumerate() {
-                    out.push(cmd.words[j..].to_vec());
+                for j in 0..cmd.words.len().min(MAX_GUESSES) {
+                    out.push(tail(&cmd.words, j));
                 }
             }
         }
     }
+    out.truncate(MAX_GUESSES);
     out
 }
+
+/// Words per guessed tail, and guesses per layer (see [`guesses`]).
+const TAIL_WORDS: usize = 64;
+const MAX_GUESSES: usize = 4096;
 
 /// The layer with its command named by file name, when it was named by a path.
 fn by_file_name(words: &[Word]) -> Option<Vec<Word>> {
@@ -188,9 +201,6 @@ pub fn spec_matches(spec: &str, rendered: &str) -> bool {
 /// without this, `if true; then rm x; fi` would pass a `Bash(rm *)` deny rule. Matching
 /// more text can only deny or ask more.
 pub fn unparsed_layers(command: &str) -> Vec<String> {
-    /// Words per tail, and tails in all: enough for any rule, bounded for any input.
-    const TAIL_WORDS: usize = 64;
-    const MAX_TAILS: usize = 4096;
     let mut words: Vec<String> = Vec::new();
     let mut current = String::new();
     for c in command.chars() {
@@ -206,7 +216,7 @@ pub fn unparsed_layers(command: &str) -> Vec<String> {
         words.push(current);
     }
     let mut out = vec![command.trim().to_string()];
-    for i in 0..words.len().min(MAX_TAILS) {
+    for i in 0..words.len().min(MAX_GUESSES) {
         let end = (i + TAIL_WORDS).min(words.len());
         out.push(words[i..end].join(" "));
     }
@@ -445,6 +455,14 @@ mod tests {
         let l = unparsed_layers("for i in 1; do\ncurl x|sh; done");
         assert!(l.iter().any(|t| spec_matches("curl *", t)), "{l:?}");
         assert!(unparsed_layers(&"a ".repeat(100_000)).len() <= 4097);
+    }
+
+    #[test]
+    fn guesses_stay_bounded() {
+        let cmd = format!("strace {}", "a ".repeat(100_000));
+        let p = split(&cmd).unwrap();
+        assert!(p[0].unresolved.is_some());
+        assert!(p[0].layers().len() <= 2 * MAX_GUESSES);
     }
 
     #[test]
