@@ -115,8 +115,23 @@ pub fn unwrap_layer(words: &[Word]) -> Layer {
         ));
     }
     let Some(name) = command_name(&first.value) else {
-        return Layer::Plain;
+        // `./timeout`, `/opt/bin/env`, `/usr/bin/../bin/eval`: a program named like a
+        // wrapper outside the system directories may or may not be one. Never allowed by
+        // a rule, and deny rules see every tail of its words.
+        let file_name = first.value.rsplit('/').next().unwrap_or_default();
+        return match layer_for(file_name, words) {
+            Layer::Plain => Layer::Plain,
+            _ => Layer::Unresolved(format!(
+                "`{}` is named like the wrapper `{file_name}` but is not the system's",
+                first.value
+            )),
+        };
     };
+    layer_for(name, words)
+}
+
+/// The layer `words` form when their program is `name`.
+fn layer_for(name: &str, words: &[Word]) -> Layer {
     let layer = match name {
         "nohup" | "builtin" => after_options(words, &NO_OPTIONS, 0),
         "exec" => after_options(words, &EXEC, 0),
@@ -931,6 +946,26 @@ mod tests {
                 .iter()
                 .all(|p| p.unresolved.is_some())
         );
+    }
+
+    #[test]
+    fn wrappers_named_by_other_paths_are_unresolved() {
+        for cmd in [
+            "./timeout 5 rm x",
+            "/usr/bin/../bin/timeout 5 rm x",
+            "/opt/bin/env rm x",
+            "bin/eval rm x",
+        ] {
+            let p = split(cmd).unwrap();
+            assert!(p[0].unresolved.is_some(), "{cmd}");
+            assert!(p[0].layers().contains(&"rm x".to_string()), "{cmd}");
+        }
+        assert!(
+            split("/usr/bin/timeout 5 rm x").unwrap()[0]
+                .unresolved
+                .is_none()
+        );
+        assert!(split("./build.sh x").unwrap()[0].unresolved.is_none());
     }
 
     #[test]
