@@ -311,21 +311,9 @@ impl Parser {
     /// At `NAME[`, the start of `NAME[subscript]=value`, which bash takes for an assignment
     /// (the subscript is evaluated, and `BASH_CMDS[ls]=/bin/rm` rebinds a command name).
     fn element_assignment_ahead(&self) -> bool {
-        let mut i = self.pos;
-        if !self
-            .chars
-            .get(i)
-            .is_some_and(|c| c.is_ascii_alphabetic() || *c == '_')
-        {
+        let Some(mut i) = self.name_end(self.pos) else {
             return false;
-        }
-        while self
-            .chars
-            .get(i)
-            .is_some_and(|c| c.is_ascii_alphanumeric() || *c == '_')
-        {
-            i += 1;
-        }
+        };
         if self.chars.get(i) != Some(&'[') {
             return false;
         }
@@ -352,18 +340,7 @@ impl Parser {
 
     /// At `NAME=` or `NAME+=` (unquoted): consumes it and returns NAME.
     fn assignment_name(&mut self) -> Option<String> {
-        let mut i = self.pos;
-        let first = self.chars.get(i)?;
-        if !(first.is_ascii_alphabetic() || *first == '_') {
-            return None;
-        }
-        while self
-            .chars
-            .get(i)
-            .is_some_and(|c| c.is_ascii_alphanumeric() || *c == '_')
-        {
-            i += 1;
-        }
+        let mut i = self.name_end(self.pos)?;
         let name: String = self.chars[self.pos..i].iter().collect();
         if self.chars.get(i) == Some(&'+') {
             i += 1;
@@ -402,7 +379,12 @@ impl Parser {
         if self.peek() != Some('{') {
             return None;
         }
-        let mut i = self.pos + 1;
+        let i = self.name_end(self.pos + 1)?;
+        (self.chars.get(i) == Some(&'}')).then_some(i + 1)
+    }
+
+    /// The index just after a shell name (`[A-Za-z_][A-Za-z0-9_]*`) starting at `i`.
+    fn name_end(&self, mut i: usize) -> Option<usize> {
         let first = self.chars.get(i)?;
         if !(first.is_ascii_alphabetic() || *first == '_') {
             return None;
@@ -414,7 +396,7 @@ impl Parser {
         {
             i += 1;
         }
-        (self.chars.get(i) == Some(&'}')).then_some(i + 1)
+        Some(i)
     }
 
     fn redirect(&mut self) -> Result<Redirect> {
