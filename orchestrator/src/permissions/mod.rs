@@ -32,6 +32,8 @@
 pub mod bash_rules;
 pub mod engine;
 pub mod options;
+#[doc(hidden)]
+pub mod parser_oracle;
 pub mod paths;
 pub mod read_only;
 pub mod rules;
