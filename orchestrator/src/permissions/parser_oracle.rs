@@ -8,7 +8,7 @@
 //! - followed by a newline and one more command, that command is reported after the same
 //!   parts (nothing the script left open swallows it); checked when the script opens no
 //!   here-document and does not end in a backslash, where bash would swallow it too;
-//! - as the single-quoted body of `bash -c`, it gives the same commands one layer down
+//! - as the single-quoted body of `bash -c --`, it gives the same commands one layer down
 //!   (quoting and re-parsing agree), unless that nests too deeply or grows too long.
 
 use super::bash_rules::{Part, split};
@@ -42,7 +42,8 @@ pub fn check(src: &str) -> Result<(), String> {
             Err(_) => {}
         }
     }
-    let quoted = format!("bash -c '{}'", src.replace('\'', r"'\''"));
+    // `--`: a script starting with `-` would otherwise be read as an option by bash.
+    let quoted = format!("bash -c -- '{}'", src.replace('\'', r"'\''"));
     match split(&quoted) {
         Ok(inner) if rendered(&inner) != rendered(&parts) => {
             Err(format!("{quoted:?}: other commands than {src:?}"))
