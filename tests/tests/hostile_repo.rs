@@ -2,7 +2,7 @@
 //! model, then the host checked the way a user would find it (owners, modes, files outside
 //! the workspace, what the host's tools would run, what reached the model), and what a
 //! repository's own files try to widen. One submodule per class of attack, under
-//! `hostile_repo/`.
+//! `hostile_repo/` (a crate root looks for modules beside itself, hence the paths).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "hostile_repo/git.rs"]
@@ -11,6 +11,8 @@ mod git;
 mod host_reads;
 #[path = "hostile_repo/interactive.rs"]
 mod interactive;
+#[path = "hostile_repo/parser.rs"]
+mod parser;
 #[path = "hostile_repo/privilege.rs"]
 mod privilege;
 #[path = "hostile_repo/rewind.rs"]

@@ -1,9 +1,8 @@
 //! Bash commands against `Bash(...)` specifiers.
 //!
 //! A command is parsed ([`super::shell`]) and split into [`Part`]s: one per simple command,
-//! with wrappers looked through. Wrappers are `timeout`, `nice`, `nohup`, `stdbuf`, `time`,
-//! `command`, `builtin`, `exec`, `env [VAR=x...]`, `xargs` (the command it runs gets an
-//! unknown trailing argument) and `bash|sh|dash|zsh|ksh -c BODY` (the body is parsed
+//! with wrappers looked through ([`super::wrappers`]: `timeout`, `env`, `exec -a`, `setsid`,
+//! `flock`, `xargs`, `find -exec`, `eval`, `bash -c BODY` and more; a shell body is parsed
 //! recursively and its parts replace the wrapper). An allow rule must match the innermost
 //! command of every part; a deny or ask rule matches any layer (`timeout 5 curl x` is denied
 //! by `Bash(curl *)` and by `Bash(timeout *)`).
@@ -15,9 +14,9 @@
 //! becomes U+0001 and an expansion (`$X`, `$(...)`) becomes U+0000, which only `*` matches.
 //! So `npm' 'test` is not `npm test`, and `npm test $(x)` needs `npm test *`.
 
-use super::read_only::command_name;
 use super::rules::wildcard_chars;
 use super::shell::{self, Assignment, Redirect, SimpleCommand, Unparseable, Word};
+use super::wrappers::{Layer, unwrap_layer};
 
 /// Separator for spaces inside one word in the rendered form.
 const IN_WORD_SPACE: char = '\u{1}';
@@ -46,14 +45,82 @@ impl Part {
         render(&self.words)
     }
 
-    /// Every layer rendered, outermost first, innermost last.
+    /// Every layer rendered, outermost first, innermost last: what deny and ask rules see.
+    /// A command named by path is also seen by its file name (`/bin/rm x` as `rm x`).
+    ///
+    /// Security: when the part is unresolved (a wrapper this code does not follow), what
+    /// really runs is not known, so deny and ask rules also see every tail of every layer
+    /// (`strace -f rm x` as `rm x`) and the commands in any argument that reads as a shell
+    /// script (`su -c 'rm x'`). This can only make a command denied or asked about.
     pub fn layers(&self) -> Vec<String> {
-        self.wrappers
-            .iter()
-            .map(|w| render(w))
-            .chain(std::iter::once(self.rendered()))
-            .collect()
+        let mut layers: Vec<Vec<Word>> = self.wrappers.clone();
+        layers.push(self.words.clone());
+        if self.unresolved.is_some() {
+            layers = layers.iter().flat_map(|l| guesses(l)).collect();
+        }
+        let mut seen = std::collections::HashSet::new();
+        let mut out: Vec<String> = Vec::new();
+        for layer in &layers {
+            for rendered in [Some(render(layer)), by_file_name(layer).map(|l| render(&l))]
+                .into_iter()
+                .flatten()
+            {
+                if seen.insert(rendered.clone()) {
+                    out.push(rendered);
+                }
+            }
+        }
+        out
     }
+}
+
+/// `words` and every tail of it starting at a plain word, plus the commands of any argument
+/// that parses as a script (one level deep).
+///
+/// Bounded for any input: a tail is at most [`TAIL_WORDS`] words, and there are at most
+/// [`MAX_GUESSES`] of them (a rule longer than that many words is not seen in a tail).
+fn guesses(words: &[Word]) -> Vec<Vec<Word>> {
+    let tail = |ws: &[Word], i: usize| ws[i..ws.len().min(i + TAIL_WORDS)].to_vec();
+    let mut out = vec![words.to_vec()];
+    for (i, w) in words.iter().enumerate().skip(1) {
+        if out.len() >= MAX_GUESSES {
+            break;
+        }
+        let Some(v) = w.literal() else { continue };
+        if !v.starts_with('-') {
+            out.push(tail(words, i));
+        }
+        if v.contains([' ', '\t', '\n', ';', '|', '&'])
+            && let Ok(script) = shell::parse(v)
+        {
+            for cmd in script.commands {
+                for j in 0..cmd.words.len().min(MAX_GUESSES) {
+                    out.push(tail(&cmd.words, j));
+                }
+            }
+        }
+    }
+    out.truncate(MAX_GUESSES);
+    out
+}
+
+/// Words per guessed tail, and guesses per layer (see [`guesses`]).
+const TAIL_WORDS: usize = 64;
+const MAX_GUESSES: usize = 4096;
+
+/// The layer with its command named by file name, when it was named by a path.
+fn by_file_name(words: &[Word]) -> Option<Vec<Word>> {
+    let first = words.first()?;
+    let (_, name) = first.literal()?.rsplit_once('/')?;
+    if name.is_empty() {
+        return None;
+    }
+    let mut out = words.to_vec();
+    out[0] = Word {
+        value: name.to_string(),
+        ..first.clone()
+    };
+    Some(out)
 }
 
 /// Renders words for matching (see the module docs).
@@ -126,6 +193,36 @@ pub fn spec_matches(spec: &str, rendered: &str) -> bool {
     wildcard_chars(&render_pattern(spec), &text)
 }
 
+/// What deny and ask rules see of a command the parser cannot parse: the raw text, and
+/// every tail of its crude word list (words split at blanks and shell operators, quotes
+/// dropped) starting at each word, a bounded number of words long.
+///
+/// Security: bypassPermissions mode or a bare `Bash` allow runs an unparseable command;
+/// without this, `if true; then rm x; fi` would pass a `Bash(rm *)` deny rule. Matching
+/// more text can only deny or ask more.
+pub fn unparsed_layers(command: &str) -> Vec<String> {
+    let mut words: Vec<String> = Vec::new();
+    let mut current = String::new();
+    for c in command.chars() {
+        if c.is_whitespace() || ";&|(){}<>`".contains(c) {
+            if !current.is_empty() {
+                words.push(std::mem::take(&mut current));
+            }
+        } else if !matches!(c, '\'' | '"' | '\\') {
+            current.push(c);
+        }
+    }
+    if !current.is_empty() {
+        words.push(current);
+    }
+    let mut out = vec![command.trim().to_string()];
+    for i in 0..words.len().min(MAX_GUESSES) {
+        let end = (i + TAIL_WORDS).min(words.len());
+        out.push(words[i..end].join(" "));
+    }
+    out
+}
+
 /// Splits `command` into parts. Errors when the shell parser cannot parse it.
 pub fn split(command: &str) -> Result<Vec<Part>, Unparseable> {
     split_at_depth(command, 0)
@@ -143,7 +240,7 @@ fn split_at_depth(command: &str, depth: usize) -> Result<Vec<Part>, Unparseable>
 /// Environment variables that change what a command runs or loads: an assignment to one of
 /// them makes the part unresolved (no allow rule, not read-only). Security: `PATH=. npm
 /// test` or `LD_PRELOAD=x.so ls` would otherwise pass as the allowed command.
-fn dangerous_variable(name: &str) -> bool {
+pub(super) fn dangerous_variable(name: &str) -> bool {
     const EXACT: &[&str] = &[
         "PATH",
         "IFS",
@@ -208,6 +305,11 @@ fn peel(cmd: SimpleCommand, depth: usize, parts: &mut Vec<Part>) -> Result<(), U
     {
         part.unresolved = Some(format!("it sets {}, which changes what runs", a.name));
     }
+    peel_part(part, depth, parts)
+}
+
+/// Looks through `part`'s wrappers, pushing the parts it runs.
+fn peel_part(mut part: Part, depth: usize, parts: &mut Vec<Part>) -> Result<(), Unparseable> {
     loop {
         match unwrap_layer(&part.words) {
             Layer::Plain => break,
@@ -219,6 +321,7 @@ fn peel(cmd: SimpleCommand, depth: usize, parts: &mut Vec<Part>) -> Result<(), U
                 skip,
                 env,
                 append_unknown,
+                placeholder,
             } => {
                 if let Some(name) = env.iter().find(|n| dangerous_variable(n)) {
                     part.unresolved
@@ -226,6 +329,12 @@ fn peel(cmd: SimpleCommand, depth: usize, parts: &mut Vec<Part>) -> Result<(), U
                 }
                 let outer = part.words.clone();
                 let mut inner = part.words.split_off(skip);
+                if let Some(p) = placeholder.filter(|p| !p.is_empty()) {
+                    // Replaced by input data: the word's value is not known.
+                    for w in inner.iter_mut().filter(|w| w.value.contains(&p)) {
+                        w.dynamic = true;
+                    }
+                }
                 if append_unknown {
                     inner.push(Word {
                         value: "...".into(),
@@ -236,276 +345,64 @@ fn peel(cmd: SimpleCommand, depth: usize, parts: &mut Vec<Part>) -> Result<(), U
                 part.wrappers.push(outer);
                 part.words = inner;
             }
-            Layer::ShellBody(body) => {
-                let inner = split_at_depth(&body, depth + 1)?;
-                let outer = part.words.clone();
+            Layer::Commands(commands) => {
                 let mut wrappers = part.wrappers.clone();
-                wrappers.push(outer);
-                let mut first = true;
-                for mut p in inner {
-                    let mut w = wrappers.clone();
-                    w.append(&mut p.wrappers);
-                    p.wrappers = w;
-                    if first {
-                        // The wrapper's own redirections and assignments apply to the body.
-                        p.redirects.extend(part.redirects.iter().cloned());
-                        p.assignments.extend(part.assignments.iter().cloned());
-                        if p.unresolved.is_none() {
-                            p.unresolved = part.unresolved.clone();
-                        }
-                        first = false;
-                    }
-                    parts.push(p);
+                wrappers.push(part.words.clone());
+                for words in commands {
+                    let sub = Part {
+                        text: part.text.clone(),
+                        words,
+                        wrappers: wrappers.clone(),
+                        assignments: part.assignments.clone(),
+                        redirects: Vec::new(),
+                        unresolved: part.unresolved.clone(),
+                    };
+                    peel_part(sub, depth + 1, parts)?;
                 }
-                if first {
-                    // An empty body: keep the wrapper as a no-op part for its redirections.
-                    part.wrappers = wrappers;
-                    part.words.clear();
-                    parts.push(part);
-                }
-                return Ok(());
+                break;
             }
+            Layer::ShellBody(body) => return shell_body(part, &body, depth, parts),
         }
     }
     parts.push(part);
     Ok(())
 }
 
-enum Layer {
-    /// Not a wrapper.
-    Plain,
-    /// A wrapper whose command starts at word `skip`; `env` lists variables it sets.
-    Inner {
-        skip: usize,
-        env: Vec<String>,
-        append_unknown: bool,
-    },
-    /// `sh -c BODY`.
-    ShellBody(String),
-    /// A wrapper used in a way this code does not follow.
-    Unresolved(String),
-}
-
-fn unwrap_layer(words: &[Word]) -> Layer {
-    let Some(first) = words.first() else {
-        return Layer::Plain;
-    };
-    if first.quoted || first.dynamic || first.glob {
-        return Layer::Unresolved(format!(
-            "its command name `{}` is quoted, escaped or computed",
-            first.value
-        ));
+/// The parts of a shell string a wrapper runs, each under the wrapper's layers. The
+/// wrapper's assignments and its being unresolved apply to every one of them; its
+/// redirections to the first (they are checked once).
+fn shell_body(
+    part: Part,
+    body: &str,
+    depth: usize,
+    parts: &mut Vec<Part>,
+) -> Result<(), Unparseable> {
+    let inner = split_at_depth(body, depth + 1)?;
+    let mut wrappers = part.wrappers.clone();
+    wrappers.push(part.words.clone());
+    let mut first = true;
+    for mut p in inner {
+        let mut w = wrappers.clone();
+        w.append(&mut p.wrappers);
+        p.wrappers = w;
+        p.assignments.extend(part.assignments.iter().cloned());
+        if p.unresolved.is_none() {
+            p.unresolved = part.unresolved.clone();
+        }
+        if first {
+            p.redirects.extend(part.redirects.iter().cloned());
+            first = false;
+        }
+        parts.push(p);
     }
-    let Some(name) = command_name(&first.value) else {
-        return Layer::Plain;
-    };
-    let lit = |i: usize| words.get(i).and_then(Word::literal);
-    let inner = |skip: usize| -> Layer {
-        if skip >= words.len() {
-            Layer::Plain
-        } else {
-            Layer::Inner {
-                skip,
-                env: Vec::new(),
-                append_unknown: false,
-            }
-        }
-    };
-    let unresolved = |why: &str| Layer::Unresolved(format!("`{name}` {why}"));
-    // Options before the wrapped command; `with_arg` take a value (`-n 5`); any other
-    // option, or a computed word among them, makes the part unresolved.
-    let skip_options = |start: usize, flags: &[&str], with_arg: &[&str]| -> Option<usize> {
-        let mut i = start;
-        while let Some(w) = words.get(i) {
-            let a = w.literal()?;
-            if a == "--" {
-                return Some(i + 1);
-            }
-            if !a.starts_with('-') || a == "-" {
-                return Some(i);
-            }
-            if with_arg.contains(&a) {
-                i += 2;
-            } else if flags.contains(&a)
-                || with_arg
-                    .iter()
-                    .any(|f| f.starts_with("--") && a.starts_with(&format!("{f}=")))
-                || with_arg
-                    .iter()
-                    .any(|f| f.len() == 2 && !f.starts_with("--") && a.starts_with(f))
-            {
-                i += 1;
-            } else {
-                return None;
-            }
-        }
-        Some(i)
-    };
-    match name {
-        "nohup" | "builtin" | "exec" => inner(skip_options(1, &[], &[]).unwrap_or(1)),
-        "time" => match skip_options(1, &["-p"], &[]) {
-            Some(i) => inner(i),
-            None => unresolved("has options this check does not follow"),
-        },
-        "command" => match lit(1) {
-            Some("-v" | "-V") => Layer::Plain,
-            _ => match skip_options(1, &["-p"], &[]) {
-                Some(i) => inner(i),
-                None => unresolved("has options this check does not follow"),
-            },
-        },
-        "timeout" => {
-            match skip_options(
-                1,
-                &["--preserve-status", "--foreground", "-v", "--verbose"],
-                &["-s", "-k", "--signal", "--kill-after"],
-            ) {
-                // The duration, then the command.
-                Some(i) if lit(i).is_some() => inner(i + 1),
-                _ => unresolved("has options this check does not follow"),
-            }
-        }
-        "nice" => {
-            let mut i = 1;
-            if let Some(a) = lit(1) {
-                if a == "-n" {
-                    i = 3;
-                } else if a.starts_with("--adjustment=")
-                    || (a.starts_with('-') && a[1..].chars().all(|c| c.is_ascii_digit()))
-                {
-                    i = 2;
-                }
-            }
-            match skip_options(i, &[], &[]) {
-                Some(i) => inner(i),
-                None => unresolved("has options this check does not follow"),
-            }
-        }
-        "stdbuf" => match skip_options(
-            1,
-            &[],
-            &["-i", "-o", "-e", "--input", "--output", "--error"],
-        ) {
-            Some(i) => inner(i),
-            None => unresolved("has options this check does not follow"),
-        },
-        "env" => {
-            let Some(mut i) = skip_options(
-                1,
-                &["-i", "--ignore-environment", "-0", "--null"],
-                &["-u", "--unset", "-C", "--chdir"],
-            ) else {
-                return unresolved("has options this check does not follow");
-            };
-            let mut env = Vec::new();
-            while let Some(w) = words.get(i) {
-                match w.value.split_once('=') {
-                    Some((n, _))
-                        if !n.is_empty()
-                            && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') =>
-                    {
-                        env.push(n.to_string());
-                        i += 1;
-                    }
-                    _ => break,
-                }
-            }
-            if i >= words.len() {
-                return if env.iter().any(|n| dangerous_variable(n)) {
-                    unresolved("sets a variable that changes what runs")
-                } else {
-                    Layer::Plain
-                };
-            }
-            Layer::Inner {
-                skip: i,
-                env,
-                append_unknown: false,
-            }
-        }
-        "xargs" => {
-            match skip_options(
-                1,
-                &[
-                    "-0",
-                    "--null",
-                    "-r",
-                    "--no-run-if-empty",
-                    "-t",
-                    "--verbose",
-                    "-x",
-                    "--exit",
-                    "--open-tty",
-                    "-o",
-                ],
-                &[
-                    "-n",
-                    "-L",
-                    "-P",
-                    "-s",
-                    "-d",
-                    "-I",
-                    "-E",
-                    "-a",
-                    "--max-args",
-                    "--max-lines",
-                    "--max-procs",
-                    "--max-chars",
-                    "--delimiter",
-                    "--replace",
-                    "--eof",
-                    "--arg-file",
-                ],
-            ) {
-                Some(i) if i < words.len() => Layer::Inner {
-                    skip: i,
-                    env: Vec::new(),
-                    append_unknown: true,
-                },
-                // `xargs` alone runs `echo`.
-                Some(_) => Layer::Plain,
-                None => unresolved("has options this check does not follow"),
-            }
-        }
-        "bash" | "sh" | "dash" | "zsh" | "ksh" => shell_body(words, name),
-        _ => Layer::Plain,
+    if first {
+        // An empty body: keep the wrapper as a no-op part for its redirections.
+        let mut part = part;
+        part.wrappers = wrappers;
+        part.words.clear();
+        parts.push(part);
     }
-}
-
-/// `bash [opts] -c BODY [name args...]`: the body; without `-c` the shell runs a script or
-/// standard input, which is the shell command itself (not looked through).
-fn shell_body(words: &[Word], name: &str) -> Layer {
-    let mut i = 1;
-    let mut has_c = false;
-    while let Some(w) = words.get(i) {
-        let Some(a) = w.literal() else {
-            return Layer::Unresolved(format!("`{name}` has computed options"));
-        };
-        if a == "--" {
-            i += 1;
-            break;
-        }
-        if matches!(a, "-o" | "+o" | "-O" | "+O") {
-            i += 2;
-            continue;
-        }
-        if (a.starts_with('-') || a.starts_with('+')) && a.len() > 1 {
-            if !a.starts_with("--") && a[1..].contains('c') {
-                has_c = true;
-            }
-            i += 1;
-            continue;
-        }
-        break;
-    }
-    if !has_c {
-        return Layer::Plain;
-    }
-    match words.get(i) {
-        Some(body) if !body.dynamic => Layer::ShellBody(body.value.clone()),
-        Some(_) => Layer::Unresolved(format!("`{name} -c` runs a computed command")),
-        None => Layer::Unresolved(format!("`{name} -c` without a command")),
-    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -549,6 +446,23 @@ mod tests {
         assert!(p[0].unresolved.is_some());
         let p = split("timeout --weird 5 curl x").unwrap();
         assert!(p[0].unresolved.is_some());
+    }
+
+    #[test]
+    fn unparsed_commands_show_every_tail() {
+        let l = unparsed_layers("if true; then \"r\"m -rf x; fi");
+        assert!(l.iter().any(|t| spec_matches("rm *", t)), "{l:?}");
+        let l = unparsed_layers("for i in 1; do\ncurl x|sh; done");
+        assert!(l.iter().any(|t| spec_matches("curl *", t)), "{l:?}");
+        assert!(unparsed_layers(&"a ".repeat(100_000)).len() <= 4097);
+    }
+
+    #[test]
+    fn guesses_stay_bounded() {
+        let cmd = format!("strace {}", "a ".repeat(100_000));
+        let p = split(&cmd).unwrap();
+        assert!(p[0].unresolved.is_some());
+        assert!(p[0].layers().len() <= 2 * MAX_GUESSES);
     }
 
     #[test]

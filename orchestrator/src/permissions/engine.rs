@@ -28,7 +28,7 @@ use serde_json::Value;
 use super::PermissionMode;
 use super::bash_rules::{self, Part, spec_matches};
 use super::paths::{self, Anchors, PathPattern};
-use super::read_only::{command_name, is_read_only};
+use super::read_only::{command_name, is_read_only, runs_configured_programs};
 use super::rules::{Rule, RuleError, split_rule_list, wildcard};
 use super::shell::RedirectKind;
 
@@ -589,8 +589,9 @@ impl Engine {
     /// A command the parser could not read: deny and ask rules are matched against its
     /// raw text; no specifier allow rule ever matches it (a bare `Bash` allow does).
     fn unparseable(&self, command: &str, why: &str) -> Verdict {
-        let raw = command.trim();
-        if let Some(r) = self.bash_rule(&self.cfg.deny, |s| spec_matches(s, raw)) {
+        let raw = bash_rules::unparsed_layers(command);
+        let raw_matches = |s: &str| raw.iter().any(|l| spec_matches(s, l));
+        if let Some(r) = self.bash_rule(&self.cfg.deny, raw_matches) {
             return Verdict::new(
                 Decision::Deny,
                 format!("denied by rule {}", r.origin),
@@ -606,7 +607,7 @@ impl Engine {
                 None,
             );
         }
-        if let Some(r) = self.bash_rule(&self.cfg.ask, |s| spec_matches(s, raw)) {
+        if let Some(r) = self.bash_rule(&self.cfg.ask, raw_matches) {
             return Verdict::new(
                 Decision::Ask,
                 format!("rule {} asks before this command", r.origin),
@@ -774,7 +775,9 @@ impl Engine {
         }
         // Files the part touches.
         let mut file_verdicts = Vec::new();
-        let read_only = part.unresolved.is_none() && is_read_only(&part.words);
+        let read_only = part.unresolved.is_none()
+            && is_read_only(&part.words)
+            && !(cd_seen && runs_configured_programs(&part.words));
         for redirect in &part.redirects {
             let kind = if redirect.kind.writes() {
                 PathKind::Edit

@@ -7,6 +7,8 @@
 //! - [`rules`]: the rule grammar (`Tool`, `Tool(specifier)`).
 //! - [`shell`]: a shell parser that splits a command into the simple commands it runs.
 //! - [`bash_rules`]: `Bash(...)` specifiers against those commands, wrappers looked through.
+//! - [`wrappers`]: commands that run other commands (`timeout`, `env`, `find -exec`, `eval`).
+//! - [`options`]: options read the way getopt_long reads them (abbreviations included).
 //! - [`read_only`]: commands that never need permission.
 //! - [`paths`]: gitignore-style path patterns for Read / Edit / Write.
 //! - [`engine`]: the [`Engine`] (`decide`, `offers`, `set_mode`, `explain_bash`).
@@ -29,10 +31,14 @@
 
 pub mod bash_rules;
 pub mod engine;
+pub mod options;
+#[doc(hidden)]
+pub mod parser_oracle;
 pub mod paths;
 pub mod read_only;
 pub mod rules;
 pub mod shell;
+pub mod wrappers;
 
 pub use engine::{
     BashExplanation, Decision, Engine, EngineConfig, ModeError, RuleOrigin, ScopedRule, Verdict,

@@ -7,9 +7,16 @@
 //! - Arguments whose value the parser cannot know (`$X`, `$(...)`, unquoted globs) could
 //!   expand into options (a file named `--pre=sh` matched by `*`), so only commands with no
 //!   dangerous option accept them (`dynamic_ok`).
+//! - Options that write files or run programs are forbidden by their exact name and by every
+//!   abbreviation of it, since GNU getopt and git accept unambiguous prefixes (`sort --co=sh`
+//!   is `sort --compress-program=sh`): see [`super::options::long_option_is`].
 //! - This decides only whether to prompt; the sandbox confines whatever runs.
 
+use super::options::{long_option_is, short_cluster_has};
 use super::shell::Word;
+
+mod git;
+use git::git_ok;
 
 /// Directories whose binaries may be named by absolute path.
 const SYSTEM_BIN_DIRS: &[&str] = &["/bin", "/usr/bin", "/usr/local/bin", "/sbin", "/usr/sbin"];
@@ -24,7 +31,6 @@ const COMMANDS: &[(&str, bool, Check)] = &[
     ("wc", true, any),
     ("ls", true, any),
     ("echo", true, any),
-    ("printf", true, any),
     ("pwd", true, any),
     ("true", true, any),
     ("false", true, any),
@@ -56,8 +62,10 @@ const COMMANDS: &[(&str, bool, Check)] = &[
     ("id", true, any),
     ("uname", true, any),
     ("type", true, any),
-    ("test", true, any),
-    ("[", true, any),
+    // `test -v 'a[$(cmd)]'` evaluates the subscript, running cmd; a computed argument could
+    // be `-v`.
+    ("test", false, test_ok),
+    ("[", false, test_ok),
     ("seq", true, any),
     ("printenv", true, any),
     ("column", true, any),
@@ -74,9 +82,9 @@ const COMMANDS: &[(&str, bool, Check)] = &[
     ("popd", true, any),
     // `file -C` compiles a magic file (writes).
     ("file", false, file_ok),
-    ("hostname", false, only_flags),
+    ("hostname", false, hostname_ok),
     ("date", false, date_ok),
-    // `rg --pre CMD` runs CMD on every file.
+    // `rg --pre CMD` runs CMD on every file; `--hostname-bin CMD` runs CMD.
     ("rg", false, rg_ok),
     ("find", false, find_ok),
     // `sort -o FILE` writes; `--compress-program` runs a program.
@@ -84,6 +92,7 @@ const COMMANDS: &[(&str, bool, Check)] = &[
     // `uniq IN OUT` writes OUT; `xxd IN OUT` too.
     ("uniq", false, at_most_one_positional),
     ("xxd", false, at_most_one_positional),
+    // `tree -o FILE` writes; `-R` writes `00Tree.html` in every directory.
     ("tree", false, tree_ok),
     ("env", false, no_args),
     ("git", false, git_ok),
@@ -100,6 +109,9 @@ pub fn is_read_only(words: &[Word]) -> bool {
     let Some(name) = first.literal().and_then(command_name) else {
         return false;
     };
+    if name == "printf" {
+        return printf_ok(args);
+    }
     let Some((_, dynamic_ok, check)) = COMMANDS.iter().find(|(n, _, _)| *n == name) else {
         return false;
     };
@@ -108,6 +120,28 @@ pub fn is_read_only(words: &[Word]) -> bool {
         return false;
     }
     check(&literal)
+}
+
+/// `printf -v NAME` assigns a variable (`printf -v PATH ...` changes what later commands
+/// run, and a subscript in NAME is evaluated): the first argument must be a known format.
+fn printf_ok(args: &[Word]) -> bool {
+    match args.first() {
+        None => true,
+        Some(w) => w.literal().is_some_and(|f| !f.starts_with("-v")),
+    }
+}
+
+/// Whether the command reads a configuration found from the working directory that can
+/// name programs to run (git's repository config: `core.fsmonitor`, `core.pager`...).
+/// Security: after a `cd` into a directory the sandbox could write (a nested repository),
+/// such a command is not read-only: the workspace's own `.git/config` is protected, a
+/// nested one is not.
+pub fn runs_configured_programs(words: &[Word]) -> bool {
+    words
+        .first()
+        .and_then(Word::literal)
+        .and_then(command_name)
+        .is_some_and(|n| n == "git")
 }
 
 /// `ls` → `ls`; `/usr/bin/ls` → `ls`; `./ls`, `bin/ls` → none.
@@ -127,8 +161,31 @@ fn no_args(args: &[&str]) -> bool {
     args.is_empty()
 }
 
-fn only_flags(args: &[&str]) -> bool {
-    args.iter().all(|a| a.starts_with('-'))
+fn test_ok(args: &[&str]) -> bool {
+    !args.iter().any(|a| matches!(*a, "-v" | "-R"))
+}
+
+/// Printing only: `hostname`, `-s`, `-f`, `-i`...; an operand or `-F FILE` sets the name.
+fn hostname_ok(args: &[&str]) -> bool {
+    const PRINTS: &[&str] = &[
+        "-a",
+        "-A",
+        "-d",
+        "-f",
+        "-i",
+        "-I",
+        "-s",
+        "-y",
+        "--alias",
+        "--domain",
+        "--fqdn",
+        "--long",
+        "--ip-address",
+        "--all-ip-addresses",
+        "--all-fqdns",
+        "--short",
+    ];
+    args.iter().all(|a| PRINTS.contains(a))
 }
 
 fn positional<'a>(args: &'a [&'a str]) -> impl Iterator<Item = &'a &'a str> {
@@ -139,22 +196,17 @@ fn at_most_one_positional(args: &[&str]) -> bool {
     positional(args).count() <= 1
 }
 
-/// A short-option cluster (`-ro`) containing `letter`.
-fn short_cluster_has(arg: &str, letter: char) -> bool {
-    arg.starts_with('-') && !arg.starts_with("--") && arg[1..].contains(letter)
-}
-
 fn file_ok(args: &[&str]) -> bool {
     !args
         .iter()
-        .any(|a| short_cluster_has(a, 'C') || a.starts_with("--compile"))
+        .any(|a| short_cluster_has(a, 'C') || long_option_is(a, &["compile"]))
 }
 
 fn date_ok(args: &[&str]) -> bool {
     let mut i = 0;
     while i < args.len() {
         let a = args[i];
-        if short_cluster_has(a, 's') || a.starts_with("--set") {
+        if short_cluster_has(a, 's') || long_option_is(a, &["set"]) {
             return false;
         }
         if matches!(a, "-d" | "-r" | "-f") {
@@ -171,7 +223,9 @@ fn date_ok(args: &[&str]) -> bool {
 }
 
 fn rg_ok(args: &[&str]) -> bool {
-    !args.iter().any(|a| a.starts_with("--pre"))
+    !args
+        .iter()
+        .any(|a| long_option_is(a, &["pre", "hostname-bin"]))
 }
 
 fn find_ok(args: &[&str]) -> bool {
@@ -182,97 +236,14 @@ fn find_ok(args: &[&str]) -> bool {
 }
 
 fn sort_ok(args: &[&str]) -> bool {
-    !args.iter().any(|a| {
-        short_cluster_has(a, 'o') || a.starts_with("--output") || a.starts_with("--compress")
-    })
+    !args
+        .iter()
+        .any(|a| short_cluster_has(a, 'o') || long_option_is(a, &["output", "compress-program"]))
 }
 
 fn tree_ok(args: &[&str]) -> bool {
-    !args.iter().any(|a| short_cluster_has(a, 'o'))
-}
-
-fn git_ok(args: &[&str]) -> bool {
-    let mut i = 0;
-    // Global options before the subcommand.
-    while let Some(a) = args.get(i) {
-        match *a {
-            "-C" => i += 2,
-            "--no-pager" | "-P" | "--no-optional-locks" | "--literal-pathspecs" => i += 1,
-            a if a.starts_with("--git-dir=") || a.starts_with("--work-tree=") => i += 1,
-            // `-c core.pager=...`, `--exec-path`, `--config-env`: run configured programs.
-            a if a.starts_with('-') => return false,
-            _ => break,
-        }
-    }
-    let Some(sub) = args.get(i) else {
-        return false;
-    };
-    let rest = &args[i + 1..];
-    // Options that write files or run configured external programs.
-    let risky = |a: &&str| {
-        a.starts_with("--output")
-            || a.starts_with("--ext-diff")
-            || a.starts_with("-O")
-            || a.starts_with("--open-files-in-pager")
-    };
-    if rest.iter().any(risky) {
-        return false;
-    }
-    match *sub {
-        "status" | "log" | "diff" | "show" | "blame" | "shortlog" | "describe" | "ls-files"
-        | "ls-tree" | "cat-file" | "rev-parse" | "rev-list" | "grep" | "whatchanged"
-        | "show-ref" | "merge-base" | "name-rev" | "count-objects" | "check-ignore"
-        | "show-branch" => true,
-        "branch" => git_branch_ok(rest),
-        "tag" => rest.is_empty() || matches!(rest[0], "-l" | "--list" | "-n"),
-        "remote" => rest.iter().all(|a| matches!(*a, "-v" | "--verbose")),
-        "config" => {
-            const READS: &[&str] = &["--get", "--get-all", "--get-regexp", "--list", "-l"];
-            rest.iter().any(|a| READS.contains(a))
-                && !rest.iter().any(|a| {
-                    a.starts_with("--add")
-                        || a.starts_with("--unset")
-                        || a.starts_with("--replace")
-                        || a.starts_with("--rename")
-                        || a.starts_with("--remove")
-                        || matches!(*a, "-e" | "--edit")
-                })
-        }
-        "stash" => matches!(rest.first(), Some(&"list" | &"show")),
-        "reflog" => matches!(rest.first(), None | Some(&"show")),
-        "worktree" => matches!(rest.first(), Some(&"list")),
-        _ => false,
-    }
-}
-
-/// Listing only: `git branch`, `-a`, `-r`, `-v`, `--list PATTERN`, `--show-current`...;
-/// a positional without `--list` creates a branch, `-d`/`-D`/`-m` delete or rename.
-fn git_branch_ok(args: &[&str]) -> bool {
-    const LISTING: &[&str] = &[
-        "-a",
-        "--all",
-        "-r",
-        "--remotes",
-        "-v",
-        "-vv",
-        "--verbose",
-        "--show-current",
-        "--color",
-        "--no-color",
-        "--no-column",
-        "-l",
-        "--list",
-        "--merged",
-        "--no-merged",
-        "--contains",
-        "--no-contains",
-    ];
-    let listing = args.iter().any(|a| matches!(*a, "-l" | "--list"));
-    args.iter().all(|a| {
-        LISTING.contains(a)
-            || a.starts_with("--sort=")
-            || a.starts_with("--format=")
-            || (listing && !a.starts_with('-'))
+    !args.iter().any(|a| {
+        short_cluster_has(a, 'o') || short_cluster_has(a, 'R') || long_option_is(a, &["output"])
     })
 }
 
@@ -302,7 +273,14 @@ mod tests {
             "git branch",
             "git branch -a -v",
             "git branch --list 'feat*'",
-            "git -C sub status",
+            "git --no-pager log",
+            "git --namespace=x log",
+            "git tag -l 'v1*'",
+            "git tag",
+            "git config --get user.name",
+            "printf '%s\\n' \"$HOME\"",
+            "test -f x",
+            "sort --check a",
             "/usr/bin/ls",
             "echo $HOME",
             "cat *.txt",
@@ -347,6 +325,82 @@ mod tests {
         ] {
             let expect_ro = cmd == "env";
             assert_eq!(ro(cmd), expect_ro, "{cmd}");
+        }
+    }
+
+    /// Issue 9: GNU getopt and git accept unambiguous prefixes of long options.
+    #[test]
+    fn forbidden_long_options_by_any_abbreviation() {
+        for cmd in [
+            "sort --co=sh a",
+            "sort --compress=sh a",
+            "sort --outp=F a",
+            "sort --ou F a",
+            "sort --o=F a",
+            "git grep --open=vim x",
+            "git grep --open-files=vim x",
+            "git grep -iOvim x",
+            "git diff --outp=x",
+            "git log --out=x",
+            "git diff --ext",
+            "git show --ext-d",
+            "rg --pr=sh x",
+            "rg --hostname=sh x",
+            "file --comp x",
+            "date --se=now",
+            "date --s now",
+            "tree -R",
+            "tree -aR",
+            "git config --get x --ad y z",
+            "git config --list --ed",
+            "git config --get x --unset-a y",
+        ] {
+            assert!(!ro(cmd), "{cmd}");
+        }
+    }
+
+    /// Issue 9: global options that point git at another repository or configuration.
+    #[test]
+    fn git_globals_that_change_repository_or_config() {
+        for cmd in [
+            "git -C sub status",
+            "git --git-dir=evil/.git status",
+            "git --git-dir evil/.git status",
+            "git --work-tree=x status",
+            "git -c core.pager=sh log",
+            "git -c core.fsmonitor=./x status",
+            "git --config-env=core.pager=X log",
+            "git --exec-path=./bin status",
+            "git --bare log",
+            "git -p log",
+            "git --paginate log",
+            "git --no-pager -C sub status",
+        ] {
+            assert!(!ro(cmd), "{cmd}");
+        }
+    }
+
+    /// `printf -v` assigns (and evaluates a subscript); `test -v` evaluates a subscript.
+    #[test]
+    fn builtins_that_assign_or_evaluate() {
+        for cmd in [
+            "printf -v PATH /tmp/x",
+            "printf -vPATH x",
+            "printf $F x",
+            "test -v 'a[$(touch p)]'",
+            "[ -v x ]",
+            "test -R x",
+            "test -f \"$X\"",
+            "git tag v1",
+            "git tag -a v1 -m x",
+            "git tag -d v1",
+            "git tag -l -d v1",
+            "git branch --contains x",
+            "hostname -F f",
+            "hostname --file=f",
+            "hostname newname",
+        ] {
+            assert!(!ro(cmd), "{cmd}");
         }
     }
 }

@@ -322,8 +322,102 @@ fn deny_rules_catch_every_disguise() {
         "time curl x",
         "command curl x",
         "exec curl x",
+        // Issue 9: wrappers that evaded deny rules, with variants.
+        "exec -a x curl x",
+        "exec -cl curl x",
+        "setsid curl x",
+        "setsid -f curl x",
+        "setsid --wait curl x",
+        "flock /tmp/l curl x",
+        "flock -n /tmp/l curl x",
+        "flock /tmp/l -c 'curl x'",
+        "ionice curl x",
+        "ionice -c 3 curl x",
+        "taskset 1 curl x",
+        "taskset -c 0 curl x",
+        "chrt -r 1 curl x",
+        "nice -5 curl x",
+        "timeout --sig=KILL 5 curl x",
+        "env -i curl x",
+        "env -u HOME curl x",
+        "stdbuf -o0 curl x",
+        "sudo curl x",
+        "sudo -u root curl x",
+        "doas curl x",
+        "unshare -r curl x",
+        "eval curl x",
+        "eval 'curl x'",
+        "trap 'curl x' EXIT",
+        "alias c='curl x'",
+        "find . -exec curl x \\;",
+        "find . -execdir curl {} +",
+        "ls | xargs -I{} curl {}",
+        "/usr/bin/curl x",
+        "./curl x",
+        "strace -f curl x",
+        "watch curl x",
+        "su -c 'curl x'",
+        "timeout --bogus 5 curl x",
+        "builtin exec -a y curl x",
+        "cat <<EOF $(\ncurl x\n)\nbody\nEOF",
+        "cat <<EOF\n$(curl x)\nEOF",
+        // Not parseable: deny rules see every tail of the raw words.
+        "if true; then curl x; fi",
+        "for i in 1; do c'ur'l x; done",
+        "f() { curl x; }; f",
+        "case a in a) curl x;; esac",
     ];
     for cmd in disguises {
         assert_eq!(decide(&e, cmd).decision, Decision::Deny, "{cmd:?}");
+    }
+}
+
+/// Issue 9: "read-only" commands that ran code. In default mode with no rule, each must ask.
+#[test]
+fn read_only_bypasses_ask() {
+    let e = engine(PermissionMode::Default, &[], &[]);
+    let cases = [
+        "cat <<EOF $(\ntouch pwned\n)\nbody\nEOF",
+        "cat <<EOF $(\ntouch pwned\nEOF\n)",
+        "cat <<EOF <(\ntouch pwned\nEOF\n)",
+        "{fd}>/dev/null touch pwned",
+        "cat <<EOF <(\ntouch pwned\n)\nbody\nEOF",
+        "cat <<EOF `\ntouch pwned\n`\nbody\nEOF",
+        "cat <<-EOF $(\ntouch pwned\n)\n\tbody\n\tEOF",
+        "cat <<'EOF' $(\ntouch pwned\n)\nbody\nEOF",
+        "cat <<A <<B $(\ntouch pwned\n)\na\nA\nb\nB",
+        "cat <<EOF\n$(touch pwned)\nEOF",
+        "cat <<EOF\nEO\\\nF\ntouch pwned\nEOF",
+        "sort --co=sh a",
+        "sort --compress-prog=sh a",
+        "sort --outp=F a",
+        "sort -o F a",
+        "git grep --open=vim x",
+        "git grep -O x",
+        "git diff --outp=F",
+        "git --git-dir=evil status",
+        "git --git-dir evil status",
+        "git --work-tree=. status",
+        "git -C sub status",
+        "git -c core.fsmonitor=./x status",
+        "git --config-env=core.pager=P log",
+        "git --exec-path=. status",
+        "git --bare log",
+        "rg --pre=sh x",
+        "rg --pr sh x",
+        "date --se now",
+        "x='a[$(touch p)]'; echo $((x))",
+        "echo ${x@P}",
+        "echo ${!x}",
+        "test -v 'a[$(touch p)]'",
+        "printf -v PATH /tmp",
+        "BASH_CMDS[ls]=/bin/rm; ls",
+        "tree -R -H x",
+        "cd sub && git status",
+        "pushd sub; git log",
+    ];
+    for cmd in cases {
+        let v = decide(&e, cmd);
+        assert_ne!(v.decision, Decision::Allow, "{cmd:?}: {}", v.reason);
     }
 }

@@ -19,6 +19,8 @@
 //! assert_eq!(names, ["npm", "curl", "echo"]);
 //! ```
 
+mod expansion;
+mod heredoc;
 mod parser;
 
 pub use parser::parse;

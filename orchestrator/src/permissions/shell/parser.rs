@@ -12,12 +12,14 @@
 //! Security note: every construct outside this grammar is an error, so that the permission
 //! engine never allows a command whose meaning the parser did not fully see.
 
+use super::expansion::has_glob;
+use super::heredoc::PendingHeredoc;
 use super::{
     Assignment, MAX_DEPTH, MAX_LEN, Redirect, RedirectKind, Script, SimpleCommand, Unparseable,
     Word,
 };
 
-type Result<T> = std::result::Result<T, Unparseable>;
+pub(super) type Result<T> = std::result::Result<T, Unparseable>;
 
 /// Words that start shell control flow, which this parser does not model.
 const RESERVED: &[&str] = &[
@@ -39,38 +41,25 @@ pub(crate) fn parse_at_depth(src: &str, depth: usize) -> Result<Script> {
     if depth > MAX_DEPTH {
         return Err(Unparseable::new("the command nests too deeply"));
     }
-    let mut p = Parser {
-        chars: src.chars().collect(),
-        pos: 0,
-        depth,
-        out: Vec::new(),
-        heredocs: Vec::new(),
-    };
+    let mut p = Parser::new(src, depth);
     p.list(End::Eof)?;
     Ok(Script { commands: p.out })
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum End {
+pub(super) enum End {
     Eof,
     Paren,
     Brace,
 }
 
-struct PendingHeredoc {
-    delimiter: String,
-    /// A quoted delimiter: the body is not expanded.
-    quoted: bool,
-    /// `<<-`: leading tabs are stripped.
-    strip_tabs: bool,
-}
-
-struct Parser {
-    chars: Vec<char>,
-    pos: usize,
-    depth: usize,
-    out: Vec<SimpleCommand>,
-    heredocs: Vec<PendingHeredoc>,
+pub(super) struct Parser {
+    pub(super) chars: Vec<char>,
+    pub(super) pos: usize,
+    pub(super) depth: usize,
+    pub(super) out: Vec<SimpleCommand>,
+    /// Here-documents opened on the current line of the current nesting level.
+    pub(super) heredocs: Vec<PendingHeredoc>,
 }
 
 fn is_meta(c: char) -> bool {
@@ -81,15 +70,25 @@ fn is_meta(c: char) -> bool {
 }
 
 impl Parser {
-    fn peek(&self) -> Option<char> {
+    pub(super) fn new(src: &str, depth: usize) -> Self {
+        Self {
+            chars: src.chars().collect(),
+            pos: 0,
+            depth,
+            out: Vec::new(),
+            heredocs: Vec::new(),
+        }
+    }
+
+    pub(super) fn peek(&self) -> Option<char> {
         self.chars.get(self.pos).copied()
     }
 
-    fn peek_at(&self, n: usize) -> Option<char> {
+    pub(super) fn peek_at(&self, n: usize) -> Option<char> {
         self.chars.get(self.pos + n).copied()
     }
 
-    fn err<T>(&self, what: impl std::fmt::Display) -> Result<T> {
+    pub(super) fn err<T>(&self, what: impl std::fmt::Display) -> Result<T> {
         Err(Unparseable::new(format!(
             "{what} (at character {})",
             self.pos
@@ -123,42 +122,7 @@ impl Parser {
         }
     }
 
-    /// Consumes a newline token, then the bodies of the here-documents begun on its line.
-    fn newline(&mut self) -> Result<()> {
-        self.pos += 1;
-        for doc in std::mem::take(&mut self.heredocs) {
-            loop {
-                if self.pos >= self.chars.len() {
-                    // Like bash: a here-document may end at the end of input.
-                    break;
-                }
-                let start = self.pos;
-                while self.peek().is_some_and(|c| c != '\n') {
-                    self.pos += 1;
-                }
-                let line: String = self.chars[start..self.pos].iter().collect();
-                if self.peek() == Some('\n') {
-                    self.pos += 1;
-                }
-                let cmp = if doc.strip_tabs {
-                    line.trim_start_matches('\t')
-                } else {
-                    line.as_str()
-                };
-                if cmp == doc.delimiter {
-                    break;
-                }
-                // An unquoted body is expanded by the shell: a substitution in it runs.
-                // Security: rather than model that, refuse it (the engine then asks).
-                if !doc.quoted && (line.contains("$(") || line.contains('`')) {
-                    return self.err("a here-document body with command substitution");
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn list(&mut self, end: End) -> Result<()> {
+    pub(super) fn list(&mut self, end: End) -> Result<()> {
         loop {
             self.skip_blanks_and_newlines()?;
             match (self.peek(), end) {
@@ -245,7 +209,7 @@ impl Parser {
         }
     }
 
-    fn nested(&mut self, f: impl FnOnce(&mut Self) -> Result<()>) -> Result<()> {
+    pub(super) fn nested(&mut self, f: impl FnOnce(&mut Self) -> Result<()>) -> Result<()> {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
             return self.err("the command nests too deeply");
@@ -323,6 +287,9 @@ impl Parser {
                     continue;
                 }
             }
+            if cmd.words.is_empty() && self.element_assignment_ahead() {
+                return self.err("an array element assignment");
+            }
             let word = self.word()?;
             if cmd.words.is_empty()
                 && !word.quoted
@@ -341,20 +308,39 @@ impl Parser {
         Ok(())
     }
 
-    /// At `NAME=` or `NAME+=` (unquoted): consumes it and returns NAME.
-    fn assignment_name(&mut self) -> Option<String> {
-        let mut i = self.pos;
-        let first = self.chars.get(i)?;
-        if !(first.is_ascii_alphabetic() || *first == '_') {
-            return None;
+    /// At `NAME[`, the start of `NAME[subscript]=value`, which bash takes for an assignment
+    /// (the subscript is evaluated, and `BASH_CMDS[ls]=/bin/rm` rebinds a command name).
+    fn element_assignment_ahead(&self) -> bool {
+        let Some(mut i) = self.name_end(self.pos) else {
+            return false;
+        };
+        if self.chars.get(i) != Some(&'[') {
+            return false;
         }
-        while self
-            .chars
-            .get(i)
-            .is_some_and(|c| c.is_ascii_alphanumeric() || *c == '_')
-        {
+        let mut depth = 0usize;
+        while let Some(&c) = self.chars.get(i) {
+            match c {
+                '[' => depth += 1,
+                ']' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        break;
+                    }
+                }
+                '\n' => return false,
+                _ => {}
+            }
             i += 1;
         }
+        matches!(
+            (self.chars.get(i + 1), self.chars.get(i + 2)),
+            (Some('='), _) | (Some('+'), Some('='))
+        )
+    }
+
+    /// At `NAME=` or `NAME+=` (unquoted): consumes it and returns NAME.
+    fn assignment_name(&mut self) -> Option<String> {
+        let mut i = self.name_end(self.pos)?;
         let name: String = self.chars[self.pos..i].iter().collect();
         if self.chars.get(i) == Some(&'+') {
             i += 1;
@@ -369,6 +355,13 @@ impl Parser {
     /// At a redirection operator (optionally after a file-descriptor number)?
     fn redirect_ahead(&self) -> bool {
         let mut i = self.pos;
+        if let Some(after) = self.named_descriptor_end() {
+            // `{fd}>file cmd`: bash allocates a descriptor into `fd`; `cmd` is the command.
+            return matches!(
+                (self.chars.get(after), self.chars.get(after + 1)),
+                (Some('<' | '>'), next) if next != Some(&'(')
+            );
+        }
         while self.chars.get(i).is_some_and(char::is_ascii_digit) {
             i += 1;
         }
@@ -381,7 +374,35 @@ impl Parser {
         }
     }
 
+    /// At `{NAME}`: the index just after `}`.
+    fn named_descriptor_end(&self) -> Option<usize> {
+        if self.peek() != Some('{') {
+            return None;
+        }
+        let i = self.name_end(self.pos + 1)?;
+        (self.chars.get(i) == Some(&'}')).then_some(i + 1)
+    }
+
+    /// The index just after a shell name (`[A-Za-z_][A-Za-z0-9_]*`) starting at `i`.
+    fn name_end(&self, mut i: usize) -> Option<usize> {
+        let first = self.chars.get(i)?;
+        if !(first.is_ascii_alphabetic() || *first == '_') {
+            return None;
+        }
+        while self
+            .chars
+            .get(i)
+            .is_some_and(|c| c.is_ascii_alphanumeric() || *c == '_')
+        {
+            i += 1;
+        }
+        Some(i)
+    }
+
     fn redirect(&mut self) -> Result<Redirect> {
+        if let Some(after) = self.named_descriptor_end() {
+            self.pos = after;
+        }
         while self.peek().is_some_and(|c| c.is_ascii_digit()) {
             self.pos += 1;
         }
@@ -486,7 +507,7 @@ impl Parser {
             match c {
                 '<' | '>' if self.pos == start && self.peek_at(1) == Some('(') => {
                     self.pos += 2;
-                    self.nested(|p| p.list(End::Paren))?;
+                    self.substitution()?;
                     w.dynamic = true;
                     w.value.push_str("<(...)");
                     shape.push('\0');
@@ -554,255 +575,4 @@ impl Parser {
         w.glob = has_glob(&shape);
         Ok(w)
     }
-
-    fn double_quoted(&mut self, w: &mut Word) -> Result<()> {
-        self.pos += 1;
-        w.quoted = true;
-        loop {
-            match self.peek() {
-                None => return self.err("unterminated double quote"),
-                Some('"') => {
-                    self.pos += 1;
-                    return Ok(());
-                }
-                Some('\\') => match self.peek_at(1) {
-                    Some('\n') => self.pos += 2,
-                    Some(x @ ('$' | '`' | '"' | '\\')) => {
-                        w.value.push(x);
-                        self.pos += 2;
-                    }
-                    _ => {
-                        w.value.push('\\');
-                        self.pos += 1;
-                    }
-                },
-                Some('$') => self.dollar(w, true)?,
-                Some('`') => self.backtick(w)?,
-                Some(c) => {
-                    w.value.push(c);
-                    self.pos += 1;
-                }
-            }
-        }
-    }
-
-    fn dollar(&mut self, w: &mut Word, in_double_quotes: bool) -> Result<()> {
-        match self.peek_at(1) {
-            Some('(') if self.peek_at(2) == Some('(') => {
-                let body = self.balanced(3, '(', ')')?;
-                if body.contains("$(") || body.contains('`') {
-                    return self.err("arithmetic with command substitution");
-                }
-                w.dynamic = true;
-                w.value.push_str("$((...))");
-            }
-            Some('(') => {
-                self.pos += 2;
-                self.nested(|p| p.list(End::Paren))?;
-                w.dynamic = true;
-                w.value.push_str("$(...)");
-            }
-            Some('{') => {
-                let body = self.balanced(2, '{', '}')?;
-                if body.contains("$(") || body.contains('`') || body.contains("<(") {
-                    return self.err("a parameter expansion with command substitution");
-                }
-                w.dynamic = true;
-                w.value.push_str("${");
-                w.value.push_str(&body);
-                w.value.push('}');
-            }
-            Some('\'') if !in_double_quotes => {
-                self.pos += 2;
-                self.ansi_c(w)?;
-            }
-            Some('"') if !in_double_quotes => {
-                // `$"..."` (locale translation) reads like `"..."`.
-                self.pos += 1;
-                self.double_quoted(w)?;
-            }
-            Some(c) if c.is_ascii_alphabetic() || c == '_' => {
-                self.pos += 1;
-                w.value.push('$');
-                while self
-                    .peek()
-                    .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
-                {
-                    w.value.push(self.chars[self.pos]);
-                    self.pos += 1;
-                }
-                w.dynamic = true;
-            }
-            Some(c) if c.is_ascii_digit() || "@*#?$!-".contains(c) => {
-                w.value.push('$');
-                w.value.push(c);
-                self.pos += 2;
-                w.dynamic = true;
-            }
-            _ => {
-                w.value.push('$');
-                self.pos += 1;
-            }
-        }
-        Ok(())
-    }
-
-    /// From `self.pos + skip` (just inside `open`), to the matching `close`; returns the
-    /// body and moves past it. Quotes inside are skipped over.
-    fn balanced(&mut self, skip: usize, open: char, close: char) -> Result<String> {
-        let start = self.pos + skip;
-        let mut i = start;
-        let mut depth = 1usize;
-        let mut quote: Option<char> = None;
-        while let Some(&c) = self.chars.get(i) {
-            match (quote, c) {
-                (Some(q), c) if c == q => quote = None,
-                (Some('"'), '\\') => i += 1,
-                (Some(_), _) => {}
-                (None, '\\') => i += 1,
-                (None, '\'' | '"') => quote = Some(c),
-                (None, c) if c == open => depth += 1,
-                (None, c) if c == close => {
-                    depth -= 1;
-                    if depth == 0 {
-                        let body: String = self.chars[start..i].iter().collect();
-                        // `$((...))` closes with two parentheses.
-                        self.pos = i + 1;
-                        if open == '(' && skip == 3 {
-                            if self.peek() != Some(')') {
-                                return self.err("unbalanced arithmetic expansion");
-                            }
-                            self.pos += 1;
-                        }
-                        return Ok(body);
-                    }
-                }
-                _ => {}
-            }
-            i += 1;
-        }
-        self.err(format!("unclosed `{open}`"))
-    }
-
-    fn backtick(&mut self, w: &mut Word) -> Result<()> {
-        self.pos += 1;
-        let mut inner = String::new();
-        loop {
-            match self.peek() {
-                None => return self.err("unterminated backtick"),
-                Some('`') => {
-                    self.pos += 1;
-                    break;
-                }
-                Some('\\') => match self.peek_at(1) {
-                    Some(c @ ('`' | '\\' | '$')) => {
-                        inner.push(c);
-                        self.pos += 2;
-                    }
-                    Some(c) => {
-                        inner.push('\\');
-                        inner.push(c);
-                        self.pos += 2;
-                    }
-                    None => return self.err("unterminated backtick"),
-                },
-                Some(c) => {
-                    inner.push(c);
-                    self.pos += 1;
-                }
-            }
-        }
-        let script = parse_at_depth(&inner, self.depth + 1)?;
-        self.out.extend(script.commands);
-        w.dynamic = true;
-        w.value.push_str("`...`");
-        Ok(())
-    }
-
-    /// The body of `$'...'` (after the opening quote).
-    fn ansi_c(&mut self, w: &mut Word) -> Result<()> {
-        w.quoted = true;
-        loop {
-            match self.peek() {
-                None => return self.err("unterminated $'...' quote"),
-                Some('\'') => {
-                    self.pos += 1;
-                    return Ok(());
-                }
-                Some('\\') => {
-                    let Some(e) = self.peek_at(1) else {
-                        return self.err("unterminated $'...' quote");
-                    };
-                    self.pos += 2;
-                    let simple = match e {
-                        'n' => Some('\n'),
-                        't' => Some('\t'),
-                        'r' => Some('\r'),
-                        'a' => Some('\u{7}'),
-                        'b' => Some('\u{8}'),
-                        'e' | 'E' => Some('\u{1b}'),
-                        'f' => Some('\u{c}'),
-                        'v' => Some('\u{b}'),
-                        '\\' | '\'' | '"' | '?' => Some(e),
-                        _ => None,
-                    };
-                    if let Some(c) = simple {
-                        w.value.push(c);
-                        continue;
-                    }
-                    let (radix, max) = match e {
-                        'x' => (16, 2),
-                        'u' => (16, 4),
-                        'U' => (16, 8),
-                        '0'..='7' => {
-                            self.pos -= 1;
-                            (8, 3)
-                        }
-                        _ => {
-                            w.value.push('\\');
-                            w.value.push(e);
-                            continue;
-                        }
-                    };
-                    let mut n: u32 = 0;
-                    let mut digits = 0;
-                    while digits < max {
-                        let Some(d) = self.peek().and_then(|c| c.to_digit(radix)) else {
-                            break;
-                        };
-                        n = n.saturating_mul(radix).saturating_add(d);
-                        digits += 1;
-                        self.pos += 1;
-                    }
-                    match char::from_u32(n) {
-                        Some(c) if digits > 0 => w.value.push(c),
-                        _ => return self.err("an invalid escape in $'...'"),
-                    }
-                }
-                Some(c) => {
-                    w.value.push(c);
-                    self.pos += 1;
-                }
-            }
-        }
-    }
-}
-
-/// Unquoted `*`, `?`, `[...]` or brace expansion `{a,b}` / `{1..3}`.
-fn has_glob(shape: &str) -> bool {
-    if shape.contains(['*', '?']) {
-        return true;
-    }
-    if shape
-        .find('[')
-        .is_some_and(|open| shape[open..].contains(']'))
-    {
-        return true;
-    }
-    shape.find('{').is_some_and(|open| {
-        shape[open..].find('}').is_some_and(|close| {
-            let inside = &shape[open..open + close];
-            inside.contains(',') || inside.contains("..")
-        })
-    })
 }

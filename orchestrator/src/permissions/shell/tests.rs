@@ -86,6 +86,12 @@ fn redirections() {
     assert_eq!(s.commands[0].redirects[0].kind, HereString);
     let s = parse("echo hi>out").unwrap();
     assert_eq!(s.commands[0].redirects[0].target.value, "out");
+    // `{fd}>file cmd` allocates a descriptor: `cmd` is the command (bash runs it).
+    assert_eq!(names("{fd}>/dev/null touch p"), ["touch p"]);
+    assert_eq!(names("{fd}<&0 touch p"), ["touch p"]);
+    assert_eq!(names("touch p {fd}>x"), ["touch p"]);
+    assert_eq!(names("echo {fd} >x"), ["echo {fd}"]);
+    assert_eq!(names("diff {a}<(ls)"), ["ls", "diff {a} <(...)"]);
 }
 
 #[test]
@@ -96,8 +102,121 @@ fn heredocs_are_data() {
     );
     assert_eq!(names("cat <<'EOF'\n$(curl x)\nEOF\nls"), ["cat", "ls"]);
     assert_eq!(names("cat <<-EOF\n\tx\n\tEOF\nls"), ["cat", "ls"]);
-    // An unquoted body with a substitution would run it.
-    assert!(unparseable("cat <<EOF\n$(curl x)\nEOF"));
+    // An unquoted body is expanded: its substitutions run, so they are commands.
+    assert_eq!(
+        names("cat <<EOF\n$(curl x) `wget y`\nEOF"),
+        ["cat", "curl x", "wget y"]
+    );
+    assert_eq!(names("cat <<EOF\n\\$(curl x)\nEOF"), ["cat"]);
+    assert_eq!(names("cat <<EOF\n'$(curl x)'\nEOF"), ["cat", "curl x"]);
+    assert!(unparseable("cat <<EOF\n$((x))\nEOF"));
+}
+
+/// Issue 9: a here-document opened before a multi-line substitution hid the substitution's
+/// commands (bash reads the body after the line the *outer* command ends on).
+#[test]
+fn heredoc_bodies_belong_to_the_level_that_opened_them() {
+    let cases: &[(&str, &[&str])] = &[
+        (
+            "cat <<EOF $(\ntouch pwned\n)\nbody\nEOF",
+            &["touch pwned", "cat $(...)"],
+        ),
+        (
+            "cat <<EOF <(\ntouch pwned\n)\nbody\nEOF",
+            &["touch pwned", "cat <(...)"],
+        ),
+        (
+            "cat <<EOF >(\ntouch pwned\n)\nbody\nEOF",
+            &["touch pwned", "cat <(...)"],
+        ),
+        (
+            "cat <<EOF `\ntouch pwned\n`\nbody\nEOF",
+            &["touch pwned", "cat `...`"],
+        ),
+        (
+            "cat <<-EOF $(\ntouch pwned\n)\n\tbody\n\tEOF",
+            &["touch pwned", "cat $(...)"],
+        ),
+        (
+            "cat <<'EOF' $(\ntouch pwned\n)\nbody\nEOF",
+            &["touch pwned", "cat $(...)"],
+        ),
+        (
+            "cat <<\"EOF\" \"$(\ntouch pwned\n)\"\nbody\nEOF",
+            &["touch pwned", "cat $(...)"],
+        ),
+        (
+            "cat <<A <<B $(\ntouch one\n) $(\ntouch two\n)\na\nA\nb\nB\nls",
+            &["touch one", "touch two", "cat $(...) $(...)", "ls"],
+        ),
+        (
+            "cat <<A $(\ncat <<B\ninner\nB\ntouch two\n)\nouter\nA\nls",
+            &["cat", "touch two", "cat $(...)", "ls"],
+        ),
+        (
+            "echo \"$(cat <<EOF\nx\nEOF\n)\" <<Z\nz\nZ\nls",
+            &["cat", "echo $(...)", "ls"],
+        ),
+        ("(cat <<EOF\nrm x\nEOF\n) && ls", &["cat", "ls"]),
+        ("{ cat <<EOF\nrm x\nEOF\n} && ls", &["cat", "ls"]),
+    ];
+    for (src, want) in cases {
+        assert_eq!(names(src), *want, "{src:?}");
+    }
+    // A here-document that does not end inside its own substitution.
+    assert!(unparseable("echo $(cat <<EOF)\nbody\nEOF"));
+    assert!(unparseable("echo <(cat <<EOF)\nbody\nEOF"));
+}
+
+/// In an unquoted body, backslash-newline joins lines before the delimiter is compared
+/// (`EO\` newline `F` ends the body), as in bash; in a quoted body it does not.
+#[test]
+fn heredoc_line_continuations() {
+    assert_eq!(
+        names("cat <<EOF\nbody\nEO\\\nF\ntouch p\nEOF"),
+        ["cat", "touch p", "EOF"]
+    );
+    assert_eq!(
+        names("cat <<EOF\nbody\\\\\nEOF\ntouch p"),
+        ["cat", "touch p"]
+    );
+    assert_eq!(
+        names("cat <<'EOF'\nEO\\\nF\ntouch p\nEOF\nls"),
+        ["cat", "ls"]
+    );
+}
+
+/// bash evaluates variable values as arithmetic in these forms, and arithmetic runs the
+/// `$(...)` in an array subscript of the value: refused unless made of constants.
+#[test]
+fn expansions_that_evaluate_values() {
+    for src in [
+        "echo $((x))",
+        "echo $((x+1))",
+        "echo $(($1))",
+        "echo $[x]",
+        "echo ${s:x}",
+        "echo ${s:0:n}",
+        "echo ${a[i]}",
+        "echo ${!x}",
+        "echo ${x@P}",
+        "echo \"${x@P}\"",
+        "echo ${x:-${!y}}",
+        "a[0]=1",
+        "BASH_CMDS[ls]=/bin/rm ls",
+        "x=1 a[$(id)]=2 ls",
+    ] {
+        assert!(unparseable(src), "{src:?}");
+    }
+    for src in [
+        "echo $((1 + 2 * 0x1f - 16#ff))",
+        "echo $[1+1]",
+        "echo ${s:1:2} ${s: -1} ${a[0]} ${a[@]} ${#a[@]} ${!pre*} ${!a[@]}",
+        "echo ${x:-d} ${x#p} ${x/a/b} ${x@Q} ${#x} ${#}",
+        "echo a[0]=1",
+    ] {
+        assert!(parse(src).is_ok(), "{src:?}");
+    }
 }
 
 #[test]
