@@ -17,10 +17,10 @@
 //!   64-bit `SCMP_CMP_NE`, which only denies more (a value with high bits set is never
 //!   equal, so it is refused: fail closed).
 //! - `network: denied|granted` rules are included according to the session's grant.
+//! - `processes: children` rules are left out: the profile binds every process of the
+//!   container, the agent included, and the agent installs those rules on its children.
 //! - Landlock, seccomp and prctl are not in the deny list, so the agent can confine itself
 //!   inside the container (its own filter stacks on this one).
-
-use std::collections::BTreeMap;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -44,6 +44,8 @@ struct Rule {
     when_any: Vec<Vec<Cond>>,
     #[serde(default)]
     network: Option<String>,
+    #[serde(default)]
+    processes: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -74,6 +76,14 @@ pub fn docker_profile(network: bool) -> Result<Value, SandboxError> {
             Some("granted") if !network => continue,
             None | Some("denied") | Some("granted") => {}
             Some(other) => return Err(bad(format!("unknown network scope {other}"))),
+        }
+        // A container-wide profile binds the agent too: rules for the agent's children only
+        // (openat2, which the agent itself needs for RESOLVE_BENEATH) stay with the
+        // children's own filter, which the agent installs before each exec.
+        match rule.processes.as_deref() {
+            None | Some("all") => {}
+            Some("children") => continue,
+            Some(other) => return Err(bad(format!("unknown processes scope {other}"))),
         }
         let (act, errno) =
             action(&rule.action).ok_or_else(|| bad(format!("unknown action {}", rule.action)))?;
@@ -141,35 +151,8 @@ fn resolve(v: &Value) -> Result<u64, String> {
     if let Some(hex) = name.strip_prefix("0x") {
         return u64::from_str_radix(hex, 16).map_err(|e| format!("{name}: {e}"));
     }
-    constants()
-        .get(name)
-        .copied()
-        .ok_or_else(|| format!("unknown constant {name}"))
-}
-
-/// Kernel ABI constants by name (x86_64).
-fn constants() -> BTreeMap<&'static str, u64> {
-    #[allow(clippy::cast_sign_loss)]
-    let c = |v: libc::c_int| v as u64;
-    BTreeMap::from([
-        ("CLONE_NEWNS", c(libc::CLONE_NEWNS)),
-        ("CLONE_NEWCGROUP", c(libc::CLONE_NEWCGROUP)),
-        ("CLONE_NEWUTS", c(libc::CLONE_NEWUTS)),
-        ("CLONE_NEWIPC", c(libc::CLONE_NEWIPC)),
-        ("CLONE_NEWUSER", c(libc::CLONE_NEWUSER)),
-        ("CLONE_NEWPID", c(libc::CLONE_NEWPID)),
-        ("CLONE_NEWNET", c(libc::CLONE_NEWNET)),
-        ("AF_UNIX", c(libc::AF_UNIX)),
-        ("AF_INET", c(libc::AF_INET)),
-        ("AF_INET6", c(libc::AF_INET6)),
-        ("TIOCSTI", libc::TIOCSTI),
-        ("TIOCLINUX", libc::TIOCLINUX),
-        ("PER_LINUX", 0),
-        ("PER_LINUX32", 0x0008),
-        ("ADDR_NO_RANDOMIZE", 0x0004_0000),
-        ("PER_LINUX32_ADDR_NO_RANDOMIZE", 0x0004_0008),
-        ("PERSONALITY_QUERY", 0xffff_ffff),
-    ])
+    // The agent's own table: one list of the kernel constants the policy may name.
+    sandbox_agent::confine::names::constant(name).ok_or_else(|| format!("unknown constant {name}"))
 }
 
 #[cfg(test)]
@@ -248,5 +231,21 @@ mod tests {
         };
         assert_eq!(socket_args(&without), vec![1]);
         assert_eq!(socket_args(&with), vec![3]);
+    }
+
+    #[test]
+    fn privilege_bits_bind_the_container_and_children_only_rules_stay_out() {
+        let p = docker_profile(false).unwrap();
+        let chmod = entries_for(&p, "chmod");
+        assert!(
+            chmod
+                .iter()
+                .any(|e| e["args"][0]["value"] == json!(libc::S_ISUID)),
+            "{chmod:?}"
+        );
+        assert!(
+            entries_for(&p, "openat2").is_empty(),
+            "openat2 is the agent's own; its children get ENOSYS from the agent's filter"
+        );
     }
 }
