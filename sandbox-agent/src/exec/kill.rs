@@ -1,7 +1,9 @@
 //! Tracking running commands, killing whole process trees, and reaping orphans.
 //!
 //! A command with its own cgroup is killed through it ([`kill_slot`]); the rest of this
-//! module is the fallback where the backend delegated none (Docker), and the reaper.
+//! module is the fallback where the backend delegated none (Docker), and the reaper. On
+//! Docker, where the agent has the container's pid namespace to itself, everything left
+//! once no command runs is killed in one pass ([`sweep_namespace_if_idle`]).
 //!
 //! Every command leads its own session and process group, but a process can leave the
 //! group (setsid) or orphan itself (double fork). So killing is done in rounds until a
@@ -114,6 +116,25 @@ impl Registry {
             .values()
             .map(|e| (e.leader, e.marker.clone()))
             .collect()
+    }
+}
+
+/// Where the agent has a pid namespace of its own and no per-command cgroups (Docker):
+/// once no command runs, every process in the namespace other than the agent and the
+/// namespace's init is a leftover of a command that ended, so all of them are killed with
+/// one `kill(-1, SIGKILL)`. The kernel delivers that in a single pass over the namespace's
+/// tasks under the tasklist lock, which fork also takes, so a process that forks and exits
+/// in a loop (a pid hopper, which outruns any /proc scan) cannot slip past it. The
+/// registry lock is held across the check and the kill, and every spawn holds it from
+/// before fork until its leader is registered, so no starting command is caught.
+///
+/// Sound only in a pid namespace of the agent's own, where -1 reaches the sandbox alone:
+/// callers enable it only when the backend says so (`require_outside_peer`). Orphans left
+/// as zombies are collected by the reaper.
+pub fn sweep_namespace_if_idle() {
+    let entries = registry().lock();
+    if entries.is_empty() {
+        let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
     }
 }
 

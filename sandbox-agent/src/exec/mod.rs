@@ -197,6 +197,10 @@ impl Executor {
             start_cwd,
             session_cwd: cwd,
             disk: self.disk.clone(),
+            // Only where the backend runs the agent in a pid namespace of its own (it then
+            // refuses visible peers): there kill(-1) reaches the sandbox alone. A command
+            // with its own cgroup is already killed whole through it.
+            sweep_namespace: self.config.require_outside_peer && self.slots.is_none(),
             tx,
         };
         tokio::spawn(job.run());
@@ -318,6 +322,9 @@ struct Job {
     start_cwd: PathBuf,
     session_cwd: Arc<Mutex<PathBuf>>,
     disk: Option<Arc<DiskBudget>>,
+    /// Kill every leftover process in the agent's own pid namespace once no command runs
+    /// (see [`kill::sweep_namespace_if_idle`]).
+    sweep_namespace: bool,
     tx: mpsc::Sender<Result<ExecEvent, tonic::Status>>,
 }
 
@@ -411,6 +418,9 @@ impl Job {
         }
         let status = reap(leader).await;
         kill::registry().remove(&self.exec_id);
+        if self.sweep_namespace {
+            let _ = tokio::task::spawn_blocking(kill::sweep_namespace_if_idle).await;
+        }
         let cancelled = self.started.cancelled.load(Ordering::SeqCst);
         let cwd_after = self.cwd_after(!timed_out && !cancelled && !abandoned).await;
         if abandoned {
