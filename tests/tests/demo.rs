@@ -31,3 +31,22 @@ fn the_offline_demo_fixes_the_project_and_the_sandbox_holds() {
     );
     assert!(!std::path::Path::new("/etc/cordon-demo").exists());
 }
+
+/// The README's command as written: no `--workspace`, so the demo makes its own project
+/// directory (never inside Cordon's data directory, which Cordon refuses as a workspace).
+#[test]
+fn the_demo_runs_without_a_workspace_argument() {
+    let home = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(cordon_bin())
+        .arg("demo")
+        .env("CORDON_HOME", home.path())
+        .env("TMPDIR", tmp.path())
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("ANTHROPIC_AUTH_TOKEN")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("all tests passed"), "{stderr}");
+}

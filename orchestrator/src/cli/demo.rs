@@ -12,7 +12,8 @@ use cordon::scripted::ScriptedModel;
 
 #[derive(Debug, Args)]
 pub struct DemoArgs {
-    /// Where to write the demo project (default: a new directory under $CORDON_HOME/demo).
+    /// Where to write the demo project (default: a new private directory under the system's
+    /// temp dir, kept afterwards).
     #[arg(long)]
     pub workspace: Option<PathBuf>,
 }
@@ -44,15 +45,14 @@ pub fn main(args: DemoArgs) -> ExitCode {
 async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let dir = match args.workspace {
         Some(dir) => dir,
-        None => {
-            let stamp = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap_or_default()
-                .as_secs();
-            cordon::paths::cordon_home()?
-                .join("demo")
-                .join(format!("greet-{stamp}"))
-        }
+        // A fresh private directory (0700) under the system's temp dir, kept afterwards so
+        // the user can look at it. Not under $CORDON_HOME: Cordon refuses a workspace
+        // inside its own data directory.
+        None => tempfile::Builder::new()
+            .prefix("cordon-demo-")
+            .tempdir()
+            .context("creating the demo project's directory")?
+            .keep(),
     };
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let dir = dir.canonicalize()?;
