@@ -419,7 +419,8 @@ impl Job {
         let status = reap(leader).await;
         kill::registry().remove(&self.exec_id);
         if self.sweep_namespace {
-            let _ = tokio::task::spawn_blocking(kill::sweep_namespace_if_idle).await;
+            // One lock and one kill(2): cheap enough to make inline.
+            kill::sweep_namespace_if_idle();
         }
         let cancelled = self.started.cancelled.load(Ordering::SeqCst);
         let cwd_after = self.cwd_after(!timed_out && !cancelled && !abandoned).await;
