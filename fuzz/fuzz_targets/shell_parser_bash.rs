@@ -10,10 +10,12 @@
 //! Needs the built `cordon` binary: `$CORDON_BIN`, else `target/debug/cordon` of the
 //! repository. The sandbox workspace is a directory under the fuzz binary's own directory
 //! (`fuzz/target/.../test-workspaces/`, visible at the same path inside the sandbox).
-//! `$CORDON_FUZZ_TIMEOUT` (seconds, default 2) bounds one command.
+//! `$CORDON_FUZZ_TIMEOUT` (seconds, default 2) bounds one command. It prints how many
+//! inputs bash ran (a power of two, then every 10,000).
 #![no_main]
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use cordon_tests::Workspace;
@@ -67,6 +69,12 @@ fuzz_target!(|data: &[u8]| {
         Ok(mut o) => o.bash.run(cmd),
         Err(poisoned) => poisoned.into_inner().bash.run(cmd),
     };
+    // How many inputs bash really ran (the rest were not understood or not safe to run).
+    static RUN: AtomicUsize = AtomicUsize::new(0);
+    let run = RUN.fetch_add(1, Ordering::Relaxed) + 1;
+    if run.is_power_of_two() || run % 10_000 == 0 {
+        eprintln!("shell_parser_bash: {run} inputs run under bash");
+    }
     let mut tally = Tally::default();
     compare(cmd, &names, computed, &outcome, &mut tally);
     if !tally.misses.is_empty() {
