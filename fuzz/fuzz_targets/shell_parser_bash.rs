@@ -72,7 +72,7 @@ fuzz_target!(|data: &[u8]| {
     // How many inputs bash really ran (the rest were not understood or not safe to run).
     static RUN: AtomicUsize = AtomicUsize::new(0);
     let run = RUN.fetch_add(1, Ordering::Relaxed) + 1;
-    if run.is_power_of_two() || run % 10_000 == 0 {
+    if run.is_power_of_two() || run.is_multiple_of(10_000) {
         eprintln!("shell_parser_bash: {run} inputs run under bash");
     }
     let mut tally = Tally::default();
