@@ -8,6 +8,7 @@
 pub use cordon::scripted as scripted_model;
 
 pub mod agent;
+pub mod differential;
 pub mod limits;
 pub mod pty;
 

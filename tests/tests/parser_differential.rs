@@ -19,79 +19,15 @@
 
 mod differential;
 
-use std::collections::BTreeSet;
-
-use cordon::permissions::bash_rules::{Part, split};
-use cordon::permissions::read_only::command_name;
-use differential::{Outcome, corpus, generated, run_in_sandbox};
+use cordon_tests::differential::{BashOracle, Reported, Tally, compare, harmless, reported};
+use cordon_tests::{Workspace, cordon_bin};
+use differential::{corpus, generated};
 
 /// How many corpus lines to run.
 const CORPUS_LINES: usize = 1200;
 
-/// What the parser says a command runs.
-enum Reported {
-    /// The parser does not understand it: never allowed by a rule, not run here.
-    NotUnderstood,
-    /// Program names of every layer of every part, and whether some part's program is not
-    /// known (a computed name, or a wrapper the parser does not follow: such a part is
-    /// never allowed by a rule, so anything it starts counts as reported).
-    Names {
-        names: BTreeSet<String>,
-        computed: bool,
-    },
-}
-
-fn reported(cmd: &str) -> Reported {
-    let Ok(parts) = split(cmd) else {
-        return Reported::NotUnderstood;
-    };
-    let mut names = BTreeSet::new();
-    let mut computed = false;
-    for part in &parts {
-        computed |= part.unresolved.is_some();
-        for layer in layers(part) {
-            let Some(w) = layer.first() else { continue };
-            match w.literal().and_then(|v| v.rsplit('/').next()) {
-                Some(name) => {
-                    names.insert(name.to_string());
-                }
-                None => computed = true,
-            }
-        }
-    }
-    Reported::Names { names, computed }
-}
-
-fn layers(part: &Part) -> Vec<Vec<cordon::permissions::shell::Word>> {
-    let mut out = part.wrappers.clone();
-    out.push(part.words.clone());
-    out
-}
-
-/// A corpus line is run only when it is harmless even outside a sandbox.
-fn harmless(cmd: &str) -> bool {
-    const AVOID: &[&str] = &[
-        "cd", "pushd", "popd", "exec", "command", "builtin", "eval", "source", ".", "trap",
-        "alias", "env", "timeout", "nice", "nohup", "stdbuf", "setsid", "flock", "ionice",
-        "taskset", "chrt", "xargs", "find", "bash", "sh", "dash", "sudo", "kill", "ulimit",
-        "enable", "hash", "exit", "logout",
-    ];
-    let Ok(parts) = split(cmd) else {
-        return false;
-    };
-    parts.iter().all(|p| {
-        p.unresolved.is_none()
-            && p.redirects
-                .iter()
-                .all(|r| !r.kind.writes() || r.target.literal() == Some("/dev/null"))
-            && p.assignments.iter().all(|a| a.name != "PATH")
-            && layers(p).iter().all(|l| {
-                l.first()
-                    .and_then(|w| w.literal())
-                    .is_none_or(|n| command_name(n) == Some(n) && !AVOID.contains(&n))
-            })
-    })
-}
+/// Seconds a command may run before its processes are killed.
+const COMMAND_TIMEOUT: u32 = 5;
 
 #[test]
 fn every_program_bash_starts_is_reported() {
@@ -109,31 +45,24 @@ fn every_program_bash_starts_is_reported() {
         }
     }
     let commands: Vec<String> = to_run.iter().map(|(c, _, _)| c.clone()).collect();
-    let outcomes = run_in_sandbox(&commands);
+    write_seeds(&commands);
+    let ws = Workspace::new();
+    let outcomes = BashOracle::start(&cordon_bin(), ws.path(), COMMAND_TIMEOUT).run_all(&commands);
     assert_eq!(
         outcomes.len(),
         to_run.len(),
         "the driver answered for every command"
     );
 
-    let mut misses = Vec::new();
-    let mut with_computed = 0;
-    let mut started = 0;
-    for ((cmd, names, computed), Outcome { programs, .. }) in to_run.iter().zip(&outcomes) {
-        started += programs.len();
-        for program in programs {
-            if names.contains(program) {
-                continue;
-            }
-            if *computed {
-                with_computed += 1;
-                continue;
-            }
-            misses.push(format!(
-                "{cmd:?}: bash ran `{program}`, parser reported {names:?}"
-            ));
-        }
+    let mut tally = Tally::default();
+    for ((cmd, names, computed), outcome) in to_run.iter().zip(&outcomes) {
+        compare(cmd, names, *computed, outcome, &mut tally);
     }
+    let Tally {
+        started,
+        with_computed,
+        misses,
+    } = tally;
     let timed_out = outcomes.iter().filter(|o| o.timed_out).count();
     eprintln!(
         "parser differential: {} commands compared ({} generated, {} corpus lines kept), \
@@ -155,4 +84,17 @@ fn every_program_bash_starts_is_reported() {
     );
     assert!(started >= 500, "too few programs started: {started}");
     assert!(misses.is_empty(), "{}", misses.join("\n"));
+}
+
+/// With `CORDON_DIFFERENTIAL_SEEDS=DIR`, writes every compared command to a file of `DIR`:
+/// a seed corpus for the fuzz target `shell_parser_bash` (`fuzz/corpus/shell_parser_bash`).
+fn write_seeds(commands: &[String]) {
+    let Some(dir) = std::env::var_os("CORDON_DIFFERENTIAL_SEEDS") else {
+        return;
+    };
+    let dir = std::path::PathBuf::from(dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for (i, cmd) in commands.iter().enumerate() {
+        std::fs::write(dir.join(format!("differential-{i:05}")), cmd).unwrap();
+    }
 }
