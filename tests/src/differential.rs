@@ -195,12 +195,37 @@ impl BashOracle {
         let commands = self.commands.as_mut().unwrap();
         commands.write_all(line.as_bytes()).unwrap();
         commands.flush().unwrap();
+        self.wait_for_answer(cmd);
         let mut answer = String::new();
         self.answers.read_line(&mut answer).unwrap();
         if let Ok(Some(status)) = self.child.try_wait() {
             panic!("the driver stopped ({status}; see its stderr above)");
         }
         serde_json::from_str(&answer).unwrap_or_else(|e| panic!("driver answer {answer:?}: {e}"))
+    }
+
+    /// Waits until the driver's answer is readable. The answers pipe is open for writing
+    /// here too (so opening it never blocked), so a driver that died would never show as
+    /// the end of the pipe: poll, and fail with a message when the driver is gone or takes
+    /// far longer than its own per-command limit, rather than hang the suite.
+    fn wait_for_answer(&mut self, cmd: &str) {
+        use std::os::fd::AsFd;
+        let limit = std::time::Duration::from_secs(120);
+        let started = std::time::Instant::now();
+        while self.answers.buffer().is_empty() {
+            let fd = self.answers.get_ref().as_fd();
+            let mut fds = [nix::poll::PollFd::new(fd, nix::poll::PollFlags::POLLIN)];
+            if nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(500u16)).unwrap_or(0) > 0 {
+                return;
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("the driver stopped ({status}) while running {cmd:?}");
+            }
+            assert!(
+                started.elapsed() < limit,
+                "no answer from the driver in {limit:?} for {cmd:?}"
+            );
+        }
     }
 
     /// Runs every command; one [`Outcome`] each, in order.
