@@ -62,9 +62,7 @@ fn run(cli: Cli) -> Result<(), String> {
     let config: AgentConfig =
         serde_json::from_str(&text).map_err(|e| format!("invalid config: {e}"))?;
     // Bind before confining: creating the socket needs rights the confined agent drops.
-    let _ = std::fs::remove_file(&config.socket_path);
-    let listener = std::os::unix::net::UnixListener::bind(&config.socket_path)
-        .map_err(|e| format!("cannot listen on {}: {e}", config.socket_path.display()))?;
+    let listener = listen_then_publish(&config.socket_path)?;
     listener.set_nonblocking(true).map_err(|e| e.to_string())?;
     // Per-command cgroups are made and opened now: the confined agent cannot.
     let slots = prepare_slots(&config)?;
@@ -102,6 +100,23 @@ fn run(cli: Cli) -> Result<(), String> {
             .await
             .map_err(|e| format!("server failed: {e}"))
     })
+}
+
+/// Binds and listens under a temporary name beside `path`, then renames it into place.
+/// `bind` makes the file before `listen` runs, so a controller polling for the path could
+/// see it and be refused in that window; a rename publishes a socket that already listens.
+fn listen_then_publish(path: &std::path::Path) -> Result<std::os::unix::net::UnixListener, String> {
+    let cannot = |e: std::io::Error| format!("cannot listen on {}: {e}", path.display());
+    let mut staging = path.as_os_str().to_owned();
+    staging.push(format!(".{}.tmp", std::process::id()));
+    let staging = std::path::PathBuf::from(staging);
+    let _ = std::fs::remove_file(&staging);
+    let listener = std::os::unix::net::UnixListener::bind(&staging).map_err(cannot)?;
+    std::fs::rename(&staging, path).map_err(|e| {
+        let _ = std::fs::remove_file(&staging);
+        cannot(e)
+    })?;
+    Ok(listener)
 }
 
 /// Makes the per-command cgroups the backend delegated, if any. A failure refuses to start
