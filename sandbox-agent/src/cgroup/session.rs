@@ -144,6 +144,15 @@ fn session_dir(h: &Hierarchy, beside_own: bool, parent: &str, id: &str) -> PathB
     base.join(parent).join(id)
 }
 
+/// Descriptors for joining a session's cgroup at birth (see [`SessionCgroup::entry`]).
+#[derive(Debug)]
+pub struct Entry {
+    /// The v2 session directory, for `clone3(CLONE_INTO_CGROUP)`.
+    pub v2: Option<std::fs::File>,
+    /// Each v1 session directory's `tasks`, write-only.
+    pub v1_tasks: Vec<std::fs::File>,
+}
+
 /// A session's cgroup, in every hierarchy that carries a part of it.
 #[derive(Debug)]
 pub struct SessionCgroup {
@@ -259,6 +268,36 @@ impl SessionCgroup {
                 .map_err(io_err("delegating", &path))?;
         }
         Ok(())
+    }
+
+    /// How a new process joins the session without a move that waits for an RCU grace
+    /// period (see [`super::slots`]): born in the v2 part by `clone3(CLONE_INTO_CGROUP)`
+    /// on `v2`, then it writes `0` to each of `v1_tasks` (v1 `tasks`, opened here by the
+    /// caller so the permission check is the opener's) while it still has one thread.
+    pub fn entry(&self) -> Result<Entry, CgroupError> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let v2 = match &self.plan.v2 {
+            Some((dir, _)) => Some(
+                std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC)
+                    .open(dir)
+                    .map_err(io_err("opening", dir))?,
+            ),
+            None => None,
+        };
+        let mut v1_tasks = Vec::new();
+        for (_, dir) in &self.plan.v1 {
+            let path = dir.join("tasks");
+            v1_tasks.push(
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .custom_flags(libc::O_CLOEXEC)
+                    .open(&path)
+                    .map_err(io_err("opening", &path))?,
+            );
+        }
+        Ok(Entry { v2, v1_tasks })
     }
 
     /// Moves process `pid` (with all its threads) into every part of the session.

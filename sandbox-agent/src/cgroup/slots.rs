@@ -3,12 +3,22 @@
 //!
 //! The agent confines itself with Landlock before it serves, and no Landlock rule of the
 //! agent (nor of its commands) covers the cgroup filesystem: so the slots are made and
-//! their files opened *before* confinement, once, and reused. A command enters its slot
-//! between fork and exec by writing `0` ("myself") to the slot's `cgroup.procs` through
-//! the descriptor the agent opened (Landlock checks opens, not writes through an open
-//! descriptor); every process it starts later is born in the slot and none can leave: the
-//! cgroup files are out of every command's reach (Landlock) and of its rights (only the
-//! agent's descriptors can write them).
+//! their files opened *before* confinement, once, and reused. A command is born in its
+//! slot where the kernel allows it: on v2 the agent starts it with
+//! `clone3(CLONE_INTO_CGROUP)` on the slot's directory descriptor (see
+//! [`crate::exec::clone_into`]), so no migration happens at all. Otherwise the command
+//! enters its slot between fork and exec by writing `0` ("myself") through a descriptor
+//! the agent opened (Landlock checks opens, not writes through an open descriptor): v2's
+//! `cgroup.procs`, or v1's `tasks`. Either way every process it starts later is born in
+//! the slot and none can leave: the cgroup files are out of every command's reach
+//! (Landlock) and of its rights (only the agent's descriptors can write them).
+//!
+//! Why not always the write: moving a process with `cgroup.procs` takes the kernel's
+//! global threadgroup lock for writing, which waits for an RCU grace period unless the
+//! host mounted cgroup2 with `favordynmods` (measured here: 1 to 11 ms per command, by
+//! machine load). Moving only the calling thread (v1 `tasks`, pid 0) skips that lock,
+//! and right after fork the child has a single thread, so the thread is the process;
+//! v2 allows thread moves only inside a threaded subtree, hence clone3 there.
 //!
 //! Kill: v2 writes `1` to `cgroup.kill`, which the kernel applies to every member,
 //! including ones forked while the kill runs. v1 freezes the slot (no member runs, so
@@ -46,8 +56,10 @@ const FREEZER_ROUNDS: u32 = 20;
 pub struct Slot {
     name: String,
     dir: PathBuf,
-    /// `cgroup.procs`, write-only: commands enter through it.
-    procs: File,
+    /// Write-only: commands enter through it (v2 `cgroup.procs`, v1 `tasks`).
+    entry: File,
+    /// The slot directory itself (`O_PATH`), for `clone3(CLONE_INTO_CGROUP)`; v2 only.
+    dir_fd: Option<File>,
     control: File,
     method: KillMethod,
 }
@@ -73,13 +85,22 @@ impl ExecSlots {
                 }
                 _ => {}
             }
-            let control = match cfg.kill {
-                KillMethod::CgroupKill => open(&dir.join("cgroup.kill"), false)?,
-                KillMethod::Freezer => open(&dir.join("freezer.state"), true)?,
+            let (control, entry, dir_fd) = match cfg.kill {
+                KillMethod::CgroupKill => (
+                    open(&dir.join("cgroup.kill"), false)?,
+                    open(&dir.join("cgroup.procs"), false)?,
+                    Some(open_dir(&dir)?),
+                ),
+                KillMethod::Freezer => (
+                    open(&dir.join("freezer.state"), true)?,
+                    open(&dir.join("tasks"), false)?,
+                    None,
+                ),
             };
             free.push(Slot {
                 name,
-                procs: open(&dir.join("cgroup.procs"), false)?,
+                entry,
+                dir_fd,
                 dir,
                 control,
                 method: cfg.kill,
@@ -114,6 +135,16 @@ fn open(path: &Path, read: bool) -> Result<File, CgroupError> {
         .map_err(io_err("opening", path))
 }
 
+/// The directory itself, as clone3's `cgroup` argument wants it (a path descriptor is
+/// enough: the kernel checks the caller's write access to the cgroups, not the open).
+fn open_dir(path: &Path) -> Result<File, CgroupError> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(io_err("opening", path))
+}
+
 /// A slot held by one command; back to the pool when dropped, if empty.
 #[derive(Debug)]
 pub struct Lease {
@@ -130,9 +161,15 @@ impl Lease {
         }
     }
 
-    /// The descriptor a new command writes `0` to, before exec, to enter the slot.
-    pub fn procs_fd(&self) -> RawFd {
-        self.slot().procs.as_raw_fd()
+    /// The descriptor a new command writes `0` to, before exec, to enter the slot (with
+    /// a single thread, which a child between fork and exec has).
+    pub fn entry_fd(&self) -> RawFd {
+        self.slot().entry.as_raw_fd()
+    }
+
+    /// The slot's directory, for a child started straight inside it (v2 only).
+    pub fn cgroup_fd(&self) -> Option<RawFd> {
+        self.slot().dir_fd.as_ref().map(AsRawFd::as_raw_fd)
     }
 
     /// The slot's name (for logs).
@@ -177,12 +214,13 @@ impl Drop for Lease {
     }
 }
 
-/// Writes `0` to `procs_fd`: moves the calling process into that cgroup. Alloc-free, for
-/// the pre-exec hook.
-pub fn enter(procs_fd: RawFd) -> std::io::Result<()> {
+/// Writes `0` to `entry_fd` (a `cgroup.procs` or v1 `tasks`): moves the calling process
+/// (through `tasks`: the calling thread, the whole process when it has one) into that
+/// cgroup. Alloc-free, for the pre-exec hook.
+pub fn enter(entry_fd: RawFd) -> std::io::Result<()> {
     // SAFETY: write(2) from a valid static buffer of one byte to a descriptor the caller
     // owns; no allocation.
-    let n = unsafe { libc::write(procs_fd, b"0".as_ptr().cast(), 1) };
+    let n = unsafe { libc::write(entry_fd, b"0".as_ptr().cast(), 1) };
     if n == 1 {
         Ok(())
     } else {

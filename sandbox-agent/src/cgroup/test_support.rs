@@ -66,13 +66,14 @@ pub fn hopper_script(dir: &Path, tag: &str) -> PathBuf {
     path
 }
 
-/// Starts `sh script` inside the cgroup whose `cgroup.procs` is open as `procs_fd`.
-pub fn spawn_in(procs_fd: i32, script: &Path) -> Child {
+/// Starts `sh script` inside the cgroup whose `cgroup.procs` (or v1 `tasks`) is open as
+/// `entry_fd`.
+pub fn spawn_in(entry_fd: i32, script: &Path) -> Child {
     let mut cmd = Command::new("/bin/sh");
     cmd.arg(script);
     // SAFETY: the hook only calls the alloc-free `enter` (one write).
     unsafe {
-        cmd.pre_exec(move || slots::enter(procs_fd));
+        cmd.pre_exec(move || slots::enter(entry_fd));
     }
     cmd.spawn().unwrap()
 }

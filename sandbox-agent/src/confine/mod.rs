@@ -67,7 +67,8 @@ pub fn child_filter(
     if report.seccomp_mode == "disabled" {
         return Ok(ChildFilter::default());
     }
-    seccomp::SeccompPolicy::default_policy()?.compile_children(config.network)
+    seccomp::SeccompPolicy::default_policy()?
+        .compile_children(config.network, sys::namespaces_capped())
 }
 
 /// Confines the calling (still single-threaded) process; returns what is enforced.
@@ -78,10 +79,18 @@ pub fn child_filter(
 pub fn confine_self(config: &AgentConfig) -> Result<ConfinementReport, ConfineError> {
     let ll_policy = landlock::LandlockPolicy::default_policy()?;
     let sc_policy = seccomp::SeccompPolicy::default_policy()?;
-    let programs = sc_policy.compile(config.network)?;
+    let capped = sys::namespaces_capped();
+    let programs = sc_policy.compile(config.network, capped)?;
     let (namespaces, ns_note) = report::namespaces();
 
     let mut notes: Vec<String> = ns_note.into_iter().collect();
+    if capped {
+        notes.push(
+            "every namespace count of this user namespace is capped at 0: clone3 is allowed \
+             to the agent (commands start inside their cgroup) and refused to commands"
+                .into(),
+        );
+    }
     let mut missing: Vec<String> = Vec::new();
 
     if let Err(e) = sys::set_no_new_privs() {

@@ -106,6 +106,22 @@ pub enum Processes {
     All,
     /// Only the commands the agent starts: for calls the agent itself must keep.
     Children,
+    /// The agent too, unless the sandbox's user namespace caps every namespace count at
+    /// zero (see [`super::sys::namespaces_capped`]): then only the commands. For calls
+    /// refused because of the namespaces they could create, which the agent needs for
+    /// something else (clone3, to start a command inside its cgroup).
+    ChildrenWhenNamespacesCapped,
+}
+
+impl Processes {
+    /// `All` or `Children`, once it is known whether namespace creation is capped.
+    pub fn resolve(self, namespaces_capped: bool) -> Processes {
+        match self {
+            Processes::ChildrenWhenNamespacesCapped if namespaces_capped => Processes::Children,
+            Processes::ChildrenWhenNamespacesCapped => Processes::All,
+            p => p,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -214,16 +230,25 @@ impl SeccompPolicy {
     }
 
     /// Compiles the programs the agent installs on itself, for this build's architecture.
-    pub fn compile(&self, network: bool) -> Result<SeccompPrograms, ConfineError> {
+    /// `namespaces_capped`: see [`Processes::ChildrenWhenNamespacesCapped`].
+    pub fn compile(
+        &self,
+        network: bool,
+        namespaces_capped: bool,
+    ) -> Result<SeccompPrograms, ConfineError> {
         let mut programs = vec![abi_guard()];
-        programs.extend(self.compile_rules(network, Processes::All)?);
+        programs.extend(self.compile_rules(network, Processes::All, namespaces_capped)?);
         Ok(SeccompPrograms { programs })
     }
 
     /// Compiles the children-only rules into the filter each child adds before exec.
     /// Compile it before any fork: installing it must not allocate.
-    pub fn compile_children(&self, network: bool) -> Result<ChildFilter, ConfineError> {
-        let programs = self.compile_rules(network, Processes::Children)?;
+    pub fn compile_children(
+        &self,
+        network: bool,
+        namespaces_capped: bool,
+    ) -> Result<ChildFilter, ConfineError> {
+        let programs = self.compile_rules(network, Processes::Children, namespaces_capped)?;
         Ok(ChildFilter { programs })
     }
 
@@ -232,11 +257,12 @@ impl SeccompPolicy {
         &self,
         network: bool,
         processes: Processes,
+        namespaces_capped: bool,
     ) -> Result<Vec<BpfProgram>, ConfineError> {
         let arch = target_arch()?;
         let mut programs = Vec::new();
         for action in [RuleAction::ErrnoEperm, RuleAction::ErrnoEnosys] {
-            let map = self.rule_map(action, network, processes)?;
+            let map = self.rule_map(action, network, processes, namespaces_capped)?;
             if map.is_empty() {
                 continue;
             }
@@ -257,6 +283,7 @@ impl SeccompPolicy {
         action: RuleAction,
         network: bool,
         processes: Processes,
+        namespaces_capped: bool,
     ) -> Result<BTreeMap<i64, Vec<SeccompRule>>, ConfineError> {
         let mut map: BTreeMap<i64, Option<Vec<SeccompRule>>> = BTreeMap::new();
         let applies = |scope: NetworkScope| match scope {
@@ -264,11 +291,11 @@ impl SeccompPolicy {
             NetworkScope::Denied => !network,
             NetworkScope::Granted => network,
         };
-        for rule in self
-            .rules
-            .iter()
-            .filter(|r| r.action == action && r.processes == processes && applies(r.network))
-        {
+        for rule in self.rules.iter().filter(|r| {
+            r.action == action
+                && r.processes.resolve(namespaces_capped) == processes
+                && applies(r.network)
+        }) {
             let mut compiled = Vec::new();
             for alt in &rule.when_any {
                 let conds = alt

@@ -13,7 +13,7 @@ use crate::confine::in_child;
 fn programs(network: bool) -> SeccompPrograms {
     SeccompPolicy::default_policy()
         .unwrap()
-        .compile(network)
+        .compile(network, false)
         .unwrap()
 }
 
@@ -133,6 +133,31 @@ fn clone3_is_enosys_so_libc_falls_back() {
     expect_errno(false, libc::ENOSYS, || unsafe {
         libc::syscall(libc::SYS_clone3, std::ptr::null::<u8>(), 0)
     });
+}
+
+/// Where the sandbox's user namespace caps every namespace count at 0, the agent may use
+/// clone3 (EFAULT for a null argument: the kernel saw the call) and its children still
+/// get ENOSYS from their own filter.
+#[test]
+fn clone3_moves_to_the_children_when_namespaces_are_capped() {
+    let policy = SeccompPolicy::default_policy().unwrap();
+    let agent = policy.compile(false, true).unwrap();
+    let children = policy.compile_children(false, true).unwrap();
+    // SAFETY: clone3 with a null argument only fails (EFAULT or ENOSYS).
+    let clone3 = || unsafe { libc::syscall(libc::SYS_clone3, std::ptr::null::<u8>(), 88) };
+    let status = in_child(|| {
+        agent.apply().unwrap();
+        if clone3() != -1 || errno() != libc::EFAULT {
+            return 1;
+        }
+        children.install().unwrap();
+        if clone3() == -1 && errno() == libc::ENOSYS {
+            0
+        } else {
+            2
+        }
+    });
+    assert!(matches!(status, WaitStatus::Exited(_, 0)), "{status:?}");
 }
 
 #[test]
@@ -395,7 +420,7 @@ fn open_how_call() -> libc::c_long {
 fn openat2_is_enosys_for_children_only() {
     expect_ok(false, open_how_call);
     let policy = SeccompPolicy::default_policy().unwrap();
-    let children = policy.compile_children(false).unwrap();
+    let children = policy.compile_children(false, false).unwrap();
     assert!(!children.is_empty());
     let progs = programs(false);
     let status = in_child(|| {
@@ -424,5 +449,13 @@ fn children_rules_stay_out_of_the_agents_own_filter() {
             .iter()
             .filter(|r| r.processes == Processes::Children)
             .all(|r| r.syscalls == ["openat2"])
+    );
+    // And only clone3 moves to the children when namespace creation is capped.
+    assert!(
+        policy
+            .rules
+            .iter()
+            .filter(|r| r.processes == Processes::ChildrenWhenNamespacesCapped)
+            .all(|r| r.syscalls == ["clone3"])
     );
 }

@@ -167,3 +167,87 @@ pub fn exit_watch(pid: i32) -> io::Result<tokio::io::unix::AsyncFd<std::os::fd::
     unsafe { tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) }
         .map_err(|e| e.into_parts().1)
 }
+
+/// The per-user-namespace counts of every namespace kind (`/proc/sys/user/max_*`).
+const NAMESPACE_COUNTS: [&str; 8] = [
+    "max_user_namespaces",
+    "max_mnt_namespaces",
+    "max_pid_namespaces",
+    "max_net_namespaces",
+    "max_ipc_namespaces",
+    "max_uts_namespaces",
+    "max_cgroup_namespaces",
+    "max_time_namespaces",
+];
+
+/// Whether no process of the calling process's user namespace can create a namespace of
+/// any kind: every `/proc/sys/user/max_*_namespaces` reads 0. These limits belong to the
+/// user namespace (each one has its own) and only a holder of `CAP_SYS_RESOURCE` in it
+/// can raise them, which nothing in the sandbox has once the init dropped its
+/// capabilities. A kind this kernel does not list counts as not capped.
+pub fn namespaces_capped() -> bool {
+    NAMESPACE_COUNTS.iter().all(|name| {
+        std::fs::read_to_string(format!("/proc/sys/user/{name}")).is_ok_and(|v| v.trim() == "0")
+    })
+}
+
+/// Caps every namespace count of the calling process's user namespace at 0 (needs
+/// `CAP_SYS_RESOURCE` in it: the local backend's init, before it drops privileges).
+/// Returns the kinds that could not be capped.
+pub fn cap_namespaces() -> Vec<String> {
+    NAMESPACE_COUNTS
+        .iter()
+        .filter(|name| std::fs::write(format!("/proc/sys/user/{name}"), "0").is_err())
+        .map(|name| (*name).to_string())
+        .collect()
+}
+
+/// `CLONE_INTO_CGROUP` (Linux 5.7), from `linux/sched.h`.
+pub const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+
+/// `struct clone_args` as of Linux 5.7 (`CLONE_ARGS_SIZE_VER2`, 88 bytes).
+#[repr(C)]
+#[derive(Default)]
+struct CloneArgs {
+    flags: u64,
+    pidfd: u64,
+    child_tid: u64,
+    parent_tid: u64,
+    exit_signal: u64,
+    stack: u64,
+    stack_size: u64,
+    tls: u64,
+    set_tid: u64,
+    set_tid_size: u64,
+    cgroup: u64,
+}
+
+/// clone3 with `flags` and no new stack (a fork, plus namespaces or `CLONE_INTO_CGROUP`
+/// into the cgroup directory `cgroup`), SIGCHLD at exit. Returns the child's pid in the
+/// parent and 0 in the child.
+///
+/// # Safety
+/// As for fork: the child is a copy of the caller with only the calling thread; in a
+/// multi-threaded process it may only make async-signal-safe calls (no allocation) until
+/// it execs or `_exit`s.
+pub unsafe fn clone3(flags: u64, cgroup: Option<std::os::fd::RawFd>) -> io::Result<i32> {
+    let args = CloneArgs {
+        flags: flags | cgroup.map_or(0, |_| CLONE_INTO_CGROUP),
+        exit_signal: libc::SIGCHLD as u64,
+        cgroup: cgroup.map_or(0, |fd| fd as u64),
+        ..CloneArgs::default()
+    };
+    // SAFETY: `args` is a valid clone_args of the size passed; without CLONE_VM and a
+    // stack the call behaves like fork (the caller's contract covers the child).
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_clone3,
+            &args as *const CloneArgs,
+            std::mem::size_of::<CloneArgs>(),
+        )
+    };
+    if ret < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    i32::try_from(ret).map_err(|_| io::Error::from_raw_os_error(libc::ERANGE))
+}

@@ -18,6 +18,7 @@
 //! killed, so no process outlives its call; the session directory follows the shell's
 //! final directory only when the command changed directory.
 
+pub mod clone_into;
 pub mod disk;
 pub mod kill;
 pub mod output;

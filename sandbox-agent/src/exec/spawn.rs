@@ -1,15 +1,18 @@
 //! Starting one command: its program and arguments, a clean environment, the working
-//! directory, and the confined pre-exec setup. The only place the agent creates processes.
+//! directory, and the confined pre-exec setup. The only place the agent creates processes
+//! (through `std::process::Command`, or [`super::clone_into`] for a command born in its
+//! own v2 cgroup).
 
 use std::collections::HashMap;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use tokio::sync::Notify;
 
+use super::clone_into::{self, CloneError, Prepared, Spawned};
 use super::kill::{self, Entry, MARKER_ENV};
 use crate::cgroup::slots::{self, Lease};
 use crate::confine::{self, ChildFilter, ChildLimits};
@@ -67,7 +70,7 @@ pub struct SpawnSpec {
 /// A started command and its registry entry's handles.
 #[derive(Debug)]
 pub struct Started {
-    pub child: Child,
+    pub child: Spawned,
     pub leader: i32,
     pub cancel: Arc<Notify>,
     pub cancelled: Arc<AtomicBool>,
@@ -157,7 +160,7 @@ fn command_for(spec: &SpawnSpec) -> Command {
         .stderr(Stdio::piped());
     let limits = spec.limits;
     let filter = spec.child_filter.clone();
-    let cgroup = spec.slot.as_ref().map(|s| s.procs_fd());
+    let cgroup = spec.slot.as_ref().map(|s| s.entry_fd());
     // SAFETY: the hook runs between fork and exec; it makes only alloc-free system calls
     // (write to the cgroup's procs, setsid, setrlimit, close_range, seccomp) on data
     // prepared before fork (the filter is only read through the Arc, never cloned or
@@ -174,10 +177,62 @@ fn command_for(spec: &SpawnSpec) -> Command {
     cmd
 }
 
+/// The command's argv as exec sees it.
+fn argv_of(program: &Program) -> Vec<String> {
+    match program {
+        Program::Shell {
+            shell,
+            command,
+            cwd_file,
+        } => vec![
+            shell.display().to_string(),
+            "-c".into(),
+            shell_script(command, cwd_file),
+        ],
+        Program::Argv(argv) => argv.clone(),
+    }
+}
+
+/// Starts the command born in its slot's cgroup, when the slot is a v2 one and clone3
+/// works here; `None`: use the `Command` path (which enters the slot before exec).
+fn spawn_in_slot(spec: &SpawnSpec) -> Option<std::io::Result<Spawned>> {
+    let cgroup = spec.slot.as_ref()?.cgroup_fd()?;
+    if !clone_into::usable() {
+        return None;
+    }
+    let prepared = match Prepared::new(&argv_of(&spec.program), &spec.env, &spec.cwd, spec.stdin) {
+        Ok(p) => p,
+        Err(e) => return Some(Err(e)),
+    };
+    let (limits, filter) = (&spec.limits, &spec.child_filter);
+    // The same confinement, in the same order after the cgroup, as the pre-exec hook.
+    let setup = || confine::child_setup(limits, filter);
+    match clone_into::spawn(cgroup, &prepared, &setup) {
+        Ok(child) => Some(Ok(child)),
+        Err(CloneError::Failed(e)) => Some(Err(e)),
+        Err(CloneError::Unsupported(e)) => {
+            tracing::info!(error = %e, "clone3 into a cgroup refused here; commands enter their cgroup by a write");
+            None
+        }
+    }
+}
+
+fn spawn_child(spec: &SpawnSpec) -> std::io::Result<Spawned> {
+    if let Some(r) = spawn_in_slot(spec) {
+        return r;
+    }
+    let mut child = command_for(spec).spawn()?;
+    Ok(Spawned {
+        pid: child.id() as i32,
+        stdin: child.stdin.take().map(Into::into),
+        stdout: child.stdout.take().map(Into::into),
+        stderr: child.stderr.take().map(Into::into),
+    })
+}
+
 /// Forks and execs the command and registers it, holding the registry lock throughout so
 /// the orphan reaper never sees the leader unregistered. Blocking (fork + exec).
 pub fn spawn(spec: &SpawnSpec) -> Result<Started, AgentError> {
-    let mut cmd = command_for(spec);
     let mut entries = kill::registry().lock();
     if entries.contains_key(&spec.exec_id) {
         return Err(AgentError::invalid(format!(
@@ -185,7 +240,7 @@ pub fn spawn(spec: &SpawnSpec) -> Result<Started, AgentError> {
             spec.exec_id
         )));
     }
-    let child = cmd.spawn().map_err(|e| {
+    let child = spawn_child(spec).map_err(|e| {
         let what = match &spec.program {
             Program::Shell { shell, .. } => shell.display().to_string(),
             Program::Argv(argv) => argv[0].clone(),
@@ -197,7 +252,7 @@ pub fn spawn(spec: &SpawnSpec) -> Result<Started, AgentError> {
         };
         AgentError::new(code, format!("cannot start {what}: {e}"))
     })?;
-    let leader = child.id() as i32;
+    let leader = child.pid;
     let cancel = Arc::new(Notify::new());
     let cancelled = Arc::new(AtomicBool::new(false));
     entries.insert(

@@ -29,6 +29,9 @@ const OOM_SCORE_ADJ: &str = "1000";
 
 /// Everything the init needs, prepared by the launcher before the clone.
 pub(super) struct ChildCtx<'a> {
+    /// The session cgroup's v1 `tasks` files (opened by the launcher): the init, born in
+    /// the v2 part, joins these first (see `supervise::clone_init`).
+    pub cgroup_tasks: &'a [std::fs::File],
     pub config: &'a LaunchConfig,
     pub ids: IdPlan,
     pub plan: &'a Plan,
@@ -67,6 +70,15 @@ fn exit(code: i32) -> ! {
 }
 
 fn setup_and_serve(ctx: &ChildCtx) -> Result<i32, String> {
+    // First of all, while this process has one thread: into the session's v1 cgroups
+    // (limits), so everything it does and starts is counted there.
+    for tasks in ctx.cgroup_tasks {
+        crate::cgroup::slots::enter(tasks.as_raw_fd())
+            .map_err(|e| format!("joining the session cgroup: {e}"))?;
+        // SAFETY: the launcher's copy owns this fd; closing ours affects only us (this
+        // process never runs the launcher's destructors: it _exits).
+        unsafe { libc::close(tasks.as_raw_fd()) };
+    }
     for fd in &ctx.close {
         // SAFETY: these fds belong to the launcher's copy; closing ours affects only us.
         unsafe { libc::close(*fd) };
@@ -79,6 +91,15 @@ fn setup_and_serve(ctx: &ChildCtx) -> Result<i32, String> {
     std::fs::File::from(ctx.go.try_clone().map_err(|e| e.to_string())?)
         .read_exact(&mut byte)
         .map_err(|_| "the launcher did not finish the id maps".to_string())?;
+    // Nothing in the sandbox may create a namespace (seccomp refuses it too): with every
+    // count of this user namespace at 0 the kernel refuses it whatever the system call,
+    // which lets the agent use clone3 (its flags are out of seccomp's sight) to start
+    // commands inside their cgroups. A kind that stays uncapped only keeps clone3 refused
+    // to the agent (it checks, see confine::sys::namespaces_capped).
+    let uncapped = crate::confine::sys::cap_namespaces();
+    if !uncapped.is_empty() {
+        tracing::warn!(?uncapped, "namespace counts left uncapped");
+    }
     // Open every host source now, while this process still has the launcher's uid (which
     // can traverse e.g. a 0700 /root holding CORDON_HOME) and before /tmp is covered.
     let cfg = ctx.config;

@@ -80,8 +80,10 @@ pub fn docker_profile(network: bool) -> Result<Value, SandboxError> {
         // A container-wide profile binds the agent too: rules for the agent's children only
         // (openat2, which the agent itself needs for RESOLVE_BENEATH) stay with the
         // children's own filter, which the agent installs before each exec.
+        // clone3 moves to the children only where namespace counts are capped at 0, which
+        // no container does: container-wide, as before.
         match rule.processes.as_deref() {
-            None | Some("all") => {}
+            None | Some("all") | Some("children_when_namespaces_capped") => {}
             Some("children") => continue,
             Some(other) => return Err(bad(format!("unknown processes scope {other}"))),
         }

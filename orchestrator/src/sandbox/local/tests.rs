@@ -382,6 +382,54 @@ async fn the_session_cgroup_holds_the_sandbox_and_goes_with_it() {
         .await
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&out).trim(), "1000");
+    // The init joins every part at birth (clone3 into v2, `tasks` on v1): each one lists
+    // the sandbox's processes.
+    for dir in &dirs {
+        let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap();
+        assert!(!procs.trim().is_empty(), "{} is empty", dir.display());
+    }
+    // A command runs in its own cgroup below the session's, in every hierarchy the
+    // session uses, and nothing in the sandbox may create a namespace.
+    let (out, _) = client
+        .exec_collect(ExecRequest {
+            exec_id: "cg2".into(),
+            argv: vec![
+                "sh".into(),
+                "-c".into(),
+                "cat /proc/self/cgroup /proc/sys/user/max_user_namespaces".into(),
+            ],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let out = String::from_utf8_lossy(&out).into_owned();
+    let session_part = format!(
+        "/{}/{}",
+        sandbox_agent::cgroup::PARENT_NAME,
+        spec.session_id
+    );
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.last(), Some(&"0"), "{out}");
+    for ctl in ["memory", "pids", "cpu"] {
+        if dirs
+            .iter()
+            .any(|d| d.starts_with(format!("/sys/fs/cgroup/{ctl}")))
+        {
+            assert!(
+                lines.iter().any(|l| l
+                    .split(':')
+                    .nth(1)
+                    .is_some_and(|c| c.split(',').any(|c| c == ctl))
+                    && l.contains(&session_part)),
+                "{ctl} not in the session: {out}"
+            );
+        }
+    }
+    // v2: the init is born in the session's cgroup, which is therefore the root of the
+    // sandbox's cgroup namespace there; the command sits in a slot below it.
+    if let Some(v2) = lines.iter().find(|l| l.starts_with("0::")) {
+        assert!(v2.starts_with("0::/exec-"), "{out}");
+    }
     sandbox.destroy().await.unwrap();
     assert!(
         session_cgroups(&spec.session_id).is_empty(),

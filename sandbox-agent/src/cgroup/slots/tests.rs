@@ -12,7 +12,7 @@ fn hopper_dies(slots: &Arc<ExecSlots>, tag: &str) {
     let tmp = tempfile::tempdir().unwrap();
     let script = hopper_script(tmp.path(), tag);
     let lease = slots.acquire().unwrap();
-    let mut first = spawn_in(lease.procs_fd(), &script);
+    let mut first = spawn_in(lease.entry_fd(), &script);
     // Wait until the chain has moved past the first copy; from then on it always has a
     // live member (each copy forks the next before it exits).
     let first_pid = first.id() as i32;
@@ -87,6 +87,78 @@ fn every_slot_busy_means_none_to_acquire() {
     assert!(slots.acquire().is_none());
     drop(held);
     assert!(slots.acquire().is_some());
+    drop(slots);
+    t.remove_and_check();
+}
+
+/// Reads a child's stdout to the end and reaps it: (output, exit code).
+fn finish(child: crate::exec::clone_into::Spawned) -> (String, i32) {
+    use std::io::Read;
+    let mut out = String::new();
+    std::fs::File::from(child.stdout.unwrap())
+        .read_to_string(&mut out)
+        .unwrap();
+    let status = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(child.pid), None).unwrap();
+    let nix::sys::wait::WaitStatus::Exited(_, code) = status else {
+        panic!("{status:?}");
+    };
+    (out, code)
+}
+
+/// clone3(CLONE_INTO_CGROUP): the command is born in its v2 slot (no move), with its
+/// streams, directory and environment, and a failed exec comes back as its errno.
+#[test]
+fn a_command_is_born_in_its_slot() {
+    use crate::exec::clone_into::{self, CloneError, Prepared};
+    let Some(t) = TestCgroup::new("slots-clone3", &SessionLimits::default()) else {
+        return;
+    };
+    let Some((dir, KillMethod::CgroupKill)) = t.cg.exec_dir() else {
+        eprintln!("skipping: no v2 per-command cgroups here");
+        return;
+    };
+    let cfg = ExecCgroupConfig {
+        dir: dir.to_path_buf(),
+        kill: KillMethod::CgroupKill,
+    };
+    let slots = Arc::new(ExecSlots::prepare(&cfg, 1).unwrap());
+    let lease = slots.acquire().unwrap();
+    let argv = ["sh", "-c", "cat /proc/self/cgroup; pwd; echo $X"].map(String::from);
+    let env = [
+        ("PATH".to_string(), "/usr/bin:/bin".to_string()),
+        ("X".into(), "y".into()),
+    ];
+    let what = Prepared::new(&argv, &env, Path::new("/tmp"), false).unwrap();
+    let child = match clone_into::spawn(lease.cgroup_fd().unwrap(), &what, &|| Ok(())) {
+        Ok(c) => c,
+        Err(CloneError::Unsupported(e)) => {
+            eprintln!("skipping: clone3 into a cgroup refused here: {e}");
+            return;
+        }
+        Err(CloneError::Failed(e)) => panic!("{e}"),
+    };
+    let (out, code) = finish(child);
+    assert_eq!(code, 0, "{out}");
+    let slot_rel = dir.join(lease.name());
+    let v2 = out.lines().find(|l| l.starts_with("0::")).unwrap();
+    assert!(
+        slot_rel.ends_with(v2.trim_start_matches("0::/")),
+        "{v2} is not {}",
+        slot_rel.display()
+    );
+    assert!(out.contains("\n/tmp\ny\n"), "{out}");
+    let missing = Prepared::new(
+        &["no-such-program".to_string()],
+        &env,
+        Path::new("/"),
+        false,
+    );
+    match clone_into::spawn(lease.cgroup_fd().unwrap(), &missing.unwrap(), &|| Ok(())) {
+        Err(CloneError::Failed(e)) => assert_eq!(e.kind(), std::io::ErrorKind::NotFound),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(lease.members(), Some(vec![]));
+    drop(lease);
     drop(slots);
     t.remove_and_check();
 }
