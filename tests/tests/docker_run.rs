@@ -135,9 +135,10 @@ async fn a_double_forked_daemon_and_a_pid_hopper_die_with_their_call() {
     // hold it; `case` is a builtin, so no process of this call carries it either.
     let (head, rest) = tag.split_at(3);
     let count = format!(
-        "m={head}; m=\"$m{rest}\"; n=0; for p in /proc/[0-9]*; do \
+        "m={head}; m=\"${{m}}{rest}\"; n=0; for p in /proc/[0-9]*; do \
          c=$(tr '\\0' ' ' < $p/cmdline 2>/dev/null); \
-         case \"$c\" in *\"$m\"*) n=$((n+1));; esac; done; echo \"found $n\""
+         case \"$c\" in *\"$m\"*) n=$((n+1)); echo \"left: $c\";; esac; done; \
+         echo \"found $n\""
     );
     let turns = vec![
         Turn::tool_use("b1", "Bash", json!({"command": start})),
