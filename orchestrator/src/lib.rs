@@ -1,7 +1,6 @@
 //! Cordon's orchestrator.
 
 pub mod agent;
-pub mod beneath;
 pub mod checkpoints;
 pub mod control;
 pub mod demo;
@@ -20,5 +19,4 @@ pub mod session;
 pub mod settings;
 pub mod tools;
 pub mod trust;
-pub mod workspace_fs;
 pub mod workspace_location;

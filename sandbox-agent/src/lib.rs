@@ -15,6 +15,8 @@
 //! - [`exec`]: running commands in their own process group, output capping, timeouts.
 //! - [`confine`]: Landlock, seccomp, rlimits and the confinement report.
 //! - [`hostgit`]: the one hardened way Cordon runs git on the host.
+//! - [`beneath`]: host-side reads and changes of workspace files beneath a held directory,
+//!   never through a link (prompt files, settings, rewind, run-state cleanup).
 //! - [`cgroup`]: session cgroups (limits) and per-command cgroups (the kill that cannot be outrun).
 //! - [`launch`]: the local backend's namespace launcher (user, mount, pid, ipc, uts, net).
 //!
@@ -29,6 +31,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod beneath;
 pub mod cgroup;
 pub mod client;
 pub mod config;

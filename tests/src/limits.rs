@@ -127,6 +127,23 @@ impl Session {
         Ok((String::from_utf8_lossy(&out).into_owned(), status))
     }
 
+    /// Starts `script` as one call and returns at once; [`Self::finish`] waits for it.
+    pub fn start_call(&mut self, script: &str) -> PendingCall {
+        let req = self.request(script);
+        let mut client = self.sandbox.as_ref().expect("running").client.clone();
+        PendingCall(self.rt.spawn(async move { client.exec_collect(req).await }))
+    }
+
+    /// Waits for a call [`Self::start_call`] started; its output and exit status.
+    pub fn finish(&self, call: PendingCall) -> (String, ExitStatus) {
+        let (out, status) = self
+            .rt
+            .block_on(call.0)
+            .expect("the call's task")
+            .expect("the call ran");
+        (String::from_utf8_lossy(&out).into_owned(), status)
+    }
+
     /// Runs `script` while another call, `beside`, runs too (as concurrent tool calls
     /// do); returns `script`'s output and status once both ended.
     pub fn sh_beside(&mut self, beside: &str, script: &str) -> (String, ExitStatus) {
@@ -140,6 +157,9 @@ impl Session {
         (String::from_utf8_lossy(&out).into_owned(), status)
     }
 }
+
+/// A call running in a [`Session`], started by [`Session::start_call`].
+pub struct PendingCall(tokio::task::JoinHandle<Result<(Vec<u8>, ExitStatus), AgentError>>);
 
 impl Drop for Session {
     fn drop(&mut self) {

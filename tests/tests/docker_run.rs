@@ -109,3 +109,62 @@ async fn a_task_runs_its_tools_in_a_session_container() {
         "the commondir placeholder is gone"
     );
 }
+
+/// Issue 8, item E on Docker, end to end: a daemon double-forked into a session of its
+/// own and a pid hopper (each copy starts the next and exits) started by one Bash call are
+/// both dead before the next call starts, seen from inside the container's pid namespace
+/// (every process of the sandbox) and from the host afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_double_forked_daemon_and_a_pid_hopper_die_with_their_call() {
+    if !backend_ready(Backend::Docker) {
+        return;
+    }
+    use cordon_tests::agent::{run_json_ok, tool_results};
+    let ws = Workspace::new();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    let tag = format!("hop{}x{nanos}", std::process::id());
+    std::fs::write(ws.join(&format!("{tag}.sh")), "sh \"$0\" &\n").unwrap();
+    let start = format!(
+        "(setsid sh -c 'while :; do sleep 1; done' {tag}-daemon &); \
+         setsid sh ./{tag}.sh & echo started"
+    );
+    // The marker is put together at run time, so this call's own command line does not
+    // hold it; `case` is a builtin, so no process of this call carries it either.
+    let (head, rest) = tag.split_at(3);
+    let count = format!(
+        "m={head}; m=\"${{m}}{rest}\"; n=0; for p in /proc/[0-9]*; do \
+         c=$(tr '\\0' ' ' < $p/cmdline 2>/dev/null); \
+         case \"$c\" in *\"$m\"*) n=$((n+1)); echo \"left: $c\";; esac; done; \
+         echo \"found $n\""
+    );
+    let turns = vec![
+        Turn::tool_use("b1", "Bash", json!({"command": start})),
+        Turn::tool_use("b2", "Bash", json!({"command": count})),
+        Turn::text("done"),
+    ];
+    let model = ScriptedModel::start(turns).await.unwrap();
+    let home = tempfile::tempdir().unwrap();
+    run_json_ok(
+        &model,
+        home.path(),
+        ws.path(),
+        &[
+            "--sandbox",
+            "docker",
+            "--permission-mode",
+            "bypassPermissions",
+            "-p",
+        ],
+        "go",
+    )
+    .await;
+    let requests = model.requests();
+    let first = tool_results(&requests[1].body);
+    assert!(first[0].1.contains("started"), "{first:?}");
+    let second = tool_results(&requests[2].body);
+    assert!(second[0].1.contains("found 0"), "{second:?}");
+    assert!(cordon_tests::host_processes_matching(&tag).is_empty());
+}

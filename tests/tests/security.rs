@@ -712,19 +712,41 @@ pub fn a_pid_hopper_is_gone_before_the_next_call(backend: Backend) {
     assert!(host_processes_matching(&tag).is_empty());
 }
 
-/// Local backend only: the Docker backend's agent gets no disk budget yet.
-#[test]
-fn local_workspace_disk_budget_is_enforced_with_a_clear_error() {
-    if !cordon_tests::backend_ready(Backend::Local) {
-        return;
-    }
+/// Each call's processes die with the call, not when the sandbox next has nothing
+/// running: a daemon a finished call left (double-forked, in a session of its own, no
+/// marker tying it to its call) is gone while another, longer call still runs.
+pub fn a_finished_calls_daemon_is_gone_while_another_call_runs(backend: Backend) {
+    let ws = Workspace::new();
+    let tag = format!("dmn{}", unique());
+    let mut session = Session::start(backend, ws.path());
+    let long = session.start_call(&format!(
+        "while [ ! -e {tag}.stop ]; do sleep 0.05; done; echo released"
+    ));
+    let (out, status) = session.sh(&format!(
+        "(setsid sh -c 'while :; do sleep 1; done' {tag}-daemon &); echo started"
+    ));
+    assert!(
+        out.contains("started") && status.code == Some(0),
+        "{out} {status:?}"
+    );
+    // Seen from the host, while the long call still runs.
+    let left = host_processes_matching(&format!("{tag}-daemon"));
+    std::fs::write(ws.join(&format!("{tag}.stop")), "").unwrap();
+    let (out, _) = session.finish(long);
+    assert!(left.is_empty(), "the daemon outlived its call: {left:?}");
+    assert!(out.contains("released"), "{out}");
+}
+
+/// Both backends: the agent measures the workspace after each command (on Docker from
+/// inside the container, where the workspace is the same tree at the same path).
+pub fn workspace_disk_budget_is_enforced_with_a_clear_error(backend: Backend) {
     let ws = Workspace::new();
     std::fs::write(ws.join("before.bin"), vec![1u8; 8 << 20]).unwrap();
     let limits = sandbox_agent::cgroup::SessionLimits {
         disk_bytes: Some(32 << 20),
         ..Default::default()
     };
-    let mut session = Session::start_with(Backend::Local, ws.path(), limits);
+    let mut session = Session::start_with(backend, ws.path(), limits);
     let (out, _) = session.sh("head -c 16m /dev/zero > small.bin; echo wrote");
     assert!(
         !out.contains("budget"),
@@ -795,4 +817,6 @@ battery!([
     process_count_is_capped,
     a_fork_bomb_leaves_the_host_responsive,
     a_pid_hopper_is_gone_before_the_next_call,
+    workspace_disk_budget_is_enforced_with_a_clear_error,
+    a_finished_calls_daemon_is_gone_while_another_call_runs,
 ]);

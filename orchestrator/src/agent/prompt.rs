@@ -25,7 +25,7 @@ pub enum MemoryFile {
     User(PathBuf),
     /// A file of the workspace, relative to it. The repository and the sandbox write
     /// there, so it is read beneath the workspace and never through a link
-    /// ([`crate::workspace_fs`]).
+    /// ([`sandbox_agent::beneath::read`]).
     Workspace(PathBuf),
 }
 
@@ -73,7 +73,7 @@ pub fn memory_files(workspace: &Path, user_home: Option<&Path>) -> Vec<MemoryFil
 /// The memory files' text as one block, each under a heading naming its path. A file
 /// that may not be read (a link, a FIFO, too large) is left out with a warning naming it.
 pub fn memory_text(workspace: &Path, files: &[MemoryFile]) -> Option<String> {
-    let beneath = match crate::workspace_fs::Workspace::open(workspace) {
+    let beneath = match sandbox_agent::beneath::WorkspaceReader::open(workspace) {
         Ok(ws) => Some(ws),
         Err(e) => {
             tracing::warn!("memory files of the workspace not read: {e}");
@@ -85,7 +85,7 @@ pub fn memory_text(workspace: &Path, files: &[MemoryFile]) -> Option<String> {
         let (shown, text) = match file {
             MemoryFile::User(path) => (
                 path.clone(),
-                crate::workspace_fs::read_own_file(path, MEMORY_MAX),
+                sandbox_agent::beneath::read_own_file(path, MEMORY_MAX),
             ),
             MemoryFile::Workspace(rel) => match &beneath {
                 Some(ws) => (workspace.join(rel), ws.read_text(rel, MEMORY_MAX)),

@@ -24,7 +24,7 @@
 //! - Checkpoints never record the sandbox's placeholders or masked (denied-read) paths:
 //!   the backend says what they are ([`crate::sandbox::footprint`]).
 //! - A rewind never follows a symlink out of the workspace: it changes the tree only
-//!   through held directory descriptors ([`crate::beneath`]), replacing a symlink in the
+//!   through held directory descriptors ([`sandbox_agent::beneath`]), replacing a symlink in the
 //!   way instead of writing through it. Snapshots and rewinds in a live session run while
 //!   the sandbox is frozen ([`crate::sandbox::Supervisor::frozen`]); `cordon rewind`
 //!   refuses while a sandbox of the session runs.

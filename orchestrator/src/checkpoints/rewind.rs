@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 
 use super::git::{Git, nul_split};
 use super::{Captured, CheckpointError, RewindReport};
-use crate::beneath::Beneath;
 use crate::session::{RecordBody, SessionInfo, SessionStore};
+use sandbox_agent::beneath::Beneath;
 
 /// What existed when a checkpoint was taken but stayed out of its tree (ignored under its
 /// own rules, too large, the sandbox's): never "created since".

@@ -751,14 +751,14 @@ fn repository_file(
     path: &Path,
     warnings: &mut Vec<String>,
 ) -> Result<Option<String>, SettingsError> {
-    use crate::workspace_fs::{Workspace, WorkspaceFsError};
+    use sandbox_agent::beneath::{ReadError, WorkspaceReader};
     let read_err = |source| SettingsError::Read {
         path: path.to_path_buf(),
         source,
     };
-    let ws = match Workspace::open(workspace) {
+    let ws = match WorkspaceReader::open(workspace) {
         Ok(ws) => ws,
-        Err(WorkspaceFsError::OpenRoot { source, .. })
+        Err(ReadError::OpenRoot { source, .. })
             if source.kind() == std::io::ErrorKind::NotFound =>
         {
             return Ok(None);
@@ -772,7 +772,7 @@ fn repository_file(
     };
     match ws.read_text(rel, REPOSITORY_FILE_MAX) {
         Ok(text) => Ok(text),
-        Err(WorkspaceFsError::Read { source, .. }) => Err(read_err(source)),
+        Err(ReadError::Read { source, .. }) => Err(read_err(source)),
         Err(refused) => {
             warnings.push(format!("{refused}; its settings are ignored"));
             Ok(None)

@@ -40,12 +40,13 @@ pub struct Finding {
     pub what: String,
 }
 
-/// Vets the workspace recorded in `state_dir` (see the module docs). A missing or damaged
-/// record vets nothing. Call only once no sandboxed process runs. The record is removed
-/// once vetted, so a second call (teardown, then cleanup) is free.
-pub fn vet_session(state_dir: &Path) -> Vec<Finding> {
+/// Vets the workspace recorded in `state_dir` (see the module docs), when the record
+/// names `workspace`, the session's own (see [`check_record`]). A missing, damaged or
+/// mismatched record vets nothing. Call only once no sandboxed process runs. The record
+/// is removed either way, so a second call (teardown, then cleanup) is free.
+pub fn vet_session(state_dir: &Path, workspace: &Path) -> Vec<Finding> {
     match take_record(state_dir) {
-        Some(record) => vet_recorded(&record),
+        Some(record) => vet_recorded(&record, workspace),
         None => Vec::new(),
     }
 }
@@ -61,12 +62,56 @@ pub fn take_record(state_dir: &Path) -> Option<GuardRecord> {
     record
 }
 
-/// Vets what `record` describes; a workspace that is not an absolute directory other than
-/// `/` is refused.
-pub fn vet_recorded(record: &GuardRecord) -> Vec<Finding> {
-    let ws = &record.workspace;
-    if !ws.is_absolute() || ws == Path::new("/") || !ws.is_dir() {
-        tracing::warn!(workspace = %ws.display(), "git vetting skipped: bad workspace record");
+/// Why a git record is not acted on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RecordError {
+    #[error("the session's workspace {0} is not an absolute, canonical directory other than /")]
+    Workspace(PathBuf),
+    #[error("the record names the workspace {recorded}, not the session's {session}")]
+    OtherWorkspace { recorded: PathBuf, session: PathBuf },
+    #[error("the record pins {0}, which is not inside the workspace")]
+    PinnedOutside(PathBuf),
+}
+
+/// Cross-checks a record read from run state against the workspace the session itself
+/// recorded (its launch config, its container record): the vetting rewrites and moves
+/// files, so it acts only on the session's own workspace, canonical (no link on its way)
+/// and not `/`, and only with pinned git dirs strictly inside it (a pinned dir is skipped
+/// by the vetting, so one outside could only be a tampered record).
+pub fn check_record(record: &GuardRecord, workspace: &Path) -> Result<(), RecordError> {
+    let canonical = std::fs::canonicalize(workspace).ok();
+    if !workspace.is_absolute()
+        || workspace == Path::new("/")
+        || canonical.as_deref() != Some(workspace)
+        || !workspace.is_dir()
+    {
+        return Err(RecordError::Workspace(workspace.to_path_buf()));
+    }
+    if record.workspace != workspace {
+        return Err(RecordError::OtherWorkspace {
+            recorded: record.workspace.clone(),
+            session: workspace.to_path_buf(),
+        });
+    }
+    let inside = |p: &Path| {
+        p.strip_prefix(workspace).is_ok_and(|rel| {
+            rel.components().next().is_some()
+                && rel
+                    .components()
+                    .all(|c| matches!(c, std::path::Component::Normal(_)))
+        })
+    };
+    match record.git_dirs.iter().find(|d| !inside(d)) {
+        Some(out) => Err(RecordError::PinnedOutside(out.clone())),
+        None => Ok(()),
+    }
+}
+
+/// Vets what `record` describes, once [`check_record`] accepts it for the session's
+/// `workspace`; otherwise logs why and vets nothing.
+pub fn vet_recorded(record: &GuardRecord, workspace: &Path) -> Vec<Finding> {
+    if let Err(e) = check_record(record, workspace) {
+        tracing::warn!(workspace = %workspace.display(), "git vetting skipped: {e}");
         return Vec::new();
     }
     let Ok(policy) = gitguard::policy() else {

@@ -27,7 +27,6 @@ use serde::{Deserialize, Serialize};
 use crate::cgroup::{CgroupError, SessionLimits};
 use crate::config::AgentConfig;
 
-mod beneath;
 mod child;
 pub mod denied;
 pub mod gitguard;

@@ -21,7 +21,8 @@ use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::{LaunchError, beneath};
+use super::LaunchError;
+use crate::beneath;
 
 /// What kind of entry a protected path is (and what placeholder stands in for it).
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -264,7 +265,7 @@ pub fn create_placeholders(
 ///
 /// `workspace` is the workspace the session's state records (its launch config, its
 /// session record): a record naming a path outside it, or reaching it through a link, is
-/// ignored with a warning, never acted on ([`super::beneath`]).
+/// ignored with a warning, never acted on ([`crate::beneath::recorded`]).
 pub fn remove_placeholders(state_dir: &Path, workspace: &Path) {
     let records = load(state_dir);
     if records.is_empty() {

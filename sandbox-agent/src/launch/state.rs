@@ -70,9 +70,15 @@ pub fn launcher_alive(state_dir: &Path) -> Option<bool> {
 /// Call only once the sandbox is gone. Idempotent. Placeholders are removed only beneath
 /// the workspace the state's launch config records; without one, they stay.
 pub fn cleanup_session(state_dir: &Path) {
-    super::gitvet::vet_session(state_dir);
+    // The git record is acted on only for the workspace the launch config records.
+    let record = super::gitvet::take_record(state_dir);
     match recorded_workspace(state_dir) {
-        Some(workspace) => protected::remove_placeholders(state_dir, &workspace),
+        Some(workspace) => {
+            if let Some(record) = &record {
+                super::gitvet::vet_recorded(record, &workspace);
+            }
+            protected::remove_placeholders(state_dir, &workspace);
+        }
         None if !protected::load(state_dir).is_empty() => tracing::warn!(
             dir = %state_dir.display(),
             "placeholders left in place: the state records no workspace"

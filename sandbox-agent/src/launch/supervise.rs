@@ -65,7 +65,7 @@ pub fn run_launcher(config_path: &Path) -> i32 {
     // The namespace is gone (or never was): no sandboxed process runs, nothing mounts the
     // placeholders any more. Git dirs made during the session are vetted and privilege bits
     // swept before the host's git can be told the session is over.
-    gitvet::vet_session(&config.state_dir);
+    gitvet::vet_session(&config.state_dir, &config.workspace);
     protected::remove_placeholders(&config.state_dir, &config.workspace);
     sweep_privilege_bits(&config.workspace, started);
     let _ = std::fs::remove_dir_all(config.socket_dir());

@@ -1,17 +1,23 @@
 //! Privilege that would outlive the session on the host: setuid/setgid files made by Bash
 //! (issue 8, item 2) and files hard-linked to names outside the workspace written through
-//! by Bash (item 4). Local backend.
+//! by Bash (item 4). The hard-link cases run on both backends.
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 
-use cordon_tests::Workspace;
 use cordon_tests::agent::{Output, run_command, run_json_ok, tool_results};
 use cordon_tests::scripted_model::{ScriptedModel, Turn};
+use cordon_tests::{Backend, Workspace, backend_ready};
 use serde_json::json;
 
-/// One Bash call with `command`, then a final answer; returns the Bash result's text.
+/// One Bash call with `command` on the local backend, then a final answer; returns the
+/// Bash result's text.
 async fn run_bash(ws: &Path, command: &str) -> String {
+    run_bash_on(Backend::Local, ws, command).await
+}
+
+/// [`run_bash`] on `backend`.
+async fn run_bash_on(backend: Backend, ws: &Path, command: &str) -> String {
     let turns = vec![
         Turn::tool_use("b1", "Bash", json!({"command": command})),
         Turn::text("done"),
@@ -24,7 +30,7 @@ async fn run_bash(ws: &Path, command: &str) -> String {
         ws,
         &[
             "--sandbox",
-            "local",
+            backend.name(),
             "--permission-mode",
             "bypassPermissions",
             "-p",
@@ -72,6 +78,17 @@ async fn a_setuid_shell_made_by_bash_is_not_setuid_on_the_host() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bash_cannot_write_through_a_hard_link_to_a_file_outside() {
+    hard_link_to_a_file_outside_is_not_written_through(Backend::Local).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_bash_cannot_write_through_a_hard_link_to_a_file_outside() {
+    if backend_ready(Backend::Docker) {
+        hard_link_to_a_file_outside_is_not_written_through(Backend::Docker).await;
+    }
+}
+
+async fn hard_link_to_a_file_outside_is_not_written_through(backend: Backend) {
     // The outside file lives next to the workspace (same filesystem, the test's own dir).
     let outside = Workspace::new();
     let ws = Workspace::new();
@@ -83,7 +100,8 @@ async fn bash_cannot_write_through_a_hard_link_to_a_file_outside() {
     // Two names of one file, both inside: an ordinary file, stays writable.
     std::fs::write(ws.join("a"), "a\n").unwrap();
     std::fs::hard_link(ws.join("a"), ws.join("b")).unwrap();
-    let text = run_bash(
+    let text = run_bash_on(
+        backend,
         ws.path(),
         "echo pwned > link; echo pwned >> node_modules/pkg/index.js; \
          sed -i s/original/pwned/ link; truncate -s 0 link; \
@@ -104,6 +122,17 @@ async fn bash_cannot_write_through_a_hard_link_to_a_file_outside() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_workspace_past_the_hard_link_cap_is_refused_with_the_remedy() {
+    past_the_hard_link_cap_the_start_is_refused(Backend::Local).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_a_workspace_past_the_hard_link_cap_is_refused_with_the_remedy() {
+    if backend_ready(Backend::Docker) {
+        past_the_hard_link_cap_the_start_is_refused(Backend::Docker).await;
+    }
+}
+
+async fn past_the_hard_link_cap_the_start_is_refused(backend: Backend) {
     let outside = Workspace::new();
     let ws = Workspace::new();
     let cap = sandbox_agent::hostside::hardlinks::DEFAULT_CAP;
@@ -117,7 +146,12 @@ async fn a_workspace_past_the_hard_link_cap_is_refused_with_the_remedy() {
         .await
         .unwrap();
     let home = tempfile::tempdir().unwrap();
-    let mut cmd = run_command(&model, home.path(), ws.path(), &["--sandbox", "local"]);
+    let mut cmd = run_command(
+        &model,
+        home.path(),
+        ws.path(),
+        &["--sandbox", backend.name()],
+    );
     cmd.args(["-p", "go"]);
     let out = Output::of(cmd).await;
     assert_ne!(out.code, 0, "{out:?}");

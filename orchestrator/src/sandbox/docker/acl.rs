@@ -11,7 +11,7 @@
 //!   the session stays on the user's tree. It runs on every failure path after the grant,
 //!   at the session's end, and after a crash (reconcile), and is idempotent.
 //!
-//! Every step goes through held directory descriptors ([`crate::beneath`]): a symlink the
+//! Every step goes through held directory descriptors ([`sandbox_agent::beneath`]): a symlink the
 //! sandbox planted is never followed, so a restore cannot chmod or chown outside the tree.
 //! The xattr calls use `/proc/self/fd/N` of an `O_PATH|O_NOFOLLOW` descriptor of the entry,
 //! which names that one inode.
@@ -27,7 +27,7 @@ use nix::sys::stat::{FileStat, Mode, SFlag};
 use nix::unistd::{Gid, Uid};
 use serde::{Deserialize, Serialize};
 
-use crate::beneath::Beneath;
+use sandbox_agent::beneath::Beneath;
 
 const ACCESS: &CStr = c"system.posix_acl_access";
 const DEFAULT: &CStr = c"system.posix_acl_default";

@@ -202,7 +202,7 @@ fn clean_run_dir(run_root: &Path, dir: &Path) {
                     tracing::warn!("revoking workspace access of uid {uid}: {e}");
                 }
                 // The container is gone: vet the git dirs its session made, then clean up.
-                super::masks::vet_git(dir);
+                super::masks::vet_git(dir, &ws);
                 super::masks::remove_placeholders(dir, &ws);
             }
             Err(why) => tracing::warn!(

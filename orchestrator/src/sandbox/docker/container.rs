@@ -13,9 +13,11 @@ use bollard::query_parameters::{
     CreateContainerOptionsBuilder, LogsOptionsBuilder, RemoveContainerOptionsBuilder,
 };
 use futures::StreamExt;
+use sandbox_agent::cgroup::{EXEC_CGROUP_IN_SANDBOX, ExecCgroupConfig};
 use sandbox_agent::config::{AgentConfig, Rlimits};
 
 use super::access::{self, Access, UidAllocator, UidLease};
+use super::exec_cgroup::{self, ExecCgroup};
 use super::masks::{self, Masks};
 use super::{CONTAINER_RUN_DIR, DockerConfig, SOCKET_NAME, docker_err, labels, seccomp_profile};
 use crate::sandbox::{SandboxError, SandboxSpec};
@@ -49,6 +51,12 @@ pub struct Session {
     access: Option<Access>,
     /// Protected, denied-write and denied-read paths mounted over the workspace.
     pub masks: Masks,
+    /// How many bytes the session may add to its workspace (`sandbox.limits.disk`),
+    /// enforced by the agent inside (see `sandbox_agent::exec::disk`).
+    pub disk_budget_bytes: Option<u64>,
+    /// The per-command cgroup parent delegated to the agent, when the claim made one
+    /// (see [`super::exec_cgroup`]); `None`: the agent's namespace sweep instead.
+    pub exec_cgroup: Option<ExecCgroup>,
     /// Holds the uid for this session's life (across processes, see [`access`]).
     _lease: UidLease,
 }
@@ -109,6 +117,7 @@ impl Session {
         }
         self.attach_workspace(workspace, access)?;
         self.masks = masks::prepare(workspace, spec, &self.run_dir)?;
+        self.disk_budget_bytes = spec.limits.and_then(|l| l.disk_bytes);
         self.write_record()
     }
 
@@ -129,6 +138,8 @@ impl Session {
             run_dir,
             access: None,
             masks: Masks::default(),
+            disk_budget_bytes: None,
+            exec_cgroup: None,
             _lease: lease,
         };
         if let Err(e) = session.make_run_dir() {
@@ -218,16 +229,26 @@ impl Session {
             network,
             best_effort: false,
             rlimits: Rlimits::default(),
-            disk_budget_bytes: None,
-            exec_cgroup: None,
+            // Measured by the agent inside: the workspace is the same tree there, and the
+            // agent sees it (and only it) at this path.
+            disk_budget_bytes: self.disk_budget_bytes,
+            // Mounted there by the claim (see `super::pool`).
+            exec_cgroup: self.exec_cgroup.as_ref().map(|e| ExecCgroupConfig {
+                dir: EXEC_CGROUP_IN_SANDBOX.into(),
+                kill: e.kill,
+            }),
             // The orchestrator is outside the container's pid namespace: any peer whose
             // pid the agent can see is a process inside the sandbox, never the controller.
             require_outside_peer: true,
         }
     }
 
-    /// Removes the placeholders (those still empty), the run directory, and frees the uid.
+    /// Removes the per-command cgroups, the placeholders (those still empty), the run
+    /// directory, and frees the uid. Call once the container is gone (or going).
     pub fn release(self) {
+        if let Some(exec) = &self.exec_cgroup {
+            exec_cgroup::remove(exec);
+        }
         // Placeholders exist only once a workspace was attached (and recorded).
         if let Some(ws) = &self.workspace {
             masks::remove_placeholders(&self.run_dir, ws);

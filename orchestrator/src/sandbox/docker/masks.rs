@@ -13,7 +13,12 @@
 //!   a sandboxed process cannot create the entry (a missing `.git` is protected whole);
 //! - a denied-read file: a read-only bind of an empty mode-0000 root-owned file; a
 //!   denied-read directory: a read-only bind of an empty mode-0000 root-owned directory.
-//!   The sandbox uid has no capability, so `cat .env` fails with EACCES.
+//!   The sandbox uid has no capability, so `cat .env` fails with EACCES;
+//! - a file hard-linked to a name outside the workspace (a pnpm store, a `cp -al` backup):
+//!   a read-only bind of the name onto itself, so Bash cannot write through it to the file
+//!   outside; past [`hardlinks::DEFAULT_CAP`] such names the session refuses to start and
+//!   names them (the same scan and cap as the local launcher, see
+//!   `sandbox_agent::hostside::hardlinks`).
 //!
 //! Cold containers get these as `HostConfig.Mounts` (typed binds: a missing source is an
 //! error, never silently created by the engine); warm-pool containers get them injected
@@ -22,6 +27,7 @@
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use sandbox_agent::hostside::hardlinks;
 use sandbox_agent::launch::protected::{self, EntryKind, ProtectedPath};
 use sandbox_agent::launch::{LaunchError, denied, gitguard, gitvet};
 
@@ -71,6 +77,13 @@ pub fn prepare(
     entries.extend(gitguard::session_entries(workspace, run_dir, &[]).map_err(launch_err)?);
     let plan = protected::plan(workspace, &entries).map_err(launch_err)?;
     let hidden = denied::hidden(workspace, &spec.denied_read).map_err(launch_err)?;
+    // Before any placeholder exists: a refusal here leaves the workspace untouched.
+    let linked = hardlinks::read_only_names(workspace, hardlinks::DEFAULT_CAP).map_err(|e| {
+        SandboxError::Setup {
+            step: "checking the workspace for hard links",
+            source: std::io::Error::other(e.to_string()),
+        }
+    })?;
     let meta = std::fs::metadata(workspace).map_err(|source| SandboxError::Setup {
         step: "stat workspace",
         source,
@@ -83,17 +96,19 @@ pub fn prepare(
     )
     .map_err(launch_err)?;
     make_masks(run_dir)?;
-    Ok(binds_for(workspace, run_dir, &plan, &hidden))
+    Ok(binds_for(workspace, run_dir, &plan, &hidden, &linked))
 }
 
-/// Turns a plan into binds: anchors read-write, protected entries read-only, hidden entries
-/// masked; nothing below a hidden directory (the mask covers it, and a mount point inside
-/// the mask would have to be created in it), each target once.
+/// Turns a plan into binds: anchors read-write, protected entries and hard-linked names
+/// (`linked`, relative) read-only, hidden entries masked; nothing below a hidden directory
+/// (the mask covers it, and a mount point inside the mask would have to be created in
+/// it), each target once.
 fn binds_for(
     workspace: &Path,
     run_dir: &Path,
     plan: &protected::Plan,
     hidden: &[(PathBuf, EntryKind)],
+    linked: &[PathBuf],
 ) -> Masks {
     let under_hidden = |rel: &Path| {
         hidden
@@ -113,6 +128,13 @@ fn binds_for(
     for rel in plan.read_only.iter().filter(|r| !under_hidden(r)) {
         binds.push(self_bind(rel, true));
         protected.push(workspace.join(rel));
+    }
+    // Not reported as protected paths: Write and Edit refuse any file with several links
+    // already; these binds are what stops Bash.
+    for rel in linked.iter().filter(|r| !under_hidden(r)) {
+        if !plan.read_only.contains(rel) {
+            binds.push(self_bind(rel, true));
+        }
     }
     for (rel, kind) in hidden {
         // A hidden path below another hidden directory is already covered.
@@ -173,10 +195,11 @@ pub fn remove_placeholders(run_dir: &Path, workspace: &Path) {
     protected::remove_placeholders(run_dir, workspace);
 }
 
-/// Vets the git dirs made during the session (see `sandbox_agent::launch::gitvet`). Call
-/// only once the container is gone: the vetting must not race a sandboxed process.
-pub fn vet_git(run_dir: &Path) {
-    gitvet::vet_session(run_dir);
+/// Vets the git dirs made during the session (see `sandbox_agent::launch::gitvet`), when
+/// the record in `run_dir` names the session's `workspace`. Call only once the container
+/// is gone: the vetting must not race a sandboxed process.
+pub fn vet_git(run_dir: &Path, workspace: &Path) {
+    gitvet::vet_session(run_dir, workspace);
 }
 
 #[cfg(test)]
@@ -261,6 +284,53 @@ mod tests {
             assert_eq!(mode & 0o7777, 0, "{mask} is mode 0000");
         }
         remove_placeholders(run.path(), &ws);
+    }
+
+    #[test]
+    fn names_hard_linked_outside_are_read_only_binds_and_past_the_cap_refused() {
+        let base = tempfile::tempdir().unwrap();
+        let run = tempfile::tempdir().unwrap();
+        let base = base.path().canonicalize().unwrap();
+        let ws = base.join("ws");
+        std::fs::create_dir_all(ws.join("node_modules/pkg")).unwrap();
+        std::fs::create_dir_all(ws.join("secrets")).unwrap();
+        let outside = base.join("store.js");
+        std::fs::write(&outside, "x").unwrap();
+        std::fs::hard_link(&outside, ws.join("node_modules/pkg/index.js")).unwrap();
+        std::fs::hard_link(&outside, ws.join("secrets/key")).unwrap();
+        // Two names inside only: an ordinary file, no bind.
+        std::fs::write(ws.join("a"), "a").unwrap();
+        std::fs::hard_link(ws.join("a"), ws.join("b")).unwrap();
+        let mut s = spec(&ws);
+        s.denied_read = vec![ws.join("secrets")];
+        let m = prepare(&ws, &s, run.path()).unwrap();
+        let b = target(&m, &ws, "node_modules/pkg/index.js").expect("linked name bound");
+        assert!(b.read_only && b.source == b.target);
+        assert!(target(&m, &ws, "secrets/key").is_none(), "under a mask");
+        assert!(target(&m, &ws, "a").is_none() && target(&m, &ws, "b").is_none());
+        assert!(!m.protected.contains(&ws.join("node_modules/pkg/index.js")));
+        remove_placeholders(run.path(), &ws);
+
+        // Past the cap: refused before any placeholder is made, naming files and remedy.
+        let store = base.join("store");
+        std::fs::create_dir(&store).unwrap();
+        for i in 0..hardlinks::DEFAULT_CAP {
+            let src = store.join(format!("f{i}"));
+            std::fs::write(&src, "x").unwrap();
+            std::fs::hard_link(&src, ws.join(format!("node_modules/f{i:05}"))).unwrap();
+        }
+        let run = tempfile::tempdir().unwrap();
+        let err = prepare(&ws, &spec(&ws), run.path())
+            .unwrap_err()
+            .to_string();
+        // The cap's worth plus the two linked names from above.
+        let count = hardlinks::DEFAULT_CAP + 2;
+        assert!(
+            err.contains(&format!("{count} files in the workspace are hard links")),
+            "{err}"
+        );
+        assert!(err.contains("package-import-method copy"), "{err}");
+        assert!(!ws.join(".mcp.json").exists(), "no placeholder made");
     }
 
     #[test]

@@ -12,7 +12,10 @@
 //! - [`access`]: per-session uids and how the workspace is made writable for them (an
 //!   idmapped mount; an ACL grant, restored exactly afterwards, where that is impossible).
 //! - [`footprint`]: what a session leaves in its workspace, from the run directories.
-//! - [`masks`]: protected paths, denied-write and denied-read paths over the workspace.
+//! - [`masks`]: protected paths, denied-write and denied-read paths over the workspace,
+//!   and files hard-linked outside it.
+//! - [`exec_cgroup`]: each command in a cgroup of its own inside the container, killed
+//!   through it, so none of its processes outlives the call.
 //!
 //! Security properties of every session container (see [`container::session_host_config`]):
 //! network none, read-only root, the workspace at the same absolute path (injected as an
@@ -40,6 +43,7 @@ pub mod access;
 mod acl;
 pub mod adopt;
 pub mod container;
+pub mod exec_cgroup;
 pub mod footprint;
 pub mod images;
 pub mod masks;
@@ -103,6 +107,10 @@ pub struct DockerConfig {
     /// Inject the workspace as an idmapped mount when the host can (see [`access`]);
     /// `false` always takes the ACL fallback (hosts whose idmapping misbehaves, tests).
     pub idmap: bool,
+    /// Run each command in a cgroup of its own inside the container where the host allows
+    /// (see [`exec_cgroup`]); `false` leaves the agent's namespace sweep alone (for
+    /// measuring what the cgroups cost).
+    pub exec_cgroups: bool,
 }
 
 impl Default for DockerConfig {
@@ -121,6 +129,7 @@ impl Default for DockerConfig {
             uid_lock_dir: access::default_lock_dir(),
             ready_timeout: Duration::from_secs(15),
             idmap: true,
+            exec_cgroups: true,
         }
     }
 }
@@ -437,13 +446,13 @@ impl SandboxHandle for DockerSandboxHandle {
             // Only once no sandboxed process can race them (the container is gone): git
             // dirs made in the session are vetted, and no privilege bits reach the host
             // (sandbox_agent::hostside::privbits says which files keep theirs).
-            if removed.is_ok() {
-                masks::vet_git(&session.run_dir);
-                if let Some(ws) = session.workspace.clone() {
-                    let keep = privbits::Keep::unchanged_since_creation_of(&session.run_dir);
-                    let _ = tokio::task::spawn_blocking(move || privbits::sweep_and_log(&ws, keep))
-                        .await;
-                }
+            if removed.is_ok()
+                && let Some(ws) = session.workspace.clone()
+            {
+                masks::vet_git(&session.run_dir, &ws);
+                let keep = privbits::Keep::unchanged_since_creation_of(&session.run_dir);
+                let _ =
+                    tokio::task::spawn_blocking(move || privbits::sweep_and_log(&ws, keep)).await;
             }
             session.cleanup();
         }
@@ -481,14 +490,15 @@ impl Drop for DockerSandboxHandle {
         // The git vetting waits for the container to be gone (it must not race a sandboxed
         // process); its record leaves the run directory before cleanup removes that.
         let record = sandbox_agent::launch::gitvet::take_record(&session.run_dir);
+        let workspace = session.workspace.clone();
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             let docker = self.docker.clone();
             let id = self.container_id.clone();
             rt.spawn(async move {
                 if container::remove(&docker, &id).await.is_ok()
-                    && let Some(record) = record
+                    && let (Some(record), Some(ws)) = (record, workspace)
                 {
-                    sandbox_agent::launch::gitvet::vet_recorded(&record);
+                    sandbox_agent::launch::gitvet::vet_recorded(&record, &ws);
                 }
             });
         }

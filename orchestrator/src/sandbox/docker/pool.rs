@@ -39,10 +39,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bollard::Docker;
+use sandbox_agent::cgroup::EXEC_CGROUP_IN_SANDBOX;
 use sandbox_agent::launch::mounts;
 
 use super::access::{Access, UidAllocator};
 use super::container::{self, Mode, Session};
+use super::exec_cgroup::{self, ExecCgroup};
 use super::masks::Bind;
 use super::{CONTAINER_RUN_DIR, DockerConfig, docker_err};
 use crate::sandbox::{Sandbox, SandboxError, SandboxSpec};
@@ -73,6 +75,9 @@ pub(super) struct Slot {
     /// pidfd cannot be recycled into another process, as a bare pid can), and its
     /// readability says the container has died while idle.
     init: OwnedFd,
+    /// The init's pid on the host (read once, with the pidfd made from it): where the
+    /// claim finds the container's cgroups and the waiting agent.
+    init_pid: i32,
     /// The container's writable layer on the host (`GraphDriver.Data.MergedDir`), where
     /// the workspace's mount point is made.
     merged: Option<PathBuf>,
@@ -308,10 +313,11 @@ pub(super) async fn new_slot(
             }
         };
     match init_of(docker, &container_id).await {
-        Ok((init, merged)) => Ok(Slot {
+        Ok((init, init_pid, merged)) => Ok(Slot {
             session,
             container_id,
             init,
+            init_pid,
             merged,
         }),
         Err(e) => {
@@ -322,8 +328,11 @@ pub(super) async fn new_slot(
     }
 }
 
-/// A pidfd of the running container's init and its writable layer's host path.
-async fn init_of(docker: &Docker, id: &str) -> Result<(OwnedFd, Option<PathBuf>), SandboxError> {
+/// A pidfd of the running container's init, its pid, and its writable layer's host path.
+async fn init_of(
+    docker: &Docker,
+    id: &str,
+) -> Result<(OwnedFd, i32, Option<PathBuf>), SandboxError> {
     let info = docker
         .inspect_container(id, None)
         .await
@@ -344,7 +353,7 @@ async fn init_of(docker: &Docker, id: &str) -> Result<(OwnedFd, Option<PathBuf>)
         .graph_driver
         .and_then(|g| g.data.get("MergedDir").cloned())
         .map(PathBuf::from);
-    Ok((init, merged))
+    Ok((init, pid, merged))
 }
 
 /// Gives `slot`'s container to `spec`'s session: injects the workspace, starts the agent
@@ -355,7 +364,7 @@ pub(super) async fn claim_slot(
     mut slot: Slot,
     spec: &SandboxSpec,
 ) -> Result<Sandbox, SandboxError> {
-    if let Err(e) = prepare_claim(&mut slot, spec, config.idmap).await {
+    if let Err(e) = prepare_claim(&mut slot, spec, config).await {
         let _ = container::remove(docker, &slot.container_id).await;
         slot.session.cleanup();
         return Err(e);
@@ -395,7 +404,7 @@ fn idmapped_workspace(workspace: &Path, uid: u32) -> Option<(OwnedFd, OwnedFd)> 
 async fn prepare_claim(
     slot: &mut Slot,
     spec: &SandboxSpec,
-    idmap: bool,
+    config: &DockerConfig,
 ) -> Result<(), SandboxError> {
     // The run root (the parent of every slot's run dir) is the backend's state.
     let run_root = slot
@@ -407,7 +416,7 @@ async fn prepare_claim(
     slot.session.session_id = spec.session_id.clone();
     slot.session.tenant = spec.tenant.clone();
     let started = std::time::Instant::now();
-    let idmapped = if idmap {
+    let idmapped = if config.idmap {
         let ws = workspace.clone();
         let uid = slot.session.uid;
         tokio::task::spawn_blocking(move || idmapped_workspace(&ws, uid))
@@ -428,6 +437,9 @@ async fn prepare_claim(
         let rel = workspace.strip_prefix("/").unwrap_or(&workspace);
         let _ = std::fs::create_dir_all(merged.join(rel));
     }
+    if config.exec_cgroups {
+        slot.session.exec_cgroup = exec_cgroup_for(slot).await;
+    }
     let init = slot
         .init
         .try_clone()
@@ -436,7 +448,15 @@ async fn prepare_claim(
             source,
         })?;
     let ws = workspace.clone();
-    let binds = slot.session.masks.binds.clone();
+    let mut binds = slot.session.masks.binds.clone();
+    if let Some(exec) = &slot.session.exec_cgroup {
+        // After the workspace's own binds; outside the workspace, never idmapped.
+        binds.push(Bind {
+            source: exec.dir.clone(),
+            target: PathBuf::from(EXEC_CGROUP_IN_SANDBOX),
+            read_only: false,
+        });
+    }
     tokio::task::spawn_blocking(move || {
         let trees = clones(&ws, idmapped, &binds)?;
         inject_mounts(&init, &ws, trees)
@@ -456,6 +476,36 @@ async fn prepare_claim(
     signal_start(&slot.session.sock_dir().join(START_FIFO)).await?;
     tracing::debug!(elapsed = ?started.elapsed(), "claim: agent signalled");
     Ok(())
+}
+
+/// The per-command cgroup parent for the slot's container, delegated to its uid with the
+/// waiting agent moved in, and its mount point made in the container's writable layer;
+/// `None` (the reason logged) where the host cannot: the agent then sweeps its pid
+/// namespace between commands instead (see [`super::exec_cgroup`]).
+async fn exec_cgroup_for(slot: &Slot) -> Option<ExecCgroup> {
+    let merged = slot.merged.clone()?;
+    let (pid, id, uid) = (slot.init_pid, slot.container_id.clone(), slot.session.uid);
+    let made = tokio::task::spawn_blocking(move || {
+        let point = merged.join(EXEC_CGROUP_IN_SANDBOX.trim_start_matches('/'));
+        std::fs::create_dir_all(&point).map_err(|source| exec_cgroup::ExecCgroupError::Io {
+            step: "making the mount point",
+            path: point,
+            source,
+        })?;
+        exec_cgroup::prepare(pid, &id, uid)
+    })
+    .await;
+    match made {
+        Ok(Ok(exec)) => Some(exec),
+        Ok(Err(e)) => {
+            tracing::warn!("no per-command cgroups in the container: {e}");
+            None
+        }
+        Err(e) => {
+            tracing::warn!("no per-command cgroups in the container: {e}");
+            None
+        }
+    }
 }
 
 /// Wakes the waiter: one line into the FIFO it is blocked reading.

@@ -177,3 +177,55 @@ fn a_dot_git_that_is_not_yet_a_repository_is_vetted() {
     let text = std::fs::read_to_string(ws.join(".git/config")).unwrap();
     assert!(!text.contains("fsmonitor"), "{text}");
 }
+
+#[test]
+fn a_record_naming_another_workspace_or_pinning_outside_is_not_acted_on() {
+    let ws = tempfile::tempdir().unwrap();
+    let ws = ws.path().canonicalize().unwrap();
+    let other = tempfile::tempdir().unwrap();
+    let other = other.path().canonicalize().unwrap();
+    // A repository with a planted hook in the other tree: a vetting acting on the
+    // record's word would rewrite it.
+    git(&other, &["init", "-q"]);
+    hook(&other.join(".git/hooks/pre-commit"));
+    let state = tempfile::tempdir().unwrap();
+    let write = |record: &GuardRecord| {
+        std::fs::write(
+            state.path().join(gitguard::RECORD),
+            serde_json::to_vec(record).unwrap(),
+        )
+        .unwrap();
+    };
+    write(&record(&other, &[]));
+    assert!(vet_session(state.path(), &ws).is_empty());
+    assert!(other.join(".git/hooks/pre-commit").exists(), "left alone");
+    assert!(
+        !state.path().join(gitguard::RECORD).exists(),
+        "the record is consumed"
+    );
+    assert!(matches!(
+        check_record(&record(&other, &[]), &ws),
+        Err(RecordError::OtherWorkspace { .. })
+    ));
+    let mut pinned = record(&ws, &[]);
+    pinned.git_dirs = vec![other.join(".git"), ws.join("../x/.git")];
+    assert!(matches!(
+        check_record(&pinned, &ws),
+        Err(RecordError::PinnedOutside(_))
+    ));
+    let link = ws.join("link");
+    std::os::unix::fs::symlink(&other, &link).unwrap();
+    for bad in [Path::new("/"), Path::new("relative"), link.as_path()] {
+        assert!(matches!(
+            check_record(&record(bad, &[]), bad),
+            Err(RecordError::Workspace(_))
+        ));
+    }
+    // The session's own workspace, recorded as such: vetted.
+    let own = record(&ws, &[]);
+    git(&ws, &["init", "-q"]);
+    hook(&ws.join(".git/hooks/pre-commit"));
+    write(&own);
+    assert!(!vet_session(state.path(), &ws).is_empty());
+    assert!(!ws.join(".git/hooks/pre-commit").exists());
+}

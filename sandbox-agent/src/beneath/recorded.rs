@@ -7,30 +7,31 @@
 //!
 //! - the recorded workspace must be absolute, not `/`, and canonical (no link on its way);
 //! - each recorded path must lie strictly inside it by plain components (no `..`);
-//! - the path's parent is opened from a held workspace directory fd with `openat2(2)`
-//!   `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`, so no link on the way (`.git -> /etc`) is
-//!   followed, and the entry itself is examined and removed relative to that fd
-//!   (`fstatat` without following, `unlinkat`), never by its path again.
+//! - the path's parent is opened beneath the held workspace ([`super::HeldDir`]), so no
+//!   link on the way (`.git -> /etc`) is followed, and the entry itself is examined and
+//!   removed relative to that fd (`fstatat` without following, `unlinkat`), never by its
+//!   path again.
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Component, Path};
+use std::path::Path;
 
 use nix::errno::Errno;
 use nix::fcntl::{AtFlags, OFlag};
 use nix::sys::stat::{FileStat, Mode, SFlag};
 use nix::unistd::UnlinkatFlags;
 
+use super::HeldDir;
+
 /// The workspace a run state records, opened for acting beneath it.
 #[derive(Debug)]
 pub struct RecordedWorkspace {
-    root: std::path::PathBuf,
-    dir: OwnedFd,
+    held: HeldDir,
 }
 
 /// Why a recorded path was not acted on.
 #[derive(Debug, thiserror::Error)]
-pub enum BeneathError {
+pub enum RecordedError {
     #[error("the recorded workspace {0} is not an absolute, canonical directory other than /")]
     Workspace(std::path::PathBuf),
     #[error("{path} is not inside the recorded workspace {workspace}")]
@@ -63,20 +64,16 @@ impl Expect<'static> {
 impl RecordedWorkspace {
     /// Opens `workspace` as recorded, refusing one that is relative, `/`, or not the
     /// canonical path of a directory (a link anywhere on its way).
-    pub fn open(workspace: &Path) -> Result<RecordedWorkspace, BeneathError> {
-        let refuse = || BeneathError::Workspace(workspace.to_path_buf());
+    pub fn open(workspace: &Path) -> Result<RecordedWorkspace, RecordedError> {
+        let refuse = || RecordedError::Workspace(workspace.to_path_buf());
         if !workspace.is_absolute() || workspace == Path::new("/") {
             return Err(refuse());
         }
         if std::fs::canonicalize(workspace).ok().as_deref() != Some(workspace) {
             return Err(refuse());
         }
-        let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-        let dir = nix::fcntl::open(workspace, flags, Mode::empty()).map_err(|_| refuse())?;
-        Ok(RecordedWorkspace {
-            root: workspace.to_path_buf(),
-            dir,
-        })
+        let held = HeldDir::open_exact(workspace).map_err(|_| refuse())?;
+        Ok(RecordedWorkspace { held })
     }
 
     /// Removes `path` (absolute, recorded) when it lies inside the workspace, is still the
@@ -87,9 +84,9 @@ impl RecordedWorkspace {
         path: &Path,
         id: Option<(u64, u64)>,
         expect: Expect<'_>,
-    ) -> Result<bool, BeneathError> {
+    ) -> Result<bool, RecordedError> {
         let rel = self.relative(path)?;
-        let io = |e: Errno| BeneathError::Io {
+        let io = |e: Errno| RecordedError::Io {
             path: path.to_path_buf(),
             source: e.into(),
         };
@@ -99,7 +96,7 @@ impl RecordedWorkspace {
         };
         let parent_fd;
         let dir = if parent.as_os_str().is_empty() {
-            &self.dir
+            self.held.fd()
         } else {
             parent_fd = match self.open_dir_beneath(parent) {
                 Ok(fd) => fd,
@@ -124,36 +121,20 @@ impl RecordedWorkspace {
         Ok(true)
     }
 
-    fn relative<'a>(&self, path: &'a Path) -> Result<&'a Path, BeneathError> {
-        let rel = path
-            .strip_prefix(&self.root)
-            .map_err(|_| self.outside(path))?;
-        let plain = rel.components().next().is_some()
-            && rel.components().all(|c| matches!(c, Component::Normal(_)));
-        if plain {
-            Ok(rel)
-        } else {
-            Err(self.outside(path))
-        }
+    fn relative<'a>(&self, path: &'a Path) -> Result<&'a Path, RecordedError> {
+        self.held.relative(path).ok_or_else(|| self.outside(path))
     }
 
-    fn outside(&self, path: &Path) -> BeneathError {
-        BeneathError::Outside {
+    fn outside(&self, path: &Path) -> RecordedError {
+        RecordedError::Outside {
             path: path.to_path_buf(),
-            workspace: self.root.clone(),
+            workspace: self.held.path().to_path_buf(),
         }
     }
 
     fn open_dir_beneath(&self, rel: &Path) -> Result<OwnedFd, Errno> {
         let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC;
-        crate::fsops::openat2(
-            self.dir.as_fd(),
-            rel,
-            flags,
-            0,
-            crate::fsops::BENEATH_NO_LINKS,
-        )
-        .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))
+        self.held.open_beneath(rel, flags)
     }
 }
 

@@ -1,14 +1,13 @@
-//! Reading workspace files on the host: beneath the workspace, never through a link.
+//! Reading workspace files on the host ([`WorkspaceReader`]): beneath the workspace,
+//! never through a link.
 //!
 //! Everything in the workspace is written by the repository or by the sandbox, so on the
 //! host it is untrusted data. A `CLAUDE.md -> /root/.ssh/id_ed25519` or a
 //! `.claude/settings.json -> /proc/self/environ` must not make the orchestrator read a host
-//! secret and send it to the model. [`Workspace`] holds a directory fd of the workspace
-//! and opens every file relative to it with `openat2(2)`:
+//! secret and send it to the model. Every file is opened beneath the held workspace
+//! ([`super::HeldDir`]: `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS`),
+//! and then:
 //!
-//! - `RESOLVE_BENEATH`: no `..` or absolute component can leave the workspace;
-//! - `RESOLVE_NO_SYMLINKS` (and `RESOLVE_NO_MAGICLINKS`): no component may be a link, so a
-//!   link anywhere on the way (`.claude -> /etc`) or at the end is refused, never followed;
 //! - `O_NONBLOCK`, then `fstat`: a FIFO opens without waiting for a writer and is refused
 //!   (a blocking open of one would hang the session's start), as is anything but a
 //!   regular file;
@@ -19,16 +18,15 @@
 
 use std::fs::File;
 use std::io::{ErrorKind, Read};
-use std::os::fd::{AsFd, OwnedFd};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
-use nix::fcntl::OFlag;
-use nix::sys::stat::Mode;
+
+use super::{HeldDir, plain};
 
 /// Why a workspace file was not read.
 #[derive(Debug, thiserror::Error)]
-pub enum WorkspaceFsError {
+pub enum ReadError {
     #[error("opening the workspace {path}: {source}")]
     OpenRoot {
         path: PathBuf,
@@ -53,54 +51,46 @@ pub enum WorkspaceFsError {
 
 /// A workspace opened once: every read resolves beneath its directory fd.
 #[derive(Debug)]
-pub struct Workspace {
-    root: PathBuf,
-    dir: OwnedFd,
+pub struct WorkspaceReader {
+    held: HeldDir,
 }
 
-impl Workspace {
+impl WorkspaceReader {
     /// Opens `root` (the canonical workspace the session runs in).
-    pub fn open(root: &Path) -> Result<Workspace, WorkspaceFsError> {
-        let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
-        let dir = nix::fcntl::open(root, flags, Mode::empty()).map_err(|e| {
-            WorkspaceFsError::OpenRoot {
-                path: root.to_path_buf(),
-                source: e.into(),
-            }
+    pub fn open(root: &Path) -> Result<WorkspaceReader, ReadError> {
+        let held = HeldDir::open(root).map_err(|source| ReadError::OpenRoot {
+            path: root.to_path_buf(),
+            source,
         })?;
-        Ok(Workspace {
-            root: root.to_path_buf(),
-            dir,
-        })
+        Ok(WorkspaceReader { held })
     }
 
     /// The workspace's path.
     pub fn root(&self) -> &Path {
-        &self.root
+        self.held.path()
     }
 
     /// `path` relative to the workspace, when it names something strictly inside it by
     /// plain components (no `..`, no `.`).
     pub fn relative<'a>(&self, path: &'a Path) -> Option<&'a Path> {
-        let rel = path.strip_prefix(&self.root).ok()?;
-        plain(rel).then_some(rel)
+        self.held.relative(path)
     }
 
     /// The text of the file at `rel` (relative to the workspace), at most `max` bytes.
     /// `Ok(None)` when there is no such file; an error when it is a link, not a regular
     /// file, too large or not UTF-8.
-    pub fn read_text(&self, rel: &Path, max: u64) -> Result<Option<String>, WorkspaceFsError> {
-        let shown = self.root.join(rel);
+    pub fn read_text(&self, rel: &Path, max: u64) -> Result<Option<String>, ReadError> {
+        let shown = self.root().join(rel);
         if !plain(rel) {
-            return Err(WorkspaceFsError::NotBeneath { path: shown });
+            return Err(ReadError::NotBeneath { path: shown });
         }
         let file = match self.open_beneath(rel) {
             Ok(f) => f,
             Err(Errno::ENOENT) => return Ok(None),
             // ELOOP: a link on the way or at the end; EXDEV: resolution tried to leave.
-            Err(Errno::ELOOP | Errno::EXDEV) => return Err(WorkspaceFsError::Link { path: shown }),
+            Err(Errno::ELOOP | Errno::EXDEV) => return Err(ReadError::Link { path: shown }),
             Err(e) => {
-                return Err(WorkspaceFsError::Read {
+                return Err(ReadError::Read {
                     path: shown,
                     source: e.into(),
                 });
@@ -109,25 +99,18 @@ impl Workspace {
         read_open_file(File::from(file), &shown, max).map(Some)
     }
 
-    fn open_beneath(&self, rel: &Path) -> Result<OwnedFd, Errno> {
+    fn open_beneath(&self, rel: &Path) -> Result<std::os::fd::OwnedFd, Errno> {
         // O_NONBLOCK: a FIFO must not block the open (it is refused after fstat).
         // O_NOCTTY: a terminal device must never become our controlling terminal.
         let flags = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
-        sandbox_agent::fsops::openat2(
-            self.dir.as_fd(),
-            rel,
-            flags,
-            0,
-            sandbox_agent::fsops::BENEATH_NO_LINKS,
-        )
-        .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))
+        self.held.open_beneath(rel, flags)
     }
 }
 
 /// Reads one of the user's own (or a managed) files outside the workspace: links are
 /// followed (the user's home is theirs), but the FIFO and size guards hold.
 /// `Ok(None)` when it does not exist.
-pub fn read_own_file(path: &Path, max: u64) -> Result<Option<String>, WorkspaceFsError> {
+pub fn read_own_file(path: &Path, max: u64) -> Result<Option<String>, ReadError> {
     use std::os::unix::fs::OpenOptionsExt;
     let opened = std::fs::OpenOptions::new()
         .read(true)
@@ -136,7 +119,7 @@ pub fn read_own_file(path: &Path, max: u64) -> Result<Option<String>, WorkspaceF
     match opened {
         Ok(file) => read_open_file(file, path, max).map(Some),
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
-        Err(source) => Err(WorkspaceFsError::Read {
+        Err(source) => Err(ReadError::Read {
             path: path.to_path_buf(),
             source,
         }),
@@ -144,19 +127,19 @@ pub fn read_own_file(path: &Path, max: u64) -> Result<Option<String>, WorkspaceF
 }
 
 /// Refuses anything but a regular file of at most `max` bytes, then reads it as text.
-fn read_open_file(file: File, path: &Path, max: u64) -> Result<String, WorkspaceFsError> {
-    let read_err = |source| WorkspaceFsError::Read {
+fn read_open_file(file: File, path: &Path, max: u64) -> Result<String, ReadError> {
+    let read_err = |source| ReadError::Read {
         path: path.to_path_buf(),
         source,
     };
     let meta = file.metadata().map_err(read_err)?;
     if !meta.file_type().is_file() {
-        return Err(WorkspaceFsError::NotRegular {
+        return Err(ReadError::NotRegular {
             path: path.to_path_buf(),
             kind: kind_of(&meta.file_type()),
         });
     }
-    let too_large = || WorkspaceFsError::TooLarge {
+    let too_large = || ReadError::TooLarge {
         path: path.to_path_buf(),
         max,
     };
@@ -171,14 +154,9 @@ fn read_open_file(file: File, path: &Path, max: u64) -> Result<String, Workspace
     if bytes.len() as u64 > max {
         return Err(too_large());
     }
-    String::from_utf8(bytes).map_err(|_| WorkspaceFsError::NotText {
+    String::from_utf8(bytes).map_err(|_| ReadError::NotText {
         path: path.to_path_buf(),
     })
-}
-
-/// Relative, non-empty, plain components only.
-fn plain(rel: &Path) -> bool {
-    rel.components().next().is_some() && rel.components().all(|c| matches!(c, Component::Normal(_)))
 }
 
 fn kind_of(t: &std::fs::FileType) -> &'static str {
@@ -202,12 +180,14 @@ fn kind_of(t: &std::fs::FileType) -> &'static str {
 mod tests {
     use std::os::unix::fs::symlink;
 
+    use nix::sys::stat::Mode;
+
     use super::*;
 
-    fn ws() -> (tempfile::TempDir, Workspace) {
+    fn ws() -> (tempfile::TempDir, WorkspaceReader) {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().canonicalize().unwrap();
-        let ws = Workspace::open(&root).unwrap();
+        let ws = WorkspaceReader::open(&root).unwrap();
         (dir, ws)
     }
 
@@ -232,7 +212,7 @@ mod tests {
         symlink("inner", dir.path().join("relative-link")).unwrap();
         for rel in ["CLAUDE.md", ".claude/secret", "relative-link"] {
             let err = ws.read_text(Path::new(rel), 64).unwrap_err();
-            assert!(matches!(err, WorkspaceFsError::Link { .. }), "{rel}: {err}");
+            assert!(matches!(err, ReadError::Link { .. }), "{rel}: {err}");
         }
     }
 
@@ -242,13 +222,13 @@ mod tests {
         symlink("/proc/self/environ", dir.path().join("env")).unwrap();
         assert!(matches!(
             ws.read_text(Path::new("env"), 1 << 20).unwrap_err(),
-            WorkspaceFsError::Link { .. }
+            ReadError::Link { .. }
         ));
         for rel in ["../x", "/etc/passwd", "./a", ""] {
             assert!(
                 matches!(
                     ws.read_text(Path::new(rel), 64).unwrap_err(),
-                    WorkspaceFsError::NotBeneath { .. }
+                    ReadError::NotBeneath { .. }
                 ),
                 "{rel}"
             );
@@ -265,13 +245,13 @@ mod tests {
         .unwrap();
         let err = ws.read_text(Path::new("CLAUDE.md"), 64).unwrap_err();
         assert!(
-            matches!(err, WorkspaceFsError::NotRegular { kind: "FIFO", .. }),
+            matches!(err, ReadError::NotRegular { kind: "FIFO", .. }),
             "{err}"
         );
         std::fs::create_dir(dir.path().join("d")).unwrap();
         assert!(matches!(
             ws.read_text(Path::new("d"), 64).unwrap_err(),
-            WorkspaceFsError::NotRegular { .. }
+            ReadError::NotRegular { .. }
         ));
     }
 
@@ -282,7 +262,7 @@ mod tests {
         std::fs::write(dir.path().join("bin"), [0xff, 0xfe]).unwrap();
         assert!(matches!(
             ws.read_text(Path::new("big"), 64).unwrap_err(),
-            WorkspaceFsError::TooLarge { max: 64, .. }
+            ReadError::TooLarge { max: 64, .. }
         ));
         assert_eq!(
             ws.read_text(Path::new("big"), 65).unwrap().unwrap().len(),
@@ -290,7 +270,7 @@ mod tests {
         );
         assert!(matches!(
             ws.read_text(Path::new("bin"), 64).unwrap_err(),
-            WorkspaceFsError::NotText { .. }
+            ReadError::NotText { .. }
         ));
     }
 
@@ -326,7 +306,7 @@ mod tests {
         );
         assert!(matches!(
             read_own_file(&dir.path().join("fifo"), 64).unwrap_err(),
-            WorkspaceFsError::NotRegular { .. }
+            ReadError::NotRegular { .. }
         ));
     }
 }

@@ -1,24 +1,20 @@
-//! Changing a tree the sandbox can write, from the host, through held directory
-//! descriptors: every step opens the next component with `openat(O_NOFOLLOW)` from the
-//! descriptor of the one before, and every change (`unlinkat`, `renameat`, `mkdirat`,
-//! `symlinkat`, `fchownat`) is made relative to a descriptor, never by path.
-//!
-//! Why this is sound: a path is resolved afresh at each use, so a directory swapped for a
-//! symlink between a check and a use would redirect the use outside the tree. A held
-//! descriptor names one directory inode for good: if the entry is replaced after it was
-//! opened, the change lands in the (moved) original, still inside the tree; and a symlink
-//! met while opening is refused (`ELOOP`), never followed. Names are single components
-//! (no `/`, no `..`), so nothing climbs out of a descriptor either.
+//! Changing a tree the sandbox can write ([`Beneath`]), from the host: checkpoint rewind
+//! and the Docker ACL fallback. Every directory is opened beneath the held root
+//! ([`super::HeldDir`]) and every change (`unlinkat`, `renameat`, `mkdirat`, `symlinkat`,
+//! `fchownat`) is made relative to a held descriptor, never by path; a directory made
+//! here replaces whatever non-directory (a file, a planted symlink) stood in its way.
 
 use std::ffi::{OsStr, OsString};
 use std::io::{self, Write};
 use std::os::fd::{AsFd, OwnedFd};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
 use nix::fcntl::{AtFlags, OFlag};
-use nix::sys::stat::{FileStat, Mode, SFlag};
+use nix::sys::stat::{FileStat, Mode};
 use nix::unistd::{Gid, Uid, UnlinkatFlags};
+
+use super::{HeldDir, is_dir, names, remove_at, stat_at};
 
 /// Flags for opening a directory component: never a symlink, never inherited.
 fn dir_flags() -> OFlag {
@@ -29,18 +25,6 @@ fn io(e: Errno) -> io::Error {
     io::Error::from_raw_os_error(e as i32)
 }
 
-/// The single-component names of `rel`; `None` unless it is a plain relative path.
-fn names(rel: &Path) -> Option<Vec<&OsStr>> {
-    let parts: Option<Vec<&OsStr>> = rel
-        .components()
-        .map(|c| match c {
-            Component::Normal(n) => Some(n),
-            _ => None,
-        })
-        .collect();
-    parts.filter(|p| !p.is_empty())
-}
-
 fn invalid(rel: &Path) -> io::Error {
     io::Error::new(
         io::ErrorKind::InvalidInput,
@@ -48,71 +32,46 @@ fn invalid(rel: &Path) -> io::Error {
     )
 }
 
-/// What is at a name in a directory, not following a symlink there.
-pub fn stat_at(dir: &OwnedFd, name: &OsStr) -> io::Result<Option<FileStat>> {
-    match nix::sys::stat::fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
-        Ok(st) => Ok(Some(st)),
-        Err(Errno::ENOENT) => Ok(None),
-        Err(e) => Err(io(e)),
-    }
-}
-
-/// Whether a stat result is a directory.
-pub fn is_dir(st: &FileStat) -> bool {
-    SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR
-}
-
 /// A directory tree held open at its root.
 #[derive(Debug)]
 pub struct Beneath {
-    root: OwnedFd,
-    path: PathBuf,
+    held: HeldDir,
 }
 
 impl Beneath {
-    /// Holds the directory at `path` (the caller's trusted, canonical root).
+    /// Holds the directory at `path` (the caller's trusted, canonical root; a link there
+    /// is refused).
     pub fn open(path: &Path) -> io::Result<Self> {
-        let root = nix::fcntl::open(path, dir_flags(), Mode::empty()).map_err(io)?;
         Ok(Self {
-            root,
-            path: path.to_path_buf(),
+            held: HeldDir::open_exact(path)?,
         })
     }
 
     pub fn path(&self) -> &Path {
-        &self.path
+        self.held.path()
     }
 
+    /// The held root (an `O_PATH` descriptor: for `*at` calls).
     pub fn root(&self) -> &OwnedFd {
-        &self.root
+        self.held.fd()
     }
 
-    /// Opens the directory `rel` below the root, refusing a symlink at any step.
+    /// Opens the directory `rel` below the root (empty: the root), refusing a symlink at
+    /// any step.
     pub fn dir(&self, rel: &Path) -> io::Result<OwnedFd> {
-        if rel.as_os_str().is_empty() {
-            return self.root.try_clone();
-        }
-        let parts = names(rel).ok_or_else(|| invalid(rel))?;
-        let mut at = self.root.try_clone()?;
-        for name in parts {
-            at = nix::fcntl::openat(&at, name, dir_flags(), Mode::empty()).map_err(io)?;
-        }
-        Ok(at)
+        self.held.dir(rel)
     }
 
     /// The directory holding `rel` and `rel`'s last name.
     pub fn parent(&self, rel: &Path) -> io::Result<(OwnedFd, OsString)> {
-        let parts = names(rel).ok_or_else(|| invalid(rel))?;
-        let (last, up) = parts.split_last().ok_or_else(|| invalid(rel))?;
-        let dir = self.dir(&up.iter().collect::<PathBuf>())?;
-        Ok((dir, last.to_os_string()))
+        self.held.parent(rel)
     }
 
     /// Opens the directory `rel`, creating missing components and replacing anything that
     /// is not a directory on the way (a file, or a symlink the sandbox put there) with a
     /// new directory; `owner` gets what is created.
     pub fn make_dirs(&self, rel: &Path, owner: Option<(u32, u32)>) -> io::Result<OwnedFd> {
-        let mut at = self.root.try_clone()?;
+        let mut at = self.held.dir(Path::new(""))?;
         if rel.as_os_str().is_empty() {
             return Ok(at);
         }
@@ -239,8 +198,9 @@ impl Beneath {
     /// entering a symlink or another filesystem. `visit` gets the relative path, the held
     /// directory the entry is in, its name there, and its stat.
     pub fn walk(&self, visit: &mut Visitor<'_>) -> io::Result<()> {
-        let root_dev = nix::sys::stat::fstat(&self.root).map_err(io)?.st_dev;
-        walk_dir(self.root.try_clone()?, Path::new(""), root_dev, visit)
+        let root = self.held.dir(Path::new(""))?;
+        let root_dev = nix::sys::stat::fstat(&root).map_err(io)?.st_dev;
+        walk_dir(root, Path::new(""), root_dev, visit)
     }
 }
 
@@ -289,21 +249,6 @@ fn mkdir_owned(dir: &OwnedFd, name: &OsStr, owner: Option<(u32, u32)>) -> io::Re
         .map_err(io)?;
     }
     Ok(())
-}
-
-/// Removes `name` in `dir`: a file or symlink, or a directory when empty.
-pub fn remove_at(dir: &OwnedFd, name: &OsStr) -> io::Result<()> {
-    match stat_at(dir, name)? {
-        None => Ok(()),
-        Some(st) if is_dir(&st) => {
-            match nix::unistd::unlinkat(dir, name, UnlinkatFlags::RemoveDir) {
-                // A non-empty directory (a nested repository's leftovers) stays.
-                Ok(()) | Err(Errno::ENOTEMPTY | Errno::EEXIST) => Ok(()),
-                Err(e) => Err(io(e)),
-            }
-        }
-        Some(_) => nix::unistd::unlinkat(dir, name, UnlinkatFlags::NoRemoveDir).map_err(io),
-    }
 }
 
 fn temp_name(name: &OsStr) -> OsString {
