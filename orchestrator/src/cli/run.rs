@@ -179,6 +179,8 @@ pub async fn run_with_model(
     let mut spec = SandboxSpec::new(session_id.clone(), &workspace);
     spec.image = args.image.clone();
     spec.limits = Some(settings.sandbox_limits());
+    spec.toolchains =
+        cordon::toolchains::for_session(&settings, &cordon::paths::cordon_home()?, &workspace);
     // Read/Edit deny rules also bind the kernel: the same rules, masked in the sandbox.
     let user_home = std::env::var_os("HOME").map(PathBuf::from);
     let denies = cordon::sandbox::deny::resolve(

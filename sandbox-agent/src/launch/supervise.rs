@@ -225,6 +225,27 @@ fn run_session(
     } else {
         None
     };
+    // Cordon's caches likewise: their owner (the user running Cordon) appears as the
+    // sandbox user, so commands can fill them.
+    let writable_trees = if ids.privileged() {
+        cfg.host
+            .writable
+            .iter()
+            .map(|dir| {
+                let meta = std::fs::metadata(dir).map_err(state_err(dir))?;
+                let ns = userns::new_userns_fd(
+                    &format!("{} {} 1\n", meta.uid(), ids.user_host.0),
+                    &format!("{} {} 1\n", meta.gid(), ids.user_host.1),
+                )?;
+                mounts::idmapped_clone(dir, &ns).map_err(|source| LaunchError::Idmap {
+                    path: dir.clone(),
+                    source,
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?
+    } else {
+        Vec::new()
+    };
     let pipe = || {
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| LaunchError::Clone(e.into()))
     };
@@ -262,6 +283,7 @@ fn run_session(
             plan: &plan,
             linked: &linked,
             workspace_tree: tree.as_ref(),
+            writable_trees: &writable_trees,
             exec_cgroup: cgroup.and_then(|c| c.exec_dir()),
             go: go_r,
             errors: err_w,
@@ -273,7 +295,7 @@ fn run_session(
         i32::try_from(ret)
             .map_err(|_| LaunchError::Clone(std::io::Error::from_raw_os_error(libc::ERANGE)))?,
     );
-    drop((go_r, err_w, alive_r, tree));
+    drop((go_r, err_w, alive_r, tree, writable_trees));
     // Into the session's cgroup before the init runs anything: every process of the
     // sandbox is born inside the limits.
     if let Some(cg) = cgroup

@@ -214,6 +214,8 @@ impl Session {
             workspace: workspace.to_path_buf(),
             tmp_dir: PathBuf::from("/tmp"),
             extra_writable: Vec::new(),
+            extra_readable: Vec::new(),
+            command_env: Vec::new(),
             protected_paths: self.masks.protected.clone(),
             network,
             best_effort: false,
