@@ -389,14 +389,14 @@ fn toolchain_lines(workspace: &Path) -> Vec<Check> {
             detail: "none shown: no home directory".into(),
         }];
     };
-    let e = crate::toolchains::resolve(
-        &crate::toolchains::POLICY,
-        &facts,
-        &Default::default(),
-    );
+    let e = crate::toolchains::resolve(&crate::toolchains::POLICY, &facts, &Default::default());
     let list = |paths: &mut dyn Iterator<Item = &PathBuf>| {
         let v: Vec<String> = paths.map(|p| p.display().to_string()).collect();
-        if v.is_empty() { "none".to_string() } else { v.join(", ") }
+        if v.is_empty() {
+            "none".to_string()
+        } else {
+            v.join(", ")
+        }
     };
     let mut secrets: Vec<&PathBuf> = e.toolchains.view.hidden.iter().collect();
     let home = &facts.home;
@@ -406,7 +406,11 @@ fn toolchain_lines(workspace: &Path) -> Vec<Check> {
         .map(|s| home.join(s.path.trim_start_matches("~/")))
         .filter(|p| std::fs::symlink_metadata(p).is_ok())
         .collect();
-    secrets.extend(policy_secrets.iter().filter(|p| !e.toolchains.view.hidden.contains(p)));
+    secrets.extend(
+        policy_secrets
+            .iter()
+            .filter(|p| !e.toolchains.view.hidden.contains(p)),
+    );
     let mut lines = vec![
         Check {
             name: "toolchains (local)",

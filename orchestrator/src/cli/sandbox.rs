@@ -82,6 +82,15 @@ async fn run(args: SandboxArgs) -> anyhow::Result<ExitCode> {
     let settings =
         Settings::load(&workspace, CliSettings::default()).context("reading the settings")?;
     spec.limits = Some(settings.sandbox_limits());
+    if spec.image.is_none() && args.backend == BackendKind::Docker {
+        spec.image = cordon::sandbox::docker::devcontainer::image_for_session(
+            &workspace,
+            settings.trust().is_trusted(),
+            &mut |line| eprintln!("cordon: {line}"),
+        )
+        .await
+        .context("the workspace's devcontainer")?;
+    }
     // The same toolchains too: `cordon sandbox -- cargo test` runs the user's cargo.
     spec.toolchains =
         cordon::toolchains::for_session(&settings, &cordon::paths::cordon_home()?, &workspace);

@@ -49,6 +49,8 @@ pub struct Session {
     access: Option<Access>,
     /// Protected, denied-write and denied-read paths mounted over the workspace.
     pub masks: Masks,
+    /// Variables commands start with: a user image's `ENV` (see [`super::user_image`]).
+    pub command_env: Vec<(String, String)>,
     /// Holds the uid for this session's life (across processes, see [`access`]).
     _lease: UidLease,
 }
@@ -129,6 +131,7 @@ impl Session {
             run_dir,
             access: None,
             masks: Masks::default(),
+            command_env: Vec::new(),
             _lease: lease,
         };
         if let Err(e) = session.make_run_dir() {
@@ -215,7 +218,7 @@ impl Session {
             tmp_dir: PathBuf::from("/tmp"),
             extra_writable: Vec::new(),
             extra_readable: Vec::new(),
-            command_env: Vec::new(),
+            command_env: self.command_env.clone(),
             protected_paths: self.masks.protected.clone(),
             network,
             best_effort: false,
