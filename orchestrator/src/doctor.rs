@@ -372,7 +372,71 @@ pub fn run(backend: BackendKind, workspace: &Path) -> Report {
             "policies/git.json (compiled in); git dirs made in a session are vetted at teardown"
                 .into(),
     });
+    checks.extend(toolchain_lines(workspace));
     Report { backend, checks }
+}
+
+/// What a local session of `workspace` would show of the user's toolchains and hide of
+/// their secrets (before any settings adjust it).
+fn toolchain_lines(workspace: &Path) -> Vec<Check> {
+    let facts = crate::paths::cordon_home()
+        .ok()
+        .and_then(|home| crate::toolchains::HostFacts::from_env(&home, workspace));
+    let Some(facts) = facts else {
+        return vec![Check {
+            name: "toolchains (local)",
+            status: Status::Ok,
+            detail: "none shown: no home directory".into(),
+        }];
+    };
+    let e = crate::toolchains::resolve(&crate::toolchains::POLICY, &facts, &Default::default());
+    let list = |paths: &mut dyn Iterator<Item = &PathBuf>| {
+        let v: Vec<String> = paths.map(|p| p.display().to_string()).collect();
+        if v.is_empty() {
+            "none".to_string()
+        } else {
+            v.join(", ")
+        }
+    };
+    let mut secrets: Vec<&PathBuf> = e.toolchains.view.hidden.iter().collect();
+    let home = &facts.home;
+    let policy_secrets: Vec<PathBuf> = crate::toolchains::POLICY
+        .secrets
+        .iter()
+        .map(|s| home.join(s.path.trim_start_matches("~/")))
+        .filter(|p| std::fs::symlink_metadata(p).is_ok())
+        .collect();
+    secrets.extend(
+        policy_secrets
+            .iter()
+            .filter(|p| !e.toolchains.view.hidden.contains(p)),
+    );
+    let mut lines = vec![
+        Check {
+            name: "toolchains (local)",
+            status: Status::Ok,
+            detail: format!(
+                "shown read-only: {}",
+                list(&mut e.shown.iter().map(|(p, _)| p))
+            ),
+        },
+        Check {
+            name: "secrets (local)",
+            status: Status::Ok,
+            detail: format!(
+                "never shown: {} (policies/toolchains.json)",
+                list(&mut secrets.into_iter())
+            ),
+        },
+    ];
+    for r in &e.refused {
+        lines.push(Check {
+            name: "toolchains (local)",
+            status: Status::Warn,
+            detail: format!("not shown: {}: {}", r.path.display(), r.why),
+        });
+    }
+    lines
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ pub mod sandbox;
 pub mod scripted;
 pub mod session;
 pub mod settings;
+pub mod toolchains;
 pub mod tools;
 pub mod trust;
 pub mod workspace_location;

@@ -48,6 +48,8 @@ impl Session {
             workspace: ws.clone(),
             tmp_dir: tmp,
             extra_writable: vec![],
+            extra_readable: Vec::new(),
+            command_env: Vec::new(),
             protected_paths: vec![],
             network: false,
             best_effort: false,

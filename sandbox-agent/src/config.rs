@@ -19,6 +19,15 @@ pub struct AgentConfig {
     /// Further writable directories (rarely needed).
     #[serde(default)]
     pub extra_writable: Vec<PathBuf>,
+    /// Host paths shown read-only outside the writable roots (the user's toolchains on
+    /// the local backend): Landlock grants read and execute beneath them.
+    #[serde(default)]
+    pub extra_readable: Vec<PathBuf>,
+    /// Variables every command starts with, over the base environment (the toolchains'
+    /// PATH, RUSTUP_HOME, the caches' CARGO_HOME, ...); a request's own variables still
+    /// override them.
+    #[serde(default)]
+    pub command_env: Vec<(String, String)>,
     /// Paths inside writable roots that the backend made read-only (reported in the
     /// handshake; the mounts themselves are the backend's job).
     #[serde(default)]

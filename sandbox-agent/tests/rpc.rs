@@ -37,6 +37,8 @@ impl Agent {
             workspace: workspace.clone(),
             tmp_dir: tmp,
             extra_writable: vec![],
+            extra_readable: Vec::new(),
+            command_env: Vec::new(),
             protected_paths: vec![],
             network: false,
             best_effort: false,

@@ -178,7 +178,18 @@ pub async fn run_with_model(
     let transcript_path = transcript.path().to_path_buf();
     let mut spec = SandboxSpec::new(session_id.clone(), &workspace);
     spec.image = args.image.clone();
+    if spec.image.is_none() && args.sandbox == BackendKind::Docker {
+        spec.image = cordon::sandbox::docker::devcontainer::image_for_session(
+            &workspace,
+            settings.trust().is_trusted(),
+            &mut |line| eprintln!("cordon: {line}"),
+        )
+        .await
+        .context("the workspace's devcontainer")?;
+    }
     spec.limits = Some(settings.sandbox_limits());
+    spec.toolchains =
+        cordon::toolchains::for_session(&settings, &cordon::paths::cordon_home()?, &workspace);
     // Read/Edit deny rules also bind the kernel: the same rules, masked in the sandbox.
     let user_home = std::env::var_os("HOME").map(PathBuf::from);
     let denies = cordon::sandbox::deny::resolve(

@@ -79,11 +79,21 @@ async fn run(args: SandboxArgs) -> anyhow::Result<ExitCode> {
     spec.denied_write = args.deny_write.iter().map(|p| workspace.join(p)).collect();
     spec.image = args.image;
     // The same limits a session of `cordon run` gets.
-    spec.limits = Some(
-        Settings::load(&workspace, CliSettings::default())
-            .context("reading the settings")?
-            .sandbox_limits(),
-    );
+    let settings =
+        Settings::load(&workspace, CliSettings::default()).context("reading the settings")?;
+    spec.limits = Some(settings.sandbox_limits());
+    if spec.image.is_none() && args.backend == BackendKind::Docker {
+        spec.image = cordon::sandbox::docker::devcontainer::image_for_session(
+            &workspace,
+            settings.trust().is_trusted(),
+            &mut |line| eprintln!("cordon: {line}"),
+        )
+        .await
+        .context("the workspace's devcontainer")?;
+    }
+    // The same toolchains too: `cordon sandbox -- cargo test` runs the user's cargo.
+    spec.toolchains =
+        cordon::toolchains::for_session(&settings, &cordon::paths::cordon_home()?, &workspace);
     let sandbox = cordon::sandbox::start(args.backend, &spec)
         .await
         .context("starting the sandbox")?;

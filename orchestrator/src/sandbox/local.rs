@@ -162,12 +162,16 @@ impl LocalBackend {
             tmp_size_mib: 1024,
             limits: spec.limits,
             lifeline_fd: None,
+            host: spec.toolchains.view.clone(),
             agent_env,
             agent: AgentConfig {
                 socket_path: Path::new(SOCKET_DIR_IN_SANDBOX).join(SOCKET_NAME),
                 workspace: workspace.to_path_buf(),
                 tmp_dir: PathBuf::from("/tmp"),
-                extra_writable: Vec::new(),
+                // Cordon's tool caches: writable for commands (Landlock) as mounted.
+                extra_writable: spec.toolchains.view.writable.clone(),
+                extra_readable: spec.toolchains.view.read_only.clone(),
+                command_env: spec.toolchains.env.clone(),
                 protected_paths: self
                     .protected
                     .iter()

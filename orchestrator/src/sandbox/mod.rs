@@ -59,6 +59,10 @@ pub struct SandboxSpec {
     /// what the cgroup set-up costs) makes no session cgroup on the local backend;
     /// Docker applies the defaults then. Every command-line path sets it.
     pub limits: Option<SessionLimits>,
+    /// The user's toolchains shown read-only, the secrets in them hidden, Cordon's caches
+    /// and the variables commands start with (local backend; a Docker image carries its
+    /// own toolchains and ignores it). Empty by default; see [`crate::toolchains`].
+    pub toolchains: crate::toolchains::Toolchains,
 }
 
 impl SandboxSpec {
@@ -73,6 +77,7 @@ impl SandboxSpec {
             denied_read: Vec::new(),
             denied_write: Vec::new(),
             limits: Some(SessionLimits::default()),
+            toolchains: Default::default(),
         }
     }
 }

@@ -190,6 +190,17 @@ pub fn restrict_self(
             None => skipped.push(rule.path.clone()),
         }
     }
+    for path in &config.extra_readable {
+        // Vanished since the backend looked (a toolchain removed): nothing to grant.
+        if let Some((fd, is_dir)) = open(path)? {
+            created = created
+                .add_rule(PathBeneath::new(
+                    fd,
+                    rights(PathAccess::ReadExecute, is_dir),
+                ))
+                .map_err(ruleset_err)?;
+        }
+    }
     for root in config.writable_roots() {
         // A writable root that does not exist is a configuration error, not a skip.
         let (fd, is_dir) = open(&root)?.ok_or_else(|| ConfineError::LandlockPath {

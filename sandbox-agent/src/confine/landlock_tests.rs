@@ -28,6 +28,8 @@ fn fixture(network: bool) -> Fixture {
         workspace: ws,
         tmp_dir: tmp,
         extra_writable: vec![],
+        extra_readable: Vec::new(),
+        command_env: Vec::new(),
         protected_paths: vec![],
         network,
         best_effort: false,

@@ -197,6 +197,8 @@ mod tests {
             workspace: ws.clone(),
             tmp_dir: tmp,
             extra_writable: vec![],
+            extra_readable: Vec::new(),
+            command_env: Vec::new(),
             protected_paths: vec![],
             network: false,
             best_effort: false,

@@ -154,7 +154,10 @@ impl Executor {
         };
         let limits = ChildLimits::prepare(&self.config.rlimits)
             .map_err(|e| AgentError::internal(format!("cannot read rlimits: {e}")))?;
-        let base = spawn::base_env(&self.config.tmp_dir, &self.config.tmp_dir, &self.shell);
+        let base = spawn::with_overrides(
+            spawn::base_env(&self.config.tmp_dir, &self.config.tmp_dir, &self.shell),
+            &self.config.command_env,
+        );
         let spec = SpawnSpec {
             slot: self.lease()?,
             owner: self.id,

@@ -112,6 +112,17 @@ pub fn base_env(home: &Path, tmp: &Path, shell: &Path) -> Vec<(String, String)> 
     ]
 }
 
+/// The backend's per-session variables (`command_env`) over the base, replacing a base
+/// variable of the same name.
+pub fn with_overrides(
+    mut base: Vec<(String, String)>,
+    overrides: &[(String, String)],
+) -> Vec<(String, String)> {
+    base.retain(|(k, _)| !overrides.iter().any(|(o, _)| o == k));
+    base.extend(overrides.iter().cloned());
+    base
+}
+
 /// Merges the request's variables over the base; the marker is set last so a request
 /// cannot remove it.
 pub fn merge_env(

@@ -10,7 +10,7 @@ use std::ffi::CString;
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use nix::sys::signal::{SigSet, SigmaskHow, Signal};
 use nix::sys::wait::{WaitStatus, waitpid};
@@ -38,6 +38,9 @@ pub(super) struct ChildCtx<'a> {
     /// Names of files hard-linked outside the workspace, mounted read-only.
     pub linked: &'a [PathBuf],
     pub workspace_tree: Option<&'a OwnedFd>,
+    /// Idmapped trees of the host view's writable entries, in order (host root only;
+    /// otherwise they are bound plainly).
+    pub writable_trees: &'a [OwnedFd],
     /// The session's per-command cgroup parent on the host, and how commands are killed.
     pub exec_cgroup: Option<(&'a std::path::Path, KillMethod)>,
     /// Read end: one byte once the maps are written; EOF if the launcher gave up.
@@ -108,6 +111,18 @@ fn setup_and_serve(ctx: &ChildCtx) -> Result<i32, String> {
     let agent_src = open_path(&agent_exe)?;
     let socket_src = open_path(&cfg.socket_dir())?;
     let workspace_src = open_path(&cfg.workspace)?;
+    let host_ro = open_host_view(&cfg.host.read_only_in_mount_order())?;
+    let host_rw = if ctx.writable_trees.is_empty() {
+        open_host_view(
+            &cfg.host
+                .writable
+                .iter()
+                .map(PathBuf::as_path)
+                .collect::<Vec<_>>(),
+        )?
+    } else {
+        Vec::new()
+    };
     let cgroup_src = match ctx.exec_cgroup {
         Some((dir, _)) => Some(open_path(dir)?),
         None => None,
@@ -132,6 +147,14 @@ fn setup_and_serve(ctx: &ChildCtx) -> Result<i32, String> {
         protected: ctx.plan,
         linked: ctx.linked,
         masked: &cfg.masked,
+        host: mounts::HostSources {
+            read_only: &host_ro
+                .iter()
+                .map(|(p, fd)| (*p, fd_path(fd)))
+                .collect::<Vec<_>>(),
+            hidden: &cfg.host.hidden,
+            writable: &writable_sources(cfg, ctx.writable_trees, &host_rw),
+        },
     })?;
     nix::unistd::sethostname("cordon").map_err(|e| format!("sethostname: {e}"))?;
     if let Err(e) = loopback_up() {
@@ -158,6 +181,46 @@ fn open_path(path: &std::path::Path) -> Result<OwnedFd, String> {
         .open(path)
         .map(OwnedFd::from)
         .map_err(|e| format!("opening {}: {e}", path.display()))
+}
+
+/// O_PATH fds of host view entries, opened while the init still has the launcher's uid.
+/// An entry gone since the orchestrator looked (a toolchain removed) is skipped: there is
+/// nothing to show.
+fn open_host_view<'p>(paths: &[&'p Path]) -> Result<Vec<(&'p Path, OwnedFd)>, String> {
+    let mut out = Vec::new();
+    for p in paths {
+        match std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
+            .open(p)
+        {
+            Ok(fd) => out.push((*p, OwnedFd::from(fd))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(format!("opening {}: {e}", p.display())),
+        }
+    }
+    Ok(out)
+}
+
+/// Where each writable entry comes from: its idmapped tree, or its plain path fd.
+fn writable_sources<'a>(
+    cfg: &'a LaunchConfig,
+    trees: &'a [OwnedFd],
+    plain: &[(&'a Path, OwnedFd)],
+) -> Vec<(&'a Path, mounts::Source<'a>)> {
+    if trees.is_empty() {
+        plain
+            .iter()
+            .map(|(p, fd)| (*p, mounts::Source::Path(fd_path(fd))))
+            .collect()
+    } else {
+        cfg.host
+            .writable
+            .iter()
+            .zip(trees)
+            .map(|(p, t)| (p.as_path(), mounts::Source::Tree(t)))
+            .collect()
+    }
 }
 
 fn fd_path(fd: &OwnedFd) -> std::path::PathBuf {

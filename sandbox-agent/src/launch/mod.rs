@@ -31,6 +31,7 @@ mod child;
 pub mod denied;
 pub mod gitguard;
 pub mod gitvet;
+pub mod host_view;
 pub mod mounts;
 pub mod protected;
 pub mod state;
@@ -93,6 +94,10 @@ pub struct LaunchConfig {
     /// (see [`crate::cgroup::session`]); `None`: no cgroup at all.
     #[serde(default)]
     pub limits: Option<SessionLimits>,
+    /// Host paths outside the workspace the sandbox sees: toolchains read-only, secrets
+    /// in them hidden, Cordon's caches writable (see [`host_view`]).
+    #[serde(default)]
+    pub host: host_view::HostView,
     /// Extra environment variables for the agent (e.g. its log filter).
     #[serde(default)]
     pub agent_env: Vec<(String, String)>,
@@ -151,7 +156,7 @@ impl LaunchConfig {
         for p in self.denied_read.iter().chain(&self.denied_write) {
             denied::relative(&self.workspace, p)?;
         }
-        Ok(())
+        self.host.validate(&self.workspace, &self.state_dir)
     }
 }
 

@@ -188,6 +188,23 @@ pub struct RootSpec<'a> {
     /// Files hard-linked to names outside the workspace (relative), made read-only.
     pub linked: &'a [PathBuf],
     pub masked: &'a [PathBuf],
+    pub host: HostSources<'a>,
+}
+
+/// Where a mount comes from: a path (often `/proc/self/fd/N`) or a detached mount tree.
+#[derive(Debug)]
+pub enum Source<'a> {
+    Path(PathBuf),
+    Tree(&'a OwnedFd),
+}
+
+/// The host view's entries with their sources (see [`super::host_view`]).
+#[derive(Debug)]
+pub struct HostSources<'a> {
+    /// Where each entry appears inside, and its source; parents before nested entries.
+    pub read_only: &'a [(&'a Path, PathBuf)],
+    pub hidden: &'a [PathBuf],
+    pub writable: &'a [(&'a Path, Source<'a>)],
 }
 
 fn io_at(step: &str, path: &Path, e: impl std::fmt::Display) -> String {
@@ -299,6 +316,7 @@ pub fn build_root(spec: &RootSpec) -> Result<(), String> {
     touch(&agent)?;
     bind(spec.agent_src, &agent, ro)?;
     mount_workspace(spec, root)?;
+    mount_host_view(root, &spec.host)?;
     // The tmpfs root itself: no new entries once every mount point exists.
     restrict(root, MOUNT_ATTR_RDONLY, false).map_err(|e| io_at("read-only root", root, e))?;
     restrict(&run, MOUNT_ATTR_RDONLY, false).map_err(|e| io_at("read-only", &run, e))?;
@@ -452,6 +470,69 @@ fn hide_denied(
                 "mode=0000,size=4k",
             )?,
         }
+    }
+    Ok(())
+}
+
+/// The host view: toolchains read-only (executable: they are programs) at their own
+/// paths, then the secrets inside them covered, then Cordon's caches writable. Mount
+/// points are made on the tmpfs root, which is sealed read-only afterwards.
+fn mount_host_view(root: &Path, host: &HostSources) -> Result<(), String> {
+    let ro = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+    for (inside, src) in host.read_only {
+        let dst = under(root, inside);
+        if std::fs::metadata(src)
+            .map_err(|e| io_at("stat", inside, e))?
+            .is_dir()
+        {
+            mkdir_all(&dst)?;
+        } else {
+            if let Some(parent) = dst.parent() {
+                mkdir_all(parent)?;
+            }
+            touch(&dst)?;
+        }
+        bind(src, &dst, ro)?;
+    }
+    if !host.hidden.is_empty() {
+        let mask = root.join("run/cordon-hidden");
+        touch(&mask)?;
+        std::fs::set_permissions(&mask, std::os::unix::fs::PermissionsExt::from_mode(0o000))
+            .map_err(|e| io_at("chmod", &mask, e))?;
+        for hidden in host.hidden {
+            let p = under(root, hidden);
+            // Only what exists is covered: a missing secret has nothing to hide, and a
+            // read-only bind cannot grow one during the session.
+            match std::fs::symlink_metadata(&p) {
+                Ok(m) if m.is_dir() => tmpfs(
+                    &p,
+                    MsFlags::MS_NOSUID
+                        | MsFlags::MS_NODEV
+                        | MsFlags::MS_NOEXEC
+                        | MsFlags::MS_RDONLY,
+                    "mode=0000,size=4k",
+                )?,
+                // Binding onto a symlink would follow it (here, before the pivot, into the
+                // host's tree); the orchestrator lists secrets by their resolved paths, so
+                // a link's target, if it is in the view at all, is covered by its own entry.
+                Ok(m) if m.file_type().is_symlink() => {}
+                Ok(_) => bind(&mask, &p, ro | MOUNT_ATTR_NOEXEC)?,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io_at("stat", hidden, e)),
+            }
+        }
+    }
+    for (inside, src) in host.writable {
+        let dst = under(root, inside);
+        mkdir_all(&dst)?;
+        match src {
+            Source::Tree(tree) => {
+                attach(tree, &dst).map_err(|e| io_at("attaching the idmapped cache at", &dst, e))?
+            }
+            Source::Path(p) => bind(p, &dst, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)?,
+        }
+        restrict(&dst, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, true)
+            .map_err(|e| io_at("restricting", &dst, e))?;
     }
     Ok(())
 }

@@ -226,6 +226,27 @@ fn run_session(
     } else {
         None
     };
+    // Cordon's caches likewise: their owner (the user running Cordon) appears as the
+    // sandbox user, so commands can fill them.
+    let writable_trees = if ids.privileged() {
+        cfg.host
+            .writable
+            .iter()
+            .map(|dir| {
+                let meta = std::fs::metadata(dir).map_err(state_err(dir))?;
+                let ns = userns::new_userns_fd(
+                    &format!("{} {} 1\n", meta.uid(), ids.user_host.0),
+                    &format!("{} {} 1\n", meta.gid(), ids.user_host.1),
+                )?;
+                mounts::idmapped_clone(dir, &ns).map_err(|source| LaunchError::Idmap {
+                    path: dir.clone(),
+                    source,
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?
+    } else {
+        Vec::new()
+    };
     let pipe = || {
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| LaunchError::Clone(e.into()))
     };
@@ -260,6 +281,7 @@ fn run_session(
             plan: &plan,
             linked: &linked,
             workspace_tree: tree.as_ref(),
+            writable_trees: &writable_trees,
             exec_cgroup: cgroup.and_then(|c| c.exec_dir()),
             go: go_r,
             errors: err_w,
@@ -268,7 +290,7 @@ fn run_session(
         });
     }
     let init = Pid::from_raw(ret);
-    drop((go_r, err_w, alive_r, tree, entry));
+    drop((go_r, err_w, alive_r, tree, entry, writable_trees));
     // Into the session's cgroup before the init runs anything: every process of the
     // sandbox is born inside the limits. Born inside already, the init joins the v1
     // parts itself as its first step (no move of a whole process, see `clone_init`).

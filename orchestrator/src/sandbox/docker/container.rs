@@ -57,6 +57,8 @@ pub struct Session {
     /// The per-command cgroup parent delegated to the agent, when the claim made one
     /// (see [`super::exec_cgroup`]); `None`: the agent's namespace sweep instead.
     pub exec_cgroup: Option<ExecCgroup>,
+    /// Variables commands start with: a user image's `ENV` (see [`super::user_image`]).
+    pub command_env: Vec<(String, String)>,
     /// Holds the uid for this session's life (across processes, see [`access`]).
     _lease: UidLease,
 }
@@ -140,6 +142,7 @@ impl Session {
             masks: Masks::default(),
             disk_budget_bytes: None,
             exec_cgroup: None,
+            command_env: Vec::new(),
             _lease: lease,
         };
         if let Err(e) = session.make_run_dir() {
@@ -225,6 +228,8 @@ impl Session {
             workspace: workspace.to_path_buf(),
             tmp_dir: PathBuf::from("/tmp"),
             extra_writable: Vec::new(),
+            extra_readable: Vec::new(),
+            command_env: self.command_env.clone(),
             protected_paths: self.masks.protected.clone(),
             network,
             best_effort: false,

@@ -56,19 +56,7 @@ pub async fn build_images(
     mut progress: impl FnMut(String),
 ) -> Result<Vec<Built>, SandboxError> {
     let docker = connect().await?;
-    let agent = agent_binary()?;
-    let bytes = std::fs::read(&agent).map_err(|source| SandboxError::Setup {
-        step: "read agent binary",
-        source,
-    })?;
-    if !is_static_elf(&bytes) {
-        // The images have no dynamic loader: a dynamic agent would fail at session start
-        // with nothing but "agent did not come up".
-        return Err(SandboxError::Setup {
-            step: "check agent binary (run images/build-agent.sh for a static one)",
-            source: std::io::Error::other(format!("{} is not a static binary", agent.display())),
-        });
-    }
+    let (agent, bytes) = static_agent()?;
     progress(format!(
         "agent binary {} ({} bytes)",
         agent.display(),
@@ -82,6 +70,24 @@ pub async fn build_images(
         done.push(build_dev(&docker, &bytes, &mut progress).await?);
     }
     Ok(done)
+}
+
+/// The static agent binary and its bytes; a dynamic one is refused, since the images have
+/// no dynamic loader (it would fail at session start with nothing but "agent did not come
+/// up").
+pub(super) fn static_agent() -> Result<(PathBuf, Vec<u8>), SandboxError> {
+    let agent = agent_binary()?;
+    let bytes = std::fs::read(&agent).map_err(|source| SandboxError::Setup {
+        step: "read agent binary",
+        source,
+    })?;
+    if !is_static_elf(&bytes) {
+        return Err(SandboxError::Setup {
+            step: "check agent binary (run images/build-agent.sh for a static one)",
+            source: std::io::Error::other(format!("{} is not a static binary", agent.display())),
+        });
+    }
+    Ok((agent, bytes))
 }
 
 /// Where the static agent binary is: `$CORDON_AGENT_BIN`, the workspace's
@@ -185,7 +191,7 @@ fn sha256_hex(parts: &[&[u8]]) -> String {
     hex::encode(h.finalize())
 }
 
-fn wanted_labels(agent: &[u8], recipe: &[&[u8]]) -> HashMap<String, String> {
+pub(super) fn wanted_labels(agent: &[u8], recipe: &[&[u8]]) -> HashMap<String, String> {
     HashMap::from([
         (
             LABEL_AGENT_VERSION.to_string(),
@@ -197,7 +203,7 @@ fn wanted_labels(agent: &[u8], recipe: &[&[u8]]) -> HashMap<String, String> {
 }
 
 /// Labels of `image`, or `None` when the engine has no such image.
-async fn image_labels(docker: &Docker, image: &str) -> Option<HashMap<String, String>> {
+pub(super) async fn image_labels(docker: &Docker, image: &str) -> Option<HashMap<String, String>> {
     let info = docker.inspect_image(image).await.ok()?;
     Some(info.config.and_then(|c| c.labels).unwrap_or_default())
 }
@@ -234,7 +240,7 @@ async fn build_minimal(
             step: "assemble build context",
             source,
         })?;
-    build(docker, MINIMAL, context, &want, progress).await?;
+    build(docker, Some(MINIMAL), context, &want, progress).await?;
     Ok(Built {
         image: MINIMAL.into(),
         rebuilt: true,
@@ -285,7 +291,7 @@ fn minimal_context(agent: &[u8], busybox: &[u8], applets: &[String]) -> std::io:
     tar.into_inner()
 }
 
-fn add_file(
+pub(super) fn add_file(
     tar: &mut tar::Builder<Vec<u8>>,
     path: &str,
     data: &[u8],
@@ -306,42 +312,55 @@ fn add_dir(tar: &mut tar::Builder<Vec<u8>>, path: &str, mode: u32) -> std::io::R
     tar.append_data(&mut h, path, std::io::empty())
 }
 
-/// Runs the classic builder on `context`, forwarding its output to `progress`.
-async fn build(
+/// Runs the classic builder on `context` (its `Dockerfile`), forwarding its output to
+/// `progress`; `tag` names the image, or `None` leaves it untagged. Returns the image id.
+/// A failure names the step that failed (`Step 3/5 : RUN make`) and the builder's message.
+pub(super) async fn build(
     docker: &Docker,
-    tag: &str,
+    tag: Option<&str>,
     context: Vec<u8>,
     labels: &HashMap<String, String>,
     progress: &mut impl FnMut(String),
-) -> Result<(), SandboxError> {
-    let options = BuildImageOptionsBuilder::new()
+) -> Result<Option<String>, SandboxError> {
+    let what = tag.unwrap_or("image");
+    let mut options = BuildImageOptionsBuilder::new()
         .dockerfile("Dockerfile")
-        .t(tag)
         .labels(labels)
         .rm(true)
-        .forcerm(true)
-        .build();
+        .forcerm(true);
+    if let Some(tag) = tag {
+        options = options.t(tag);
+    }
     let mut stream = docker.build_image(
-        options,
+        options.build(),
         None,
         Some(bollard::body_full(bytes::Bytes::from(context))),
     );
+    let mut step = None;
+    let mut id = None;
     while let Some(item) = stream.next().await {
         let info = item.map_err(docker_err("build image"))?;
         if let Some(detail) = info.error_detail {
-            return Err(SandboxError::Docker(format!(
-                "build {tag}: {}",
-                detail.message.unwrap_or_default()
-            )));
+            let message = detail.message.unwrap_or_default();
+            return Err(SandboxError::Docker(match step {
+                Some(step) => format!("build {what} failed at {step}: {message}"),
+                None => format!("build {what}: {message}"),
+            }));
+        }
+        if let Some(image) = info.aux {
+            id = image.id.or(id);
         }
         if let Some(line) = info.stream {
             let line = line.trim_end();
+            if line.starts_with("Step ") {
+                step = Some(line.to_string());
+            }
             if !line.is_empty() {
-                progress(format!("{tag}: {line}"));
+                progress(format!("{what}: {line}"));
             }
         }
     }
-    Ok(())
+    Ok(id)
 }
 
 async fn build_dev(
@@ -372,7 +391,7 @@ async fn build_dev(
         step: "assemble build context",
         source,
     })?;
-    build(docker, DEV, context, &want, progress).await?;
+    build(docker, Some(DEV), context, &want, progress).await?;
     Ok(Built {
         image: DEV.into(),
         rebuilt: true,

@@ -43,12 +43,14 @@ pub mod access;
 mod acl;
 pub mod adopt;
 pub mod container;
+pub mod devcontainer;
 pub mod exec_cgroup;
 pub mod footprint;
 pub mod images;
 pub mod masks;
 pub mod pool;
 pub mod seccomp_profile;
+pub mod user_image;
 
 pub use images::{ImageSet, build_images};
 
@@ -307,7 +309,8 @@ impl DockerBackend {
     /// Every failure after the grant restores the workspace's exact prior ACLs.
     pub async fn start_bound(&self, spec: &SandboxSpec) -> Result<Sandbox, SandboxError> {
         let image = self.image_for(spec);
-        let session = container::Session::prepare(&self.config, &self.uids, spec)?;
+        let mut session = container::Session::prepare(&self.config, &self.uids, spec)?;
+        session.command_env = user_image::command_env(&self.docker, &image).await;
         let created = container::create_and_start(
             &self.docker,
             &self.config,

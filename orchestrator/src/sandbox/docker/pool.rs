@@ -364,6 +364,8 @@ pub(super) async fn claim_slot(
     mut slot: Slot,
     spec: &SandboxSpec,
 ) -> Result<Sandbox, SandboxError> {
+    let image = spec.image.as_deref().unwrap_or(&config.default_image);
+    slot.session.command_env = super::user_image::command_env(docker, image).await;
     if let Err(e) = prepare_claim(&mut slot, spec, config).await {
         let _ = container::remove(docker, &slot.container_id).await;
         slot.session.cleanup();

@@ -1,0 +1,103 @@
+//! `policies/toolchains.json`, parsed once; unknown fields are refused and every entry
+//! must say why it exists.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
+
+use serde::Deserialize;
+
+const TEXT: &str = include_str!("../../../policies/toolchains.json");
+
+/// The shipped policy. The text is compiled in and checked by a unit test, so a parse
+/// failure here is a build defect, not an input error.
+pub static POLICY: LazyLock<Policy> =
+    LazyLock::new(|| Policy::parse(TEXT).expect("policies/toolchains.json is valid"));
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Policy {
+    pub version: u32,
+    pub why: String,
+    pub roots: Vec<Root>,
+    pub secrets: Vec<Secret>,
+    pub caches: Vec<Cache>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Root {
+    /// `~/...`: under the user's home.
+    pub path: String,
+    /// Variables set when the root is shown; `{path}` is its absolute path.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    pub why: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Secret {
+    pub path: String,
+    pub why: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Cache {
+    /// Directory name under `$CORDON_HOME/caches/`.
+    pub name: String,
+    /// Variables pointed at it.
+    pub env: Vec<String>,
+    pub why: String,
+}
+
+impl Policy {
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let p: Policy = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        if p.version != 1 {
+            return Err(format!("unknown version {}", p.version));
+        }
+        let whys = p
+            .roots
+            .iter()
+            .map(|r| (&r.path, &r.why))
+            .chain(p.secrets.iter().map(|s| (&s.path, &s.why)))
+            .chain(p.caches.iter().map(|c| (&c.name, &c.why)));
+        for (what, why) in whys {
+            if why.trim().is_empty() {
+                return Err(format!("{what}: every entry must say why"));
+            }
+        }
+        for path in p
+            .roots
+            .iter()
+            .map(|r| &r.path)
+            .chain(p.secrets.iter().map(|s| &s.path))
+        {
+            if !path.starts_with("~/") || path.split('/').any(|c| c == ".." || c == ".") {
+                return Err(format!("{path}: entries are ~/relative, without . or .."));
+            }
+        }
+        for c in &p.caches {
+            if c.name.is_empty()
+                || !c
+                    .name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            {
+                return Err(format!("cache name {:?} must be [A-Za-z0-9-]+", c.name));
+            }
+        }
+        Ok(p)
+    }
+}
+
+/// `~/x` under `home`; anything else as it is.
+pub fn expand(path: &str, home: &Path) -> PathBuf {
+    match path.strip_prefix("~/") {
+        Some(rest) => home.join(rest),
+        None if path == "~" => home.to_path_buf(),
+        None => PathBuf::from(path),
+    }
+}

@@ -1,0 +1,228 @@
+//! From the policy, the host's facts and the settings to what the sandbox shows.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use sandbox_agent::launch::mounts::SYSTEM_DIRS;
+
+use super::policy::{Policy, expand};
+use super::{HostFacts, Toolchains};
+use crate::settings::Settings;
+
+/// What the settings add or hide.
+#[derive(Debug, Clone, Default)]
+pub struct Adjustments {
+    /// `sandbox.filesystem.allowRead` from the user, managed and command-line settings.
+    pub allow_read: Vec<PathBuf>,
+    /// `sandbox.filesystem.denyRead` from any source.
+    pub deny_read: Vec<PathBuf>,
+}
+
+impl Adjustments {
+    /// Reads both keys; a repository's `allowRead` is ignored (it would widen what of the
+    /// host a session sees), its `denyRead` counts. Entries are absolute or `~/`.
+    pub fn from_settings(settings: &Settings, home: &Path) -> Self {
+        let mut out = Self::default();
+        for f in settings.files() {
+            let Some(fs) = f.value.get("sandbox").and_then(|s| s.get("filesystem")) else {
+                continue;
+            };
+            let list = |key: &str| -> Vec<PathBuf> {
+                fs.get(key)
+                    .and_then(|v| v.as_array())
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|v| v.as_str())
+                    .map(|s| expand(s, home))
+                    .filter(|p| p.is_absolute())
+                    .collect()
+            };
+            if !f.source.is_repository() {
+                out.allow_read.extend(list("allowRead"));
+            }
+            out.deny_read.extend(list("denyRead"));
+        }
+        out
+    }
+}
+
+/// A candidate root not shown, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    pub path: PathBuf,
+    pub why: String,
+}
+
+/// The resolution: what the sandbox gets, and what `cordon doctor` reports.
+#[derive(Debug, Clone, Default)]
+pub struct Exposure {
+    pub toolchains: Toolchains,
+    /// Each shown root with the reason it is shown.
+    pub shown: Vec<(PathBuf, String)>,
+    pub refused: Vec<Refused>,
+}
+
+impl Exposure {
+    /// Creates Cordon's cache directories (0700, the user's own).
+    pub fn create_caches(&self) -> std::io::Result<()> {
+        use std::os::unix::fs::DirBuilderExt;
+        for dir in &self.toolchains.view.writable {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)?;
+        }
+        Ok(())
+    }
+}
+
+struct Candidate {
+    path: PathBuf,
+    reason: String,
+    env: BTreeMap<String, String>,
+}
+
+/// Resolves what a local sandbox shows; see the module docs of [`super`] for the rules.
+pub fn resolve(policy: &Policy, facts: &HostFacts, adjust: &Adjustments) -> Exposure {
+    let home = &facts.home;
+    let canonical = |p: &Path| std::fs::canonicalize(p).ok();
+    // Secrets by every name that reaches them: as written and resolved.
+    let mut secrets: Vec<PathBuf> = Vec::new();
+    for s in policy
+        .secrets
+        .iter()
+        .map(|s| expand(&s.path, home))
+        .chain(adjust.deny_read.iter().cloned())
+    {
+        if let Some(c) = canonical(&s) {
+            secrets.push(c);
+        }
+        secrets.push(s);
+    }
+    let mut candidates: Vec<Candidate> = Vec::new();
+    for p in &facts.path {
+        if p.is_absolute() && p.starts_with(home) && p.is_dir() {
+            candidates.push(Candidate {
+                path: p.clone(),
+                reason: "on your PATH".into(),
+                env: BTreeMap::new(),
+            });
+        }
+    }
+    for r in &policy.roots {
+        candidates.push(Candidate {
+            path: expand(&r.path, home),
+            reason: r.why.clone(),
+            env: r.env.clone(),
+        });
+    }
+    for p in &adjust.allow_read {
+        candidates.push(Candidate {
+            path: p.clone(),
+            reason: "sandbox.filesystem.allowRead".into(),
+            env: BTreeMap::new(),
+        });
+    }
+
+    let mut out = Exposure::default();
+    let mut roots: Vec<(PathBuf, String)> = Vec::new();
+    let mut env: BTreeMap<String, String> = BTreeMap::new();
+    for c in candidates {
+        let Some(real) = canonical(&c.path) else {
+            continue; // not on this host
+        };
+        let refuse = |why: &str| Refused {
+            path: c.path.clone(),
+            why: why.into(),
+        };
+        if let Some(why) = refusal(&real, facts, &secrets) {
+            out.refused.push(refuse(why));
+            continue;
+        }
+        for (k, v) in &c.env {
+            env.entry(k.clone())
+                .or_insert_with(|| v.replace("{path}", &real.to_string_lossy()));
+        }
+        if is_system(&real) || roots.iter().any(|(r, _)| r == &real) {
+            continue; // already visible
+        }
+        roots.push((real, c.reason));
+    }
+    // A root inside another is shown by it; keep the outer one only.
+    roots.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut kept: Vec<(PathBuf, String)> = Vec::new();
+    for (r, why) in roots {
+        if !kept.iter().any(|(k, _)| r.starts_with(k)) {
+            kept.push((r, why));
+        }
+    }
+    let mut hidden: Vec<PathBuf> = secrets
+        .iter()
+        .filter(|s| kept.iter().any(|(k, _)| s.starts_with(k) && *s != k))
+        .filter(|s| std::fs::symlink_metadata(s).is_ok())
+        .cloned()
+        .collect();
+    hidden.sort();
+    hidden.dedup();
+
+    let caches_dir = facts.cordon_home.join("caches");
+    let mut writable = Vec::new();
+    for cache in &policy.caches {
+        let dir = caches_dir.join(&cache.name);
+        for var in &cache.env {
+            env.insert(var.clone(), dir.to_string_lossy().into_owned());
+        }
+        writable.push(dir);
+    }
+    let visible = |p: &Path| {
+        is_system(p)
+            || p.starts_with(&facts.workspace)
+            || kept.iter().any(|(k, _)| p.starts_with(k))
+    };
+    let mut path_entries: Vec<String> = Vec::new();
+    for p in &facts.path {
+        let Some(real) = canonical(p) else { continue };
+        if visible(&real) {
+            let shown = if p.starts_with(home) { &real } else { p };
+            let s = shown.to_string_lossy().into_owned();
+            if !path_entries.contains(&s) {
+                path_entries.push(s);
+            }
+        }
+    }
+    if !path_entries.is_empty() {
+        env.insert("PATH".into(), path_entries.join(":"));
+    }
+    out.toolchains = Toolchains {
+        view: sandbox_agent::launch::host_view::HostView {
+            read_only: kept.iter().map(|(k, _)| k.clone()).collect(),
+            hidden,
+            writable,
+        },
+        env: env.into_iter().collect(),
+    };
+    out.shown = kept;
+    out
+}
+
+/// Why a root cannot be shown, if it cannot.
+fn refusal(real: &Path, facts: &HostFacts, secrets: &[PathBuf]) -> Option<&'static str> {
+    if real == Path::new("/") || facts.home.starts_with(real) {
+        return Some("it would show the whole home directory");
+    }
+    if secrets.iter().any(|s| real.starts_with(s)) {
+        return Some("it is, or lies inside, a secret");
+    }
+    let overlaps = |other: &Path| real.starts_with(other) || other.starts_with(real);
+    if overlaps(&facts.workspace) {
+        return Some("it overlaps the workspace");
+    }
+    if overlaps(&facts.cordon_home) {
+        return Some("it overlaps Cordon's data directory");
+    }
+    None
+}
+
+fn is_system(p: &Path) -> bool {
+    SYSTEM_DIRS.iter().any(|d| p.starts_with(d))
+}

@@ -1,0 +1,155 @@
+//! Host directories outside the workspace that a local sandbox sees: the user's toolchains
+//! read-only at their own paths (so `cargo`, pyenv's `python3`, `~/.local/bin` tools run
+//! as they do on the host), secrets inside them hidden, and Cordon's own per-user caches
+//! writable. The orchestrator decides what goes here (`orchestrator/src/toolchains/`,
+//! from `policies/toolchains.json`); the launcher only checks the shape and mounts it.
+//!
+//! Why this is sound: every read-only entry is bound `ro,nosuid,nodev`, so nothing inside
+//! can change the host's toolchains (a poisoned `rustc` would run on the host later);
+//! hidden entries are covered before the root is sealed; caches are Cordon's own
+//! directories, never the host's tool caches, and are `nosuid,nodev` too. Hard links from
+//! the workspace into a read-only bind fail with EXDEV (different mounts).
+
+use std::path::{Component, Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::LaunchError;
+
+/// What of the host the sandbox sees beyond its system dirs and workspace.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct HostView {
+    /// Absolute host paths (directories or files) shown read-only and executable at the
+    /// same path.
+    #[serde(default)]
+    pub read_only: Vec<PathBuf>,
+    /// Absolute paths inside `read_only` entries covered by an empty, unreadable file or
+    /// directory (credentials that live next to a toolchain).
+    #[serde(default)]
+    pub hidden: Vec<PathBuf>,
+    /// Absolute host directories shown writable at the same path (Cordon's caches).
+    #[serde(default)]
+    pub writable: Vec<PathBuf>,
+}
+
+impl HostView {
+    pub fn is_empty(&self) -> bool {
+        self.read_only.is_empty() && self.writable.is_empty()
+    }
+
+    /// Refuses anything the mounts could not place safely: relative or unnormalized paths,
+    /// `/`, an entry overlapping the workspace or the session's state dir, a hidden path
+    /// outside every read-only entry, a writable entry inside a read-only one.
+    pub fn validate(&self, workspace: &Path, state_dir: &Path) -> Result<(), LaunchError> {
+        let bad = |p: &Path, why: &str| {
+            Err(LaunchError::Config(format!(
+                "host view entry {}: {why}",
+                p.display()
+            )))
+        };
+        for p in self
+            .read_only
+            .iter()
+            .chain(&self.hidden)
+            .chain(&self.writable)
+        {
+            if !normal_absolute(p) {
+                return bad(p, "must be absolute, without . or .. components");
+            }
+            if p == Path::new("/") {
+                return bad(p, "the root cannot be an entry");
+            }
+            for other in [workspace, state_dir] {
+                if p.starts_with(other) || other.starts_with(p) {
+                    return bad(p, "overlaps the workspace or the session state");
+                }
+            }
+        }
+        for p in &self.hidden {
+            if !self.read_only.iter().any(|r| p.starts_with(r) && p != r) {
+                return bad(p, "hidden paths must lie inside a read-only entry");
+            }
+        }
+        for p in &self.writable {
+            if self
+                .read_only
+                .iter()
+                .any(|r| p.starts_with(r) || r.starts_with(p))
+            {
+                return bad(p, "a writable entry may not overlap a read-only one");
+            }
+        }
+        Ok(())
+    }
+
+    /// Read-only entries, parents before the entries nested in them (mount order).
+    pub fn read_only_in_mount_order(&self) -> Vec<&Path> {
+        let mut v: Vec<&Path> = self.read_only.iter().map(PathBuf::as_path).collect();
+        v.sort_by_key(|p| p.components().count());
+        v
+    }
+}
+
+fn normal_absolute(p: &Path) -> bool {
+    p.is_absolute()
+        && p.components()
+            .all(|c| matches!(c, Component::RootDir | Component::Normal(_)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(ro: &[&str], hidden: &[&str], writable: &[&str]) -> HostView {
+        let v = |s: &[&str]| s.iter().map(PathBuf::from).collect();
+        HostView {
+            read_only: v(ro),
+            hidden: v(hidden),
+            writable: v(writable),
+        }
+    }
+
+    fn check(v: &HostView) -> Result<(), LaunchError> {
+        v.validate(Path::new("/work/p"), Path::new("/root/.cordon/run/s"))
+    }
+
+    #[test]
+    fn a_toolchain_view_is_accepted() {
+        let v = view(
+            &["/home/u/.cargo/bin", "/home/u/.rustup", "/home/u/.pyenv"],
+            &["/home/u/.pyenv/secret.txt"],
+            &["/home/u/.cordon/caches/cargo"],
+        );
+        check(&v).unwrap();
+        assert_eq!(
+            v.read_only_in_mount_order()[0],
+            Path::new("/home/u/.rustup")
+        );
+    }
+
+    #[test]
+    fn shapes_that_could_widen_or_misplace_are_refused() {
+        for v in [
+            view(&["relative/bin"], &[], &[]),
+            view(&["/home/u/../../etc"], &[], &[]),
+            view(&["/"], &[], &[]),
+            view(&["/work"], &[], &[]),
+            view(&["/work/p/sub"], &[], &[]),
+            view(&["/root/.cordon"], &[], &[]),
+            view(&["/home/u/.cargo"], &["/home/u/.ssh/id"], &[]),
+            view(&["/home/u/.cargo"], &["/home/u/.cargo"], &[]),
+            view(&["/home/u/.cargo"], &[], &["/home/u/.cargo/registry"]),
+            view(&[], &[], &["/home"]).with_ro("/home/u/.local/bin"),
+        ] {
+            assert!(check(&v).is_err(), "{v:?} was accepted");
+        }
+    }
+
+    impl HostView {
+        fn with_ro(mut self, p: &str) -> Self {
+            self.read_only.push(p.into());
+            self
+        }
+    }
+}
