@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod audit;
 mod demo;
 mod doctor;
 mod images;
@@ -48,6 +49,8 @@ enum Command {
     Permissions(permissions::PermissionsArgs),
     /// Trust a workspace's own settings, hooks and MCP servers as they are now.
     Trust(trust::TrustArgs),
+    /// Check a server's audit trail: every tenant's hash chain.
+    Audit(audit::AuditArgs),
 }
 
 /// Exit code for usage errors and unsupported requests.
@@ -78,6 +81,7 @@ pub fn main() -> ExitCode {
         Command::Images(args) => images::main(args),
         Command::Permissions(args) => permissions::main(args),
         Command::Trust(args) => trust::main(args),
+        Command::Audit(args) => audit::main(args),
     }
 }
 

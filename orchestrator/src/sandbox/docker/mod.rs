@@ -40,11 +40,13 @@ pub mod access;
 mod acl;
 pub mod adopt;
 pub mod container;
+pub mod elf_deps;
 pub mod footprint;
 pub mod images;
 pub mod masks;
 pub mod pool;
 pub mod seccomp_profile;
+mod server_image;
 
 pub use images::{ImageSet, build_images};
 
