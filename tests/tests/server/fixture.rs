@@ -1,7 +1,7 @@
 //! A real `cordon serve` on loopback (local backend) against the scripted model, two
 //! tenants with a key each, and a small client for its JSON and SSE routes.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -332,8 +332,4 @@ pub fn ids_are_contiguous(events: &[Ev]) {
             pair[1]
         );
     }
-}
-
-pub fn path_str(p: &Path) -> String {
-    p.display().to_string()
 }

@@ -44,10 +44,8 @@ async fn an_idle_session_pauses_and_resumes_with_its_conversation_and_a_ttl_ends
         .filter(|e| e.kind == "lifecycle")
         .filter_map(|e| e.data["state"].as_str())
         .collect();
-    assert!(
-        states.starts_with(&["paused", "starting", "idle", "running"]),
-        "{states:?}"
-    );
+    let resumed = ["paused", "starting", "idle", "running"];
+    assert!(states.windows(4).any(|w| w == resumed), "{states:?}");
     let last = model.requests().last().unwrap().body.clone();
     let texts = last["messages"].to_string();
     assert!(
