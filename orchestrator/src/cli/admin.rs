@@ -1,6 +1,7 @@
 //! `cordon admin`: operating a server's data directory. `tenant create NAME`, `key create
 //! --tenant NAME` (prints the key once, as its last line) and `key revoke KEY_ID`.
 
+use cordon::server::audit::{AdminAction, AdminAudit, AuditEvent, AuditLog};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -84,6 +85,26 @@ fn json_arg(arg: Option<&str>, what: &str) -> anyhow::Result<Value> {
     serde_json::from_str(&text).with_context(|| format!("{what} is not valid JSON"))
 }
 
+/// Records an operator's action in the tenant's audit chain (`actor` "cli").
+fn audit(
+    data: &std::path::Path,
+    tenant: &str,
+    action: AdminAction,
+    target: &str,
+) -> anyhow::Result<()> {
+    let log = AuditLog::open(data).context("opening the audit log")?;
+    log.append(
+        tenant,
+        &AuditEvent::Admin(AdminAudit {
+            actor: "cli".into(),
+            action,
+            target: target.into(),
+        }),
+    )
+    .context("writing the audit record")?;
+    Ok(())
+}
+
 fn valid_tenant(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 64
@@ -110,18 +131,23 @@ fn run(args: AdminArgs) -> anyhow::Result<()> {
             serde_json::from_value::<Quotas>(quotas.clone()).context("the quotas are invalid")?;
             let store = SqliteStore::open(&data).context("opening the database")?;
             store.create_tenant(&name, &settings, &quotas)?;
+            audit(&data, &name, AdminAction::TenantCreate, &name)?;
             println!("tenant {name} created");
         }
         AdminCommand::Key(KeyCommand::Create { tenant, data }) => {
             let store = SqliteStore::open(&data).context("opening the database")?;
             let key = new_key(&tenant);
             store.add_key(&key.row)?;
+            audit(&data, &tenant, AdminAction::KeyCreate, &key.row.id)?;
             println!("key id {} for tenant {tenant}", key.row.id);
             println!("{}", key.key);
         }
         AdminCommand::Key(KeyCommand::Revoke { key_id, data }) => {
             let store = SqliteStore::open(&data).context("opening the database")?;
             store.revoke_key(&key_id)?;
+            if let Some(row) = store.key(&key_id)? {
+                audit(&data, &row.tenant, AdminAction::KeyRevoke, &key_id)?;
+            }
             println!("key {key_id} revoked");
         }
     }

@@ -77,7 +77,8 @@ async fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     let store = Arc::new(SqliteStore::open(&data).context("opening the database")?);
     let model = ModelConfig::from_env().context("model configuration")?;
-    let state = Arc::new(ServerState::new(store, data, root, model, args.backend));
+    let ops = cordon::server::ops::Ops::open(&data).context("opening the audit log and metrics")?;
+    let state = Arc::new(ServerState::new(store, data, root, model, args.backend).with_ops(ops));
     let restored = state.restore().context("reading the stored sessions")?;
     let limits = Limits {
         request_timeout: Duration::from_secs(args.request_timeout.max(1)),

@@ -17,6 +17,7 @@ use futures::{Stream, StreamExt};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::audit::{AdminAction, AuditDecision, AuditEvent, ExecRecorder, PermissionAnswerAudit};
 use super::auth::{self, Caller};
 use super::errors::{ApiError, Body};
 use super::exec::{self, ExecBody};
@@ -65,7 +66,7 @@ pub async fn healthz() -> &'static str {
 }
 
 pub async fn readyz(State(state): State<AppState>) -> Response {
-    if state.ready() {
+    if state.ready() && super::ops::backend_ready(state.default_backend).await {
         (StatusCode::OK, "ready\n").into_response()
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, "not ready\n").into_response()
@@ -78,6 +79,12 @@ pub async fn create(
     Body(request): Body<SessionConfig>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let session = state.create(&caller, request)?;
+    state.ops.admin(
+        &caller.tenant,
+        &caller.key_id,
+        AdminAction::SessionCreate,
+        &session.id,
+    );
     Ok((StatusCode::CREATED, Json(session.view())))
 }
 
@@ -158,6 +165,12 @@ pub async fn delete(
 ) -> Result<Json<Value>, ApiError> {
     let session = state.get(&caller, &id)?;
     state.end(&session, "deleted").await;
+    state.ops.admin(
+        &caller.tenant,
+        &caller.key_id,
+        AdminAction::SessionDelete,
+        &id,
+    );
     Ok(Json(session.view()))
 }
 
@@ -218,6 +231,7 @@ pub async fn permission(
 ) -> Result<Json<Value>, ApiError> {
     let session = state.get(&caller, &id)?;
     let live = state.ensure_running(&session).await?;
+    let tool = session.pending.tool_of(&request_id);
     if !session.pending.answer(
         &request_id,
         &answer,
@@ -227,6 +241,20 @@ pub async fn permission(
     ) {
         return Err(ApiError::not_found("permission request"));
     }
+    state.ops.append(
+        &caller.tenant,
+        &AuditEvent::PermissionAnswer(PermissionAnswerAudit {
+            key_id: Some(caller.key_id.clone()),
+            session: id.clone(),
+            request_id: request_id.clone(),
+            tool: tool.unwrap_or_default(),
+            decision: match answer.decision {
+                super::prompter::Decision::Allow => AuditDecision::Allow,
+                super::prompter::Decision::Deny => AuditDecision::Deny,
+            },
+            always: answer.always,
+        }),
+    );
     Ok(Json(
         json!({"request_id": request_id, "decision": answer.decision}),
     ))
@@ -265,7 +293,11 @@ pub async fn exec(
         .take(&caller.tenant, Rate::Exec, quotas.exec_per_minute)?;
     let busy = session.busy();
     let live = state.ensure_running(&session).await?;
-    let stream = exec::start(live, body, busy).await?;
+    let recorder = state
+        .ops
+        .scoped(&caller.tenant, Some(&caller.key_id), &id)
+        .map(|(scope, sinks)| ExecRecorder::new(scope, sinks, &body.command));
+    let stream = exec::start(live, body, busy, recorder).await?;
     Ok(Sse::new(stream.boxed()))
 }
 

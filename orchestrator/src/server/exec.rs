@@ -4,6 +4,7 @@
 //! streams as SSE `output` events, then one `exit` event; a client that goes away cancels
 //! the command (its whole process group).
 
+use super::audit::{DecisionSource, ExecRecorder, Outcome};
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 
@@ -36,6 +37,7 @@ pub async fn start(
     live: Live,
     body: ExecBody,
     busy: BusyGuard,
+    audit: Option<ExecRecorder>,
 ) -> Result<impl Stream<Item = Result<Event, Infallible>>, ApiError> {
     if body.command.trim().is_empty() {
         return Err(ApiError::bad_request("command must not be empty"));
@@ -49,6 +51,17 @@ pub async fn start(
     let verdict = live
         .engine
         .decide("Bash", &json!({"command": body.command}), false);
+    let mut audit = audit;
+    if verdict.decision != Decision::Allow
+        && let Some(recorder) = audit.take()
+    {
+        let source = if verdict.rule.is_some() {
+            DecisionSource::Rule
+        } else {
+            DecisionSource::Mode
+        };
+        recorder.denied(source);
+    }
     match verdict.decision {
         Decision::Allow => {}
         Decision::Deny => {
@@ -85,6 +98,7 @@ pub async fn start(
         client: Some(client),
         exec_id,
         _busy: busy,
+        audit,
     };
     Ok(events(stream, guard))
 }
@@ -100,6 +114,7 @@ where
         loop {
             let event = match stream.next().await {
                 None => {
+                    guard.finished(Outcome::Error, None);
                     let e = Event::default().event("error").data(
                         json!({"message": "the command's output stream ended without an exit status"})
                             .to_string(),
@@ -107,6 +122,7 @@ where
                     return Some((Ok(e), None));
                 }
                 Some(Err(e)) => {
+                    guard.finished(Outcome::Error, None);
                     let e = Event::default()
                         .event("error")
                         .data(json!({"message": e.to_string()}).to_string());
@@ -121,6 +137,9 @@ where
                     } else {
                         "stdout"
                     };
+                    if let Some(audit) = guard.audit.as_mut() {
+                        audit.output(&chunk.data);
+                    }
                     let data =
                         json!({"stream": name, "data": String::from_utf8_lossy(&chunk.data)});
                     let e = Event::default().event("output").data(data.to_string());
@@ -128,6 +147,7 @@ where
                 }
                 Some(exec_event::Event::Exit(status)) => {
                     guard.client = None;
+                    guard.finished(outcome_of(&status), status.code);
                     let e = Event::default()
                         .event("exit")
                         .data(exit_json(&status).to_string());
@@ -154,6 +174,29 @@ struct CancelOnDrop {
     client: Option<sandbox_agent::client::AgentClient>,
     exec_id: String,
     _busy: BusyGuard,
+    /// Written when the command ends; dropped unfinished, it records an interruption.
+    audit: Option<ExecRecorder>,
+}
+
+impl CancelOnDrop {
+    fn finished(&mut self, outcome: Outcome, code: Option<i32>) {
+        if let Some(audit) = self.audit.as_mut() {
+            audit.finish(outcome, code);
+        }
+    }
+}
+
+/// How an exit status reads in the audit record.
+fn outcome_of(status: &ExitStatus) -> Outcome {
+    if status.timed_out {
+        Outcome::TimedOut
+    } else if status.cancelled {
+        Outcome::Interrupted
+    } else if status.code == Some(0) {
+        Outcome::Ok
+    } else {
+        Outcome::Error
+    }
 }
 
 impl Drop for CancelOnDrop {

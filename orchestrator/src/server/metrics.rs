@@ -146,6 +146,15 @@ impl Metrics {
         self.sessions.with_label_values(&[tenant, state]).set(count);
     }
 
+    /// Replaces every session count with `counts` ((tenant, state) to count): what the
+    /// registry holds now, taken at each scrape, so a count can never drift.
+    pub fn set_session_counts(&self, counts: impl IntoIterator<Item = ((String, String), i64)>) {
+        self.sessions.reset();
+        for ((tenant, state), n) in counts {
+            self.sessions.with_label_values(&[&tenant, &state]).set(n);
+        }
+    }
+
     pub fn sandbox_started(&self, kind: StartKind, seconds: f64) {
         let label = match kind {
             StartKind::Cold => "cold",

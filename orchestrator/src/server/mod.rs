@@ -27,6 +27,8 @@ pub mod files;
 pub mod listener;
 pub mod metrics;
 pub mod openapi;
+pub mod ops;
+pub mod ops_api;
 pub mod prompter;
 pub mod quota;
 pub mod registry;
@@ -94,6 +96,10 @@ pub fn router(state: Arc<ServerState>, limits: Limits) -> Router {
         .route("/v1/sessions/{id}/interrupt", post(api::interrupt))
         .route("/v1/sessions/{id}/fork", post(api::fork))
         .route("/v1/sessions/{id}/exec", post(api::exec))
+        .route("/v1/sessions/{id}/pause", post(ops_api::pause))
+        .route("/v1/sessions/{id}/resume", post(ops_api::resume))
+        .route("/v1/audit", get(ops_api::audit))
+        .route("/metrics", get(ops_api::metrics))
         .layer(DefaultBodyLimit::max(limits.json_body_bytes));
     let timeout = limits.request_timeout;
     Router::new()
@@ -101,6 +107,7 @@ pub fn router(state: Arc<ServerState>, limits: Limits) -> Router {
         .route("/readyz", get(api::readyz))
         .merge(files)
         .merge(json)
+        .merge(web::router())
         .fallback(api::fallback)
         .layer(middleware::from_fn(move |req: Request, next: Next| {
             answer_within(timeout, req, next)

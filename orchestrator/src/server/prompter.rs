@@ -45,6 +45,15 @@ pub struct Pending {
 }
 
 impl Pending {
+    /// The tool a waiting question is about (for the answer's audit record).
+    pub fn tool_of(&self, request_id: &str) -> Option<String> {
+        self.waiting
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(request_id)
+            .map(|w| w.call.name.clone())
+    }
+
     /// Answers `request_id`; false when no such question waits.
     pub fn answer(
         &self,

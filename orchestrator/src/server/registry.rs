@@ -35,6 +35,8 @@ pub struct ServerState {
     sessions: RwLock<HashMap<String, Arc<Session>>>,
     /// Set when the server shuts down: open event streams end.
     closing: tokio::sync::watch::Sender<bool>,
+    /// The audit log and metrics ([`ServerState::with_ops`]; none by default).
+    pub ops: super::ops::Ops,
 }
 
 /// What a running session lends a request (exec, files).
@@ -64,7 +66,24 @@ impl ServerState {
             limiter: RateLimiter::default(),
             sessions: RwLock::new(HashMap::new()),
             closing: tokio::sync::watch::channel(false).0,
+            ops: super::ops::Ops::default(),
         }
+    }
+
+    /// This state with an audit log and metrics.
+    pub fn with_ops(mut self, ops: super::ops::Ops) -> Self {
+        self.ops = ops;
+        self
+    }
+
+    /// How many sessions each tenant has in each state (for the metrics).
+    pub fn session_counts(&self) -> std::collections::BTreeMap<(String, String), i64> {
+        let mut counts = std::collections::BTreeMap::new();
+        for s in self.read().values() {
+            let key = (s.tenant.clone(), s.state().0.as_str().to_string());
+            *counts.entry(key).or_insert(0) += 1;
+        }
+        counts
     }
 
     pub fn store_handle(&self) -> Arc<dyn Store> {
@@ -160,6 +179,7 @@ impl ServerState {
             created_unix: unix_now(),
             backend,
             fork_of: None,
+            created_by: Some(caller.key_id.clone()),
         };
         self.register(caller, id, workspace, config)
     }
@@ -181,6 +201,7 @@ impl ServerState {
             created_unix: unix_now(),
             backend: source.config.backend,
             fork_of: Some(source.id.clone()),
+            created_by: Some(caller.key_id.clone()),
         };
         let id = uuid::Uuid::new_v4().to_string();
         self.register(caller, id, source.workspace.clone(), config)
@@ -282,8 +303,15 @@ impl ServerState {
             return Err(ApiError::conflict("the session has ended"));
         }
         self.save(session.set_state(State::Starting, None));
+        let started = std::time::Instant::now();
         match super::runner::start(session, self).await {
             Ok(rt) => {
+                if let Some(m) = &self.ops.metrics {
+                    m.sandbox_started(
+                        super::metrics::StartKind::Cold,
+                        started.elapsed().as_secs_f64(),
+                    );
+                }
                 let live = Live {
                     ctx: rt.ctx.clone(),
                     engine: rt.engine.clone(),
@@ -432,9 +460,9 @@ impl ServerState {
         )))
     }
 
-    /// Whether the database answers (readiness).
+    /// Whether the databases answer (readiness; the backend is checked by `/readyz`).
     pub fn ready(&self) -> bool {
-        self.store.ping().is_ok()
+        self.store.ping().is_ok() && self.ops.audit_ready()
     }
 }
 

@@ -15,7 +15,9 @@ use crate::model::{ContentBlock, Message};
 use crate::session::{FrontEnd, SessionEnv, SessionHandles, SessionStart};
 use crate::settings::{CliSettings, Settings, SettingsArg, SettingsSources};
 
+use super::audit::AuditGate;
 use super::events::EventLog;
+use super::metrics::Metrics;
 use super::prompter::HttpPrompter;
 use super::registry::ServerState;
 use super::sessions::{Runtime, Session};
@@ -74,12 +76,23 @@ pub async fn start(session: &Arc<Session>, state: &ServerState) -> Result<Runtim
         engine: engine.clone(),
     });
     let (events_tx, events_rx) = mpsc::unbounded_channel();
-    let (agent, handles) = prepared.into_loop(FrontEnd {
+    let front = FrontEnd {
         prompter: Some(prompter),
         observers: Vec::new(),
         events: Some(events_tx),
         exit_plan_mode: false,
+    };
+    // Every tool call of the session is audited under the key that created it.
+    let audit = state.ops.scoped(
+        &session.tenant,
+        session.config.created_by.as_deref(),
+        &session.id,
+    );
+    let (agent, handles) = prepared.into_loop_with_gate(front, |gate| match audit {
+        Some((scope, sinks)) => Arc::new(AuditGate::new(gate, scope, sinks)),
+        None => gate,
     });
+    let metrics = state.ops.metrics.clone();
     let (inbox, messages) = mpsc::unbounded_channel();
     let runtime = Runtime {
         inbox,
@@ -94,6 +107,7 @@ pub async fn start(session: &Arc<Session>, state: &ServerState) -> Result<Runtim
             handles,
             messages,
             events_rx,
+            metrics,
         )),
     };
     Ok(runtime)
@@ -107,6 +121,7 @@ async fn turns(
     handles: SessionHandles,
     mut messages: mpsc::UnboundedReceiver<String>,
     mut events: mpsc::UnboundedReceiver<LoopEvent>,
+    metrics: Option<Arc<Metrics>>,
 ) {
     let start = if handles.resumed { "resume" } else { "startup" };
     handles.observer.session_start(start).await;
@@ -120,6 +135,9 @@ async fn turns(
             forward(&session.events, event);
         }
         finish(&session.events, &outcome);
+        if let Some(m) = &metrics {
+            m.tokens(&session.tenant, &outcome.usage);
+        }
         session.touch();
         if let Some(row) = session.turn_done(|| messages.is_empty())
             && let Err(e) = store.put_session(&row)

@@ -83,6 +83,9 @@ pub struct StoredConfig {
     /// The session this one was forked from (its first start copies that conversation).
     #[serde(default)]
     pub fork_of: Option<String>,
+    /// The id of the key that created the session (its audit records name it).
+    #[serde(default)]
+    pub created_by: Option<String>,
 }
 
 /// A running sandbox and the task that runs the session's turns.

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
-use crate::agent::gate::{LoopObserver, Observers, PermissionPrompter};
+use crate::agent::gate::{LoopObserver, Observers, PermissionPrompter, ToolGate};
 use crate::agent::{AgentLoop, LoopConfig, LoopEvent, prompt};
 use crate::checkpoints::{CheckpointError, CheckpointObserver, Checkpoints};
 use crate::hooks::{HookObserver, HookRunner, HookSet, Hooks, HooksError, SessionFacts};
@@ -254,6 +254,16 @@ impl Prepared {
     /// The loop, with the front end's prompter, observers and event channel; the hooks and
     /// checkpoints observe after the front end's own observers.
     pub fn into_loop(self, front: FrontEnd) -> (AgentLoop, SessionHandles) {
+        self.into_loop_with_gate(front, |gate| gate)
+    }
+
+    /// [`Prepared::into_loop`], with the session's policy gate passed through `wrap` first
+    /// (the server wraps it to audit every call; the wrapper must not loosen the verdict).
+    pub fn into_loop_with_gate(
+        self,
+        front: FrontEnd,
+        wrap: impl FnOnce(Arc<dyn ToolGate>) -> Arc<dyn ToolGate>,
+    ) -> (AgentLoop, SessionHandles) {
         let Prepared { handles, inputs } = self;
         let tools = tools_for_mode(
             &handles.engine,
@@ -274,7 +284,7 @@ impl Prepared {
         let mut agent = AgentLoop::new(
             inputs.model,
             tools,
-            Arc::new(gate),
+            wrap(Arc::new(gate)),
             handles.ctx.clone(),
             inputs.transcript,
             inputs.config,

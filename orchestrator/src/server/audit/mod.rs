@@ -15,12 +15,14 @@
 //! each chain's head hash for the operator to keep elsewhere.
 
 pub mod chain;
+pub mod exec;
 pub mod gate;
 pub mod log;
 pub mod record;
 pub mod redact;
 pub mod verify;
 
+pub use exec::ExecRecorder;
 pub use gate::{AuditGate, AuditScope, AuditSinks};
 pub use log::{AuditError, AuditLog, StoredRecord};
 pub use record::{
