@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 /// The W3C key for an element reference in JSON.
-const ELEMENT_KEY: &str = "element-6066-11e4-a52f-4a4d8ea7a8f7";
+const ELEMENT_KEY: &str = "element-6066-11e4-a52e-4f735466cecf";
 /// How long a wait for something on the page lasts before the test fails with what it
 /// waited for (generous: the machine is shared and may be busy).
 pub const WAIT: Duration = Duration::from_secs(90);
@@ -23,8 +23,10 @@ pub fn available() -> Result<(PathBuf, PathBuf), String> {
             .map(|n| PathBuf::from("/usr/bin").join(n))
             .find(|p| p.exists())
     };
-    let driver = find(&["chromedriver"]).ok_or("chromedriver not installed (apt-get install chromium-driver)")?;
-    let browser = find(&["chromium", "chromium-browser"]).ok_or("chromium not installed (apt-get install chromium)")?;
+    let driver = find(&["chromedriver"])
+        .ok_or("chromedriver not installed (apt-get install chromium-driver)")?;
+    let browser = find(&["chromium", "chromium-browser"])
+        .ok_or("chromium not installed (apt-get install chromium)")?;
     Ok((driver, browser))
 }
 
@@ -89,7 +91,11 @@ impl Browser {
     /// The first element matching `css`, if any now.
     pub async fn find(&self, css: &str) -> Option<String> {
         let v = self
-            .call("POST", "/element", json!({"using": "css selector", "value": css}))
+            .call(
+                "POST",
+                "/element",
+                json!({"using": "css selector", "value": css}),
+            )
             .await;
         v[ELEMENT_KEY].as_str().map(str::to_string)
     }
@@ -101,7 +107,11 @@ impl Browser {
             if let Some(el) = self.find(css).await {
                 return el;
             }
-            assert!(start.elapsed() < WAIT, "no element {css} on the page");
+            if start.elapsed() >= WAIT {
+                let source = self.call("GET", "/source", Value::Null).await;
+                let url = self.call("GET", "/url", Value::Null).await;
+                panic!("no element {css} on the page {url}:\n{source}");
+            }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
@@ -127,23 +137,34 @@ impl Browser {
     }
 
     pub async fn text(&self, el: &str) -> String {
-        let v = self.call("GET", &format!("/element/{el}/text"), Value::Null).await;
+        let v = self
+            .call("GET", &format!("/element/{el}/text"), Value::Null)
+            .await;
         v.as_str().unwrap_or_default().to_string()
     }
 
     pub async fn type_into(&self, el: &str, text: &str) {
-        self.call("POST", &format!("/element/{el}/value"), json!({"text": text}))
-            .await;
+        self.call(
+            "POST",
+            &format!("/element/{el}/value"),
+            json!({"text": text}),
+        )
+        .await;
     }
 
     pub async fn click(&self, el: &str) {
-        self.call("POST", &format!("/element/{el}/click"), json!({})).await;
+        self.call("POST", &format!("/element/{el}/click"), json!({}))
+            .await;
     }
 
     /// Runs `script` in the page and returns its value.
     pub async fn eval(&self, script: &str) -> Value {
-        self.call("POST", "/execute/sync", json!({"script": script, "args": []}))
-            .await
+        self.call(
+            "POST",
+            "/execute/sync",
+            json!({"script": script, "args": []}),
+        )
+        .await
     }
 
     pub async fn quit(mut self) {

@@ -7,9 +7,13 @@
 mod fixture;
 #[path = "server/lifecycle.rs"]
 mod lifecycle;
+#[path = "server/ops.rs"]
+mod ops;
 #[path = "server/sandbox_calls.rs"]
 mod sandbox_calls;
 #[path = "server/tenants.rs"]
 mod tenants;
 #[path = "server/turns.rs"]
 mod turns;
+#[path = "server/web_page.rs"]
+mod web_page;
