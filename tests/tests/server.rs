@@ -7,6 +7,8 @@
 mod fixture;
 #[path = "server/lifecycle.rs"]
 mod lifecycle;
+#[path = "server/robustness.rs"]
+mod robustness;
 #[path = "server/sandbox_calls.rs"]
 mod sandbox_calls;
 #[path = "server/tenants.rs"]

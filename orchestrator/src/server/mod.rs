@@ -8,12 +8,13 @@
 //! - [`sessions`]: one session's state machine; [`runner`]: its sandbox and turns;
 //! - [`events`]: numbered, persisted events and SSE with `Last-Event-ID` replay;
 //! - [`prompter`]: permission questions answered over HTTP;
-//! - [`exec`], [`files`]: the sandbox without the model; [`workspace`]: paths beneath the root;
+//! - [`exec`], [`files`], [`archive`]: the sandbox without the model; [`workspace`]: paths beneath the root;
 //! - [`quota`]: per-tenant quotas; [`listener`]: TLS and the connection cap.
 //!
 //! The server takes a bound listener and a shutdown future ([`serve`]); tests bind port 0.
 
 pub mod api;
+pub mod archive;
 pub mod auth;
 pub mod body_oracle;
 pub mod errors;
@@ -29,6 +30,9 @@ pub mod runner;
 pub mod sessions;
 pub mod store;
 pub mod workspace;
+
+#[cfg(test)]
+mod tests;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -49,6 +53,8 @@ pub struct Limits {
     pub json_body_bytes: usize,
     /// The largest file upload.
     pub file_body_bytes: usize,
+    /// The largest archive upload.
+    pub archive_body_bytes: usize,
     /// How long a handler may take to answer (an event or exec stream, once answered,
     /// runs on).
     pub request_timeout: Duration,
@@ -61,6 +67,7 @@ impl Default for Limits {
         Self {
             json_body_bytes: 1024 * 1024,
             file_body_bytes: usize::try_from(files::MAX_FILE_BYTES).unwrap_or(usize::MAX),
+            archive_body_bytes: usize::try_from(archive::MAX_ARCHIVE_BYTES).unwrap_or(usize::MAX),
             request_timeout: Duration::from_secs(300),
             reap_every: Duration::from_millis(250),
         }
@@ -75,6 +82,12 @@ pub fn router(state: Arc<ServerState>, limits: Limits) -> Router {
             get(api::get_file).put(api::put_file),
         )
         .layer(DefaultBodyLimit::max(limits.file_body_bytes));
+    let archives = Router::new()
+        .route(
+            "/v1/sessions/{id}/archive",
+            get(api::get_archive).put(api::put_archive),
+        )
+        .layer(DefaultBodyLimit::max(limits.archive_body_bytes));
     let json = Router::new()
         .route("/v1/openapi.json", get(api::openapi))
         .route("/v1/sessions", post(api::create).get(api::list))
@@ -87,6 +100,7 @@ pub fn router(state: Arc<ServerState>, limits: Limits) -> Router {
         )
         .route("/v1/sessions/{id}/interrupt", post(api::interrupt))
         .route("/v1/sessions/{id}/fork", post(api::fork))
+        .route("/v1/sessions/{id}/rewind", post(api::rewind))
         .route("/v1/sessions/{id}/exec", post(api::exec))
         .layer(DefaultBodyLimit::max(limits.json_body_bytes));
     let timeout = limits.request_timeout;
@@ -94,6 +108,7 @@ pub fn router(state: Arc<ServerState>, limits: Limits) -> Router {
         .route("/healthz", get(api::healthz))
         .route("/readyz", get(api::readyz))
         .merge(files)
+        .merge(archives)
         .merge(json)
         .fallback(api::fallback)
         .layer(middleware::from_fn(move |req: Request, next: Next| {

@@ -24,6 +24,10 @@ pub struct Server {
     home: tempfile::TempDir,
     model_url: String,
     pub keys: Vec<(String, String)>,
+    /// Extra `cordon serve` flags (TLS).
+    extra: Vec<String>,
+    /// The CA the client trusts (TLS).
+    ca: Option<Vec<u8>>,
 }
 
 /// `cordon admin ARGS...`; panics unless it succeeds; returns stdout.
@@ -75,6 +79,8 @@ impl Server {
             home: tempfile::tempdir().unwrap(),
             model_url: model.base_url(),
             keys,
+            extra,
+            ca,
         };
         server.launch().await;
         server
@@ -97,6 +103,7 @@ impl Server {
             .arg(self.data.path())
             .arg("--workspace-root")
             .arg(self.root.path())
+            .args(&self.extra)
             .env("ANTHROPIC_BASE_URL", &self.model_url)
             .env("ANTHROPIC_API_KEY", "test-key")
             .env_remove("ANTHROPIC_AUTH_TOKEN")
@@ -115,6 +122,22 @@ impl Server {
             .expect("the server exited before listening");
         self.url = line.strip_prefix("listening on ").unwrap().to_string();
         self.child = Some(child);
+    }
+
+    /// SIGTERM; returns the exit status once the server has shut down.
+    pub async fn terminate(&mut self) -> std::process::ExitStatus {
+        let mut child = self.child.take().unwrap();
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id().unwrap()).unwrap());
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+        tokio::time::timeout(HANG, child.wait())
+            .await
+            .expect("the server did not shut down")
+            .unwrap()
+    }
+
+    /// A new server on the same data directory (after [`Server::terminate`]).
+    pub async fn relaunch(&mut self) {
+        self.launch().await;
     }
 
     /// `kill -9`, then a new server on the same data directory.
