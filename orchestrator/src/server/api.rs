@@ -319,7 +319,9 @@ pub async fn get_archive(
         return Err(ApiError::conflict("the session has ended"));
     }
     let workspace = session.workspace.clone();
-    let tar = tokio::task::spawn_blocking(move || super::archive::pack(&workspace))
+    let skip =
+        crate::sandbox::footprint::of_session(&state.data, &session.id).relative_to(&workspace);
+    let tar = tokio::task::spawn_blocking(move || super::archive::pack(&workspace, &skip))
         .await
         .map_err(|e| ApiError::internal(e.to_string()))??;
     Ok(([(header::CONTENT_TYPE, "application/x-tar")], tar).into_response())

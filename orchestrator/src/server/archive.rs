@@ -6,7 +6,8 @@
 //! and directories only, each path plain and relative, written beneath the workspace by
 //! the same code as a single file upload (a link on the way is refused); links, devices
 //! and anything else are skipped and counted. The session's Edit deny rules hold for every
-//! file.
+//! file. What the sandbox backend put in the workspace (placeholders at protected paths,
+//! masks) is left out of a download.
 
 use std::io::Read;
 use std::os::fd::OwnedFd;
@@ -31,15 +32,16 @@ fn too_large() -> ApiError {
     )
 }
 
-/// The workspace as a tar archive.
-pub fn pack(workspace: &Path) -> Result<Vec<u8>, ApiError> {
+/// The workspace as a tar archive, less `skip` (workspace-relative: the sandbox's
+/// footprint, which is not the user's content).
+pub fn pack(workspace: &Path, skip: &[std::path::PathBuf]) -> Result<Vec<u8>, ApiError> {
     let tree = Beneath::open(workspace).map_err(|e| ApiError::internal(e.to_string()))?;
     let mut builder = tar::Builder::new(Vec::new());
     let mut failure: Option<ApiError> = None;
     let mut total: u64 = 0;
     tree.walk(
         &mut |rel: &Path, dir: &OwnedFd, name: &std::ffi::OsStr, st: &FileStat| {
-            if failure.is_some() {
+            if failure.is_some() || skip.iter().any(|s| rel.starts_with(s)) {
                 return;
             }
             if let Err(e) = add_entry(&mut builder, rel, dir, name, st, &mut total) {

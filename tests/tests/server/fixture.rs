@@ -52,6 +52,17 @@ impl Server {
         alpha_settings: Value,
         alpha_quotas: Value,
     ) -> Server {
+        Self::start_full(model, alpha_settings, alpha_quotas, Vec::new(), None).await
+    }
+
+    /// With `extra` flags for `cordon serve`, and `ca` for the client to trust.
+    pub async fn start_full(
+        model: &ScriptedModel,
+        alpha_settings: Value,
+        alpha_quotas: Value,
+        extra: Vec<String>,
+        ca: Option<Vec<u8>>,
+    ) -> Server {
         let data = tempfile::tempdir().unwrap();
         let d = data.path().to_str().unwrap().to_string();
         admin(&[
@@ -156,7 +167,14 @@ impl Server {
             .unwrap()
             .1
             .clone();
-        Api::new(&self.url, Some(key))
+        let mut api = Api::new(&self.url, Some(key));
+        if let Some(ca) = &self.ca {
+            api.client = reqwest::Client::builder()
+                .add_root_certificate(reqwest::Certificate::from_pem(ca).unwrap())
+                .build()
+                .unwrap();
+        }
+        api
     }
 
     pub fn tenant_root(&self, tenant: &str) -> PathBuf {

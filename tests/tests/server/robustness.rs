@@ -27,6 +27,10 @@ fn self_signed(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf
             "/CN=cordon-test",
             "-addext",
             "subjectAltName=IP:127.0.0.1",
+            "-addext",
+            "basicConstraints=critical,CA:FALSE",
+            "-addext",
+            "extendedKeyUsage=serverAuth",
         ])
         .arg("-keyout")
         .arg(&key)
