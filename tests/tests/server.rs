@@ -9,6 +9,8 @@ mod fixture;
 mod lifecycle;
 #[path = "server/ops.rs"]
 mod ops;
+#[path = "server/robustness.rs"]
+mod robustness;
 #[path = "server/sandbox_calls.rs"]
 mod sandbox_calls;
 #[path = "server/tenants.rs"]

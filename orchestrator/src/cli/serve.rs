@@ -45,6 +45,17 @@ pub struct ServeArgs {
 }
 
 pub fn main(args: ServeArgs) -> ExitCode {
+    if let Err(e) = cordon::paths::private_dir(&args.data) {
+        eprintln!("cordon serve: creating {}: {e}", args.data.display());
+        return ExitCode::from(super::EXIT_CORDON_FAILED);
+    }
+    // The data directory is Cordon's home for everything the server starts: the
+    // backends' run state, the workspace location checks, transcripts and checkpoints.
+    // SAFETY: no other thread exists yet (the runtime is made below), so nothing reads
+    // the environment while it changes.
+    if let Ok(data) = args.data.canonicalize() {
+        unsafe { std::env::set_var(cordon::paths::HOME_ENV, data) };
+    }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {

@@ -280,6 +280,23 @@ pub async fn fork(
     Ok((StatusCode::CREATED, Json(session.view())))
 }
 
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RewindBody {
+    /// The user message to go back before; absent: list the checkpoints.
+    to: Option<String>,
+}
+
+pub async fn rewind(
+    State(state): State<AppState>,
+    caller: Caller,
+    Params(id): Params<String>,
+    Body(body): Body<RewindBody>,
+) -> Result<Json<Value>, ApiError> {
+    let session = state.get(&caller, &id)?;
+    Ok(Json(state.rewind(&session, body.to.as_deref()).await?))
+}
+
 pub async fn exec(
     State(state): State<AppState>,
     caller: Caller,
@@ -322,6 +339,40 @@ pub async fn put_file(
     let engine = state.engine_for(&session).await?;
     files::write(&engine, &session.workspace, &path, &body)?;
     Ok(Json(json!({"path": path, "bytes": body.len()})))
+}
+
+pub async fn get_archive(
+    State(state): State<AppState>,
+    caller: Caller,
+    Params(id): Params<String>,
+) -> Result<Response, ApiError> {
+    let session = state.get(&caller, &id)?;
+    if session.state().0 == SessionState::Ended {
+        return Err(ApiError::conflict("the session has ended"));
+    }
+    let workspace = session.workspace.clone();
+    let skip =
+        crate::sandbox::footprint::of_session(&state.data, &session.id).relative_to(&workspace);
+    let tar = tokio::task::spawn_blocking(move || super::archive::pack(&workspace, &skip))
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))??;
+    Ok(([(header::CONTENT_TYPE, "application/x-tar")], tar).into_response())
+}
+
+pub async fn put_archive(
+    State(state): State<AppState>,
+    caller: Caller,
+    Params(id): Params<String>,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let session = state.get(&caller, &id)?;
+    let engine = state.engine_for(&session).await?;
+    let workspace = session.workspace.clone();
+    let done =
+        tokio::task::spawn_blocking(move || super::archive::unpack(&engine, &workspace, &body))
+            .await
+            .map_err(|e| ApiError::internal(e.to_string()))??;
+    Ok(Json(json!(done)))
 }
 
 pub async fn openapi() -> Json<Value> {

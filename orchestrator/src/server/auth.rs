@@ -63,7 +63,7 @@ pub fn verify(store: &dyn Store, presented: &str) -> Result<Option<Caller>, Stor
         .as_bytes()
         .ct_eq(row.secret_sha256.as_bytes())
         .into();
-    Ok((matches && !row.revoked).then(|| Caller {
+    Ok((matches && !row.revoked).then_some(Caller {
         tenant: row.tenant,
         key_id: row.id,
     }))

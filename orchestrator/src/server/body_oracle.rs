@@ -38,6 +38,10 @@ const ROUTES: &[(&str, &str)] = &[
         "PUT",
         "/v1/sessions/00000000-0000-4000-8000-000000000000/files/a.txt",
     ),
+    (
+        "PUT",
+        "/v1/sessions/00000000-0000-4000-8000-000000000000/archive",
+    ),
     ("GET", "/v1/sessions?state=idle&labels=a=b&limit=3"),
 ];
 

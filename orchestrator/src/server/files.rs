@@ -58,18 +58,7 @@ pub fn write(engine: &Engine, workspace: &Path, rel: &str, content: &[u8]) -> Re
     let rel = plain_relative(rel)?;
     check_rules(engine, "Edit", &workspace.join(rel))?;
     let tree = Beneath::open(workspace).map_err(|e| ApiError::internal(e.to_string()))?;
-    // Security: a link (or a file) on the way is refused, not replaced: opening the
-    // existing parents never follows one. Only missing parents are made.
-    match tree.parent(rel) {
-        Ok(_) => {}
-        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
-        Err(e) => {
-            return Err(ApiError::bad_request(format!(
-                "cannot write {}: {e}",
-                rel.display()
-            )));
-        }
-    }
+    refuse_links_on_the_way(&tree, rel)?;
     tree.write_file(rel, content, false, None)
         .map_err(|e| match e.raw_os_error() {
             // A link on the way, or a directory where the file would go.
@@ -78,4 +67,18 @@ pub fn write(engine: &Engine, workspace: &Path, rel: &str, content: &[u8]) -> Re
             }
             _ => ApiError::internal(format!("writing {}: {e}", rel.display())),
         })
+}
+
+/// Security: a link (or a file) where a parent directory of `rel` should be is refused,
+/// not replaced: opening the existing parents never follows one. Only missing parents
+/// may be made afterwards.
+pub fn refuse_links_on_the_way(tree: &Beneath, rel: &Path) -> Result<(), ApiError> {
+    match tree.parent(rel) {
+        Ok(_) => Ok(()),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
+        Err(e) => Err(ApiError::bad_request(format!(
+            "cannot write {}: {e}",
+            rel.display()
+        ))),
+    }
 }

@@ -8,7 +8,7 @@
 //! - [`sessions`]: one session's state machine; [`runner`]: its sandbox and turns;
 //! - [`events`]: numbered, persisted events and SSE with `Last-Event-ID` replay;
 //! - [`prompter`]: permission questions answered over HTTP;
-//! - [`exec`], [`files`]: the sandbox without the model; [`workspace`]: paths beneath the root;
+//! - [`exec`], [`files`], [`archive`]: the sandbox without the model; [`workspace`]: paths beneath the root;
 //! - [`quota`]: per-tenant quotas; [`listener`]: TLS and the connection cap;
 //! - [`audit`]: the per-tenant hash-chained audit trail (`cordon audit verify`);
 //! - [`metrics`]: the Prometheus registry behind `GET /metrics`;
@@ -17,6 +17,7 @@
 //! The server takes a bound listener and a shutdown future ([`serve`]); tests bind port 0.
 
 pub mod api;
+pub mod archive;
 pub mod audit;
 pub mod auth;
 pub mod body_oracle;
@@ -38,6 +39,9 @@ pub mod store;
 pub mod web;
 pub mod workspace;
 
+#[cfg(test)]
+mod tests;
+
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -57,6 +61,8 @@ pub struct Limits {
     pub json_body_bytes: usize,
     /// The largest file upload.
     pub file_body_bytes: usize,
+    /// The largest archive upload.
+    pub archive_body_bytes: usize,
     /// How long a handler may take to answer (an event or exec stream, once answered,
     /// runs on).
     pub request_timeout: Duration,
@@ -69,6 +75,7 @@ impl Default for Limits {
         Self {
             json_body_bytes: 1024 * 1024,
             file_body_bytes: usize::try_from(files::MAX_FILE_BYTES).unwrap_or(usize::MAX),
+            archive_body_bytes: usize::try_from(archive::MAX_ARCHIVE_BYTES).unwrap_or(usize::MAX),
             request_timeout: Duration::from_secs(300),
             reap_every: Duration::from_millis(250),
         }
@@ -83,6 +90,12 @@ pub fn router(state: Arc<ServerState>, limits: Limits) -> Router {
             get(api::get_file).put(api::put_file),
         )
         .layer(DefaultBodyLimit::max(limits.file_body_bytes));
+    let archives = Router::new()
+        .route(
+            "/v1/sessions/{id}/archive",
+            get(api::get_archive).put(api::put_archive),
+        )
+        .layer(DefaultBodyLimit::max(limits.archive_body_bytes));
     let json = Router::new()
         .route("/v1/openapi.json", get(api::openapi))
         .route("/v1/sessions", post(api::create).get(api::list))
@@ -95,6 +108,7 @@ pub fn router(state: Arc<ServerState>, limits: Limits) -> Router {
         )
         .route("/v1/sessions/{id}/interrupt", post(api::interrupt))
         .route("/v1/sessions/{id}/fork", post(api::fork))
+        .route("/v1/sessions/{id}/rewind", post(api::rewind))
         .route("/v1/sessions/{id}/exec", post(api::exec))
         .route("/v1/sessions/{id}/pause", post(ops_api::pause))
         .route("/v1/sessions/{id}/resume", post(ops_api::resume))
@@ -106,6 +120,7 @@ pub fn router(state: Arc<ServerState>, limits: Limits) -> Router {
         .route("/healthz", get(api::healthz))
         .route("/readyz", get(api::readyz))
         .merge(files)
+        .merge(archives)
         .merge(json)
         .merge(web::router())
         .fallback(api::fallback)

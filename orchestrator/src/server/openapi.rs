@@ -39,8 +39,10 @@ pub const PATHS: &[&str] = &[
     "/v1/sessions/{id}/permissions/{request_id}",
     "/v1/sessions/{id}/interrupt",
     "/v1/sessions/{id}/fork",
+    "/v1/sessions/{id}/rewind",
     "/v1/sessions/{id}/exec",
     "/v1/sessions/{id}/files/{path}",
+    "/v1/sessions/{id}/archive",
 ];
 
 pub fn document() -> Value {
@@ -65,7 +67,12 @@ pub fn document() -> Value {
             "/v1/sessions/{id}/permissions/{request_id}": {"post": op("answer a permission request", Some("PermissionAnswer"), "200")},
             "/v1/sessions/{id}/interrupt": {"post": op("interrupt the turn under way", None, "200")},
             "/v1/sessions/{id}/fork": {"post": op("a new session with a copy of this conversation", None, "201")},
+            "/v1/sessions/{id}/rewind": {"post": op("list checkpoints ({}), or restore the workspace to before a user message ({\"to\": uuid})", Some("Rewind"), "200")},
             "/v1/sessions/{id}/exec": {"post": op("run a command in the sandbox (SSE: output, exit)", Some("Exec"), "200")},
+            "/v1/sessions/{id}/archive": {
+                "get": op("the workspace as a tarball", None, "200"),
+                "put": {"summary": "unpack a tarball into the workspace (regular files and directories)", "responses": error_responses()}
+            },
             "/v1/sessions/{id}/files/{path}": {
                 "get": op("a workspace file", None, "200"),
                 "put": {"summary": "write a workspace file (raw body)", "responses": error_responses()}
@@ -90,6 +97,7 @@ pub fn document() -> Value {
                 "Message": {"type": "object", "additionalProperties": false, "required": ["content"], "properties": {"content": {"type": "string"}}},
                 "PermissionAnswer": {"type": "object", "additionalProperties": false, "required": ["decision"], "properties": {
                     "decision": {"enum": ["allow", "deny"]}, "always": {"type": "boolean"}, "message": {"type": "string"}}},
+                "Rewind": {"type": "object", "additionalProperties": false, "properties": {"to": {"type": "string"}}},
                 "Exec": {"type": "object", "additionalProperties": false, "required": ["command"], "properties": {
                     "command": {"type": "string"}, "timeout_ms": {"type": "integer"}, "env": {"type": "object", "additionalProperties": {"type": "string"}}}}
             }

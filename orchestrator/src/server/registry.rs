@@ -426,6 +426,51 @@ impl ServerState {
         }
     }
 
+    /// Without `to`: the session's checkpoints (one per user message). With `to` (a user
+    /// message's uuid, from its `prompt_recorded` event or the list): stops the sandbox
+    /// (nothing may change the tree meanwhile) and restores the workspace to its state
+    /// before that message; the next call resumes the session.
+    pub async fn rewind(
+        &self,
+        session: &Arc<Session>,
+        to: Option<&str>,
+    ) -> Result<Value, ApiError> {
+        let (state, _) = session.state();
+        if state == State::Ended {
+            return Err(ApiError::conflict("the session has ended"));
+        }
+        let checkpoints =
+            crate::checkpoints::Checkpoints::open(&self.data, &session.id, &session.workspace)
+                .map_err(|e| ApiError::internal(format!("opening the checkpoints: {e}")))?;
+        let Some(to) = to else {
+            let list = checkpoints
+                .list()
+                .map_err(|e| ApiError::internal(format!("listing the checkpoints: {e}")))?;
+            return Ok(serde_json::json!({"checkpoints": list}));
+        };
+        if checkpoints.get(to).is_err() {
+            return Err(ApiError::not_found("checkpoint"));
+        }
+        if state == State::Running {
+            return Err(ApiError::conflict(
+                "a turn is under way: interrupt it (or wait for its result) before rewinding",
+            ));
+        }
+        self.stop(
+            session,
+            State::Paused,
+            Some("rewound; the next call resumes the session".into()),
+        )
+        .await;
+        let report = checkpoints
+            .rewind_idle(to)
+            .map_err(|e| ApiError::internal(format!("rewinding: {e}")))?;
+        session
+            .events
+            .emit("rewound", serde_json::json!({"to": to, "report": report}));
+        Ok(serde_json::json!({"rewound_to": to, "report": report}))
+    }
+
     /// Ends open event streams (graceful shutdown).
     pub fn close_streams(&self) {
         self.closing.send_replace(true);

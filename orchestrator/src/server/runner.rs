@@ -78,7 +78,7 @@ pub async fn start(session: &Arc<Session>, state: &ServerState) -> Result<Runtim
     let (events_tx, events_rx) = mpsc::unbounded_channel();
     let front = FrontEnd {
         prompter: Some(prompter),
-        observers: Vec::new(),
+        observers: vec![Arc::new(Recorded(session.events.clone()))],
         events: Some(events_tx),
         exit_plan_mode: false,
     };
@@ -111,6 +111,19 @@ pub async fn start(session: &Arc<Session>, state: &ServerState) -> Result<Runtim
         )),
     };
     Ok(runtime)
+}
+
+/// Tells clients the transcript uuid of each user message (what a rewind names).
+struct Recorded(Arc<EventLog>);
+
+#[tonic::async_trait]
+impl crate::agent::LoopObserver for Recorded {
+    async fn prompt_recorded(&self, user_message_uuid: &str) {
+        self.0.emit(
+            "prompt_recorded",
+            json!({"user_message_uuid": user_message_uuid}),
+        );
+    }
 }
 
 /// Runs queued messages until the inbox closes, then ends the sandbox.

@@ -24,6 +24,10 @@ pub struct Server {
     home: tempfile::TempDir,
     model_url: String,
     pub keys: Vec<(String, String)>,
+    /// Extra `cordon serve` flags (TLS).
+    extra: Vec<String>,
+    /// The CA the client trusts (TLS).
+    ca: Option<Vec<u8>>,
 }
 
 /// `cordon admin ARGS...`; panics unless it succeeds; returns stdout.
@@ -47,6 +51,17 @@ impl Server {
         model: &ScriptedModel,
         alpha_settings: Value,
         alpha_quotas: Value,
+    ) -> Server {
+        Self::start_full(model, alpha_settings, alpha_quotas, Vec::new(), None).await
+    }
+
+    /// With `extra` flags for `cordon serve`, and `ca` for the client to trust.
+    pub async fn start_full(
+        model: &ScriptedModel,
+        alpha_settings: Value,
+        alpha_quotas: Value,
+        extra: Vec<String>,
+        ca: Option<Vec<u8>>,
     ) -> Server {
         let data = tempfile::tempdir().unwrap();
         let d = data.path().to_str().unwrap().to_string();
@@ -75,6 +90,8 @@ impl Server {
             home: tempfile::tempdir().unwrap(),
             model_url: model.base_url(),
             keys,
+            extra,
+            ca,
         };
         server.launch().await;
         server
@@ -97,6 +114,7 @@ impl Server {
             .arg(self.data.path())
             .arg("--workspace-root")
             .arg(self.root.path())
+            .args(&self.extra)
             .env("ANTHROPIC_BASE_URL", &self.model_url)
             .env("ANTHROPIC_API_KEY", "test-key")
             .env_remove("ANTHROPIC_AUTH_TOKEN")
@@ -117,6 +135,22 @@ impl Server {
         self.child = Some(child);
     }
 
+    /// SIGTERM; returns the exit status once the server has shut down.
+    pub async fn terminate(&mut self) -> std::process::ExitStatus {
+        let mut child = self.child.take().unwrap();
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id().unwrap()).unwrap());
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+        tokio::time::timeout(HANG, child.wait())
+            .await
+            .expect("the server did not shut down")
+            .unwrap()
+    }
+
+    /// A new server on the same data directory (after [`Server::terminate`]).
+    pub async fn relaunch(&mut self) {
+        self.launch().await;
+    }
+
     /// `kill -9`, then a new server on the same data directory.
     pub async fn kill_and_restart(&mut self) {
         let mut child = self.child.take().unwrap();
@@ -133,7 +167,14 @@ impl Server {
             .unwrap()
             .1
             .clone();
-        Api::new(&self.url, Some(key))
+        let mut api = Api::new(&self.url, Some(key));
+        if let Some(ca) = &self.ca {
+            api.client = reqwest::Client::builder()
+                .add_root_certificate(reqwest::Certificate::from_pem(ca).unwrap())
+                .build()
+                .unwrap();
+        }
+        api
     }
 
     pub fn tenant_root(&self, tenant: &str) -> PathBuf {

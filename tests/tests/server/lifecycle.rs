@@ -173,3 +173,61 @@ async fn after_kill_9_every_session_is_listed_and_resumes_with_its_transcript() 
         .await;
     assert_eq!(output, "before\n");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rewind_restores_the_workspace_to_before_a_message() {
+    let model = ScriptedModel::start(vec![
+        Turn::tool_use(
+            "b1",
+            "Bash",
+            json!({"command": "echo new > made.txt && rm kept.txt"}),
+        ),
+        Turn::text("made it"),
+    ])
+    .await
+    .unwrap();
+    let server = Server::start(&model).await;
+    let alpha = server.api("alpha");
+    let id = alpha.create(json!({})).await;
+    alpha
+        .put_bytes(&format!("/v1/sessions/{id}/files/kept.txt"), b"keep me\n")
+        .await;
+    alpha
+        .post(
+            &format!("/v1/sessions/{id}/messages"),
+            json!({"content": "make a file"}),
+        )
+        .await;
+    let events = alpha.events_until(&id, None, |e| e.kind == "result").await;
+    let uuid = events
+        .iter()
+        .find(|e| e.kind == "prompt_recorded")
+        .map(|e| e.data["user_message_uuid"].as_str().unwrap().to_string())
+        .unwrap();
+    let ws = server.tenant_root("alpha").join(&id);
+    assert!(ws.join("made.txt").exists() && !ws.join("kept.txt").exists());
+
+    let (status, list) = alpha
+        .post(&format!("/v1/sessions/{id}/rewind"), json!({}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{list}");
+    assert_eq!(list["checkpoints"][0]["user_message_uuid"], uuid.as_str());
+    let (status, _) = alpha
+        .post(&format!("/v1/sessions/{id}/rewind"), json!({"to": "nope"}))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, body) = alpha
+        .post(&format!("/v1/sessions/{id}/rewind"), json!({"to": uuid}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(!ws.join("made.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(ws.join("kept.txt")).unwrap(),
+        "keep me\n"
+    );
+    // The session carries on afterwards.
+    let (_, exit) = alpha
+        .exec(&id, json!({"command": "test -f kept.txt"}))
+        .await;
+    assert_eq!(exit["code"], 0);
+}

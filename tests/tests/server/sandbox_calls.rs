@@ -81,3 +81,48 @@ async fn exec_and_files_stay_inside_the_workspace_and_the_rules() {
     let (status, _) = alpha.get_bytes(&format!("{files}/nothing.txt")).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_workspace_goes_up_and_down_as_a_tarball_without_links_followed() {
+    let model = ScriptedModel::start(vec![]).await.unwrap();
+    let server = Server::start(&model).await;
+    let alpha = server.api("alpha");
+    let id = alpha.create(json!({})).await;
+    let mut builder = tar::Builder::new(Vec::new());
+    let mut header = tar::Header::new_gnu();
+    header.set_size(6);
+    header.set_mode(0o644);
+    builder
+        .append_data(&mut header, "pkg/mod.py", &b"x = 1\n"[..])
+        .unwrap();
+    let mut link = tar::Header::new_gnu();
+    link.set_entry_type(tar::EntryType::Symlink);
+    link.set_size(0);
+    builder.append_link(&mut link, "pkg/etc", "/etc").unwrap();
+    let upload = builder.into_inner().unwrap();
+    let (status, body) = alpha
+        .put_bytes(&format!("/v1/sessions/{id}/archive"), &upload)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body, json!({"files": 1, "directories": 0, "skipped": 1}));
+    let ws = server.tenant_root("alpha").join(&id);
+    assert!(!ws.join("pkg/etc").exists());
+
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("host.txt"), "host secret").unwrap();
+    std::os::unix::fs::symlink(outside.path(), ws.join("out")).unwrap();
+    let (status, tarball) = alpha.get_bytes(&format!("/v1/sessions/{id}/archive")).await;
+    assert_eq!(status, StatusCode::OK);
+    let mut names = Vec::new();
+    let mut archive = tar::Archive::new(&tarball[..]);
+    for entry in archive.entries().unwrap() {
+        let mut entry = entry.unwrap();
+        let name = entry.path().unwrap().display().to_string();
+        let mut content = String::new();
+        std::io::Read::read_to_string(&mut entry, &mut content).unwrap();
+        assert!(!content.contains("host secret"), "{name}");
+        names.push(name);
+    }
+    names.sort();
+    assert_eq!(names, ["out", "pkg", "pkg/mod.py"]);
+}
