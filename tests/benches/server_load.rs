@@ -252,7 +252,7 @@ async fn run() {
     let mut starts: Vec<Duration> = outcomes.iter().map(|o| o.1).collect();
     starts.sort();
     let all_started = starts.last().copied().unwrap_or_default();
-    let mut s = samples.lock().unwrap();
+    let mut s = std::mem::take(&mut *samples.lock().unwrap());
     s.api.sort();
     s.tool.sort();
     println!(
