@@ -51,9 +51,9 @@ pub fn main(args: ServeArgs) -> ExitCode {
     }
     // The data directory is Cordon's home for everything the server starts: the
     // backends' run state, the workspace location checks, transcripts and checkpoints.
-    // SAFETY: no other thread exists yet (the runtime is made below), so nothing reads
-    // the environment while it changes.
     if let Ok(data) = args.data.canonicalize() {
+        // SAFETY: no other thread exists yet (the runtime is made below), so nothing
+        // reads the environment while it changes.
         unsafe { std::env::set_var(cordon::paths::HOME_ENV, data) };
     }
     let runtime = match tokio::runtime::Runtime::new() {

@@ -230,13 +230,14 @@ pub async fn permission(
     Body(answer): Body<Answer>,
 ) -> Result<Json<Value>, ApiError> {
     let session = state.get(&caller, &id)?;
-    let live = state.ensure_running(&session).await?;
+    // Questions wait only while the sandbox runs; answering never starts one.
+    let engine = state.engine_for(&session).await?;
     let tool = session.pending.tool_of(&request_id);
     if !session.pending.answer(
         &request_id,
         &answer,
         &session.rules,
-        &live.engine,
+        &engine,
         &session.workspace,
     ) {
         return Err(ApiError::not_found("permission request"));

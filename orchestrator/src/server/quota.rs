@@ -1,5 +1,5 @@
-//! Per-tenant quotas: how many sessions may be open at once, and how many session starts
-//! and exec calls a minute. A refusal says which quota and when to try again (429 with
+//! Per-tenant quotas: how many sessions may be open at once, how many session starts
+//! and exec calls a minute, and how many model tokens a day. A refusal says which quota and when to try again (429 with
 //! `Retry-After`). The sandbox's memory, pids and CPU are the tenant's managed settings
 //! (`sandbox.limits`), which a session cannot override.
 
@@ -19,6 +19,8 @@ pub struct Quotas {
     pub max_sessions: Option<usize>,
     pub session_starts_per_minute: Option<usize>,
     pub exec_per_minute: Option<usize>,
+    /// Model tokens (input, output, cache reads and writes) per UTC day.
+    pub tokens_per_day: Option<u64>,
 }
 
 /// What a rate quota counts.
@@ -83,6 +85,23 @@ pub fn check_sessions(open: usize, quotas: &Quotas) -> Result<(), ApiError> {
     }
 }
 
+/// Refuses a new turn once `used` tokens reached the tenant's daily quota; the retry hint
+/// is the time left until midnight UTC.
+pub fn check_tokens(used: u64, quotas: &Quotas, now_unix: u64) -> Result<(), ApiError> {
+    match quotas.tokens_per_day {
+        Some(max) if used >= max => Err(ApiError::quota(
+            format!("quota exceeded: {max} model tokens a day for this tenant (used {used})"),
+            86_400 - now_unix % 86_400,
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Today's date (UTC), the key of the daily token count.
+pub fn today() -> String {
+    crate::session::record::now_rfc3339()[..10].to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -97,6 +116,17 @@ mod tests {
         assert!(refused.retry_after.is_some_and(|s| (1..=61).contains(&s)));
         limiter.take("b", Rate::Exec, Some(2)).unwrap();
         limiter.take("a", Rate::SessionStart, None).unwrap();
+    }
+
+    #[test]
+    fn the_daily_token_quota_says_when_it_resets() {
+        let q = Quotas {
+            tokens_per_day: Some(100),
+            ..Quotas::default()
+        };
+        assert!(check_tokens(99, &q, 0).is_ok());
+        let refused = check_tokens(100, &q, 86_400 * 3 + 86_000).unwrap_err();
+        assert_eq!(refused.retry_after, Some(400));
     }
 
     #[test]

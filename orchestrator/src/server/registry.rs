@@ -334,6 +334,11 @@ impl ServerState {
     /// Queues a user message, starting the sandbox first when needed; under one lock, so
     /// a pause cannot slip in between.
     pub async fn send(&self, session: &Arc<Session>, content: String) -> Result<(), ApiError> {
+        let used = self
+            .store
+            .tokens(&session.tenant, &super::quota::today())
+            .map_err(store_error)?;
+        super::quota::check_tokens(used, &self.quotas(&session.tenant)?, unix_now())?;
         let mut runtime = session.runtime.lock().await;
         self.ensure_locked(session, &mut runtime).await?;
         let Some(rt) = runtime.as_ref() else {

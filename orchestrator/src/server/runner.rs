@@ -151,6 +151,14 @@ async fn turns(
         if let Some(m) = &metrics {
             m.tokens(&session.tenant, &outcome.usage);
         }
+        let u = &outcome.usage;
+        let tokens = u.input_tokens
+            + u.output_tokens
+            + u.cache_read_input_tokens
+            + u.cache_creation_input_tokens;
+        if let Err(e) = store.add_tokens(&session.tenant, &super::quota::today(), tokens) {
+            tracing::error!(session = %session.id, error = %e, "counting the tenant's tokens failed");
+        }
         session.touch();
         if let Some(row) = session.turn_done(|| messages.is_empty())
             && let Err(e) = store.put_session(&row)

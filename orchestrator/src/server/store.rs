@@ -98,6 +98,9 @@ pub trait Store: Send + Sync {
         limit: usize,
     ) -> Result<Vec<StoredEvent>, StoreError>;
     fn last_seq(&self, session: &str) -> Result<u64, StoreError>;
+    /// Adds `tokens` to `tenant`'s count for `day` (YYYY-MM-DD, UTC); returns the total.
+    fn add_tokens(&self, tenant: &str, day: &str, tokens: u64) -> Result<u64, StoreError>;
+    fn tokens(&self, tenant: &str, day: &str) -> Result<u64, StoreError>;
     /// Whether the database answers (readiness).
     fn ping(&self) -> Result<(), StoreError>;
 }
@@ -120,6 +123,8 @@ CREATE TABLE IF NOT EXISTS sessions (
     workspace TEXT NOT NULL, config TEXT NOT NULL, labels TEXT NOT NULL,
     started INTEGER NOT NULL, created_at TEXT NOT NULL, updated_at TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS sessions_by_tenant ON sessions (tenant, created_at);
+CREATE TABLE IF NOT EXISTS usage (
+    tenant TEXT NOT NULL, day TEXT NOT NULL, tokens INTEGER NOT NULL, PRIMARY KEY (tenant, day));
 CREATE TABLE IF NOT EXISTS events (
     session TEXT NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL, data TEXT NOT NULL,
     PRIMARY KEY (session, seq));";
@@ -343,6 +348,31 @@ impl Store for SqliteStore {
                 |r| r.get(0),
             )?;
             Ok(from_sql(last))
+        })
+    }
+
+    fn add_tokens(&self, tenant: &str, day: &str, tokens: u64) -> Result<u64, StoreError> {
+        self.with(|db| {
+            db.execute(
+                "INSERT INTO usage (tenant, day, tokens) VALUES (?1, ?2, ?3)
+                 ON CONFLICT(tenant, day) DO UPDATE SET tokens = tokens + ?3",
+                params![tenant, day, to_sql(tokens)],
+            )?;
+            Ok(())
+        })?;
+        self.tokens(tenant, day)
+    }
+
+    fn tokens(&self, tenant: &str, day: &str) -> Result<u64, StoreError> {
+        self.with(|db| {
+            let n: Option<i64> = db
+                .query_row(
+                    "SELECT tokens FROM usage WHERE tenant = ?1 AND day = ?2",
+                    params![tenant, day],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            Ok(from_sql(n.unwrap_or(0)))
         })
     }
 

@@ -1,7 +1,7 @@
 //! Keys and tenants: no key, a wrong or revoked key is a 401; another tenant's session is
 //! a 404 on every route, exactly like a session that does not exist.
 
-use cordon_tests::scripted_model::ScriptedModel;
+use cordon_tests::scripted_model::{ScriptedModel, Turn};
 use reqwest::StatusCode;
 use serde_json::json;
 
@@ -156,11 +156,13 @@ async fn malformed_requests_get_a_json_4xx_naming_the_problem() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn quotas_answer_429_with_retry_after() {
-    let model = ScriptedModel::start(vec![]).await.unwrap();
+    let model = ScriptedModel::start(vec![Turn::text("used 15 tokens")])
+        .await
+        .unwrap();
     let server = Server::start_with(
         &model,
         json!({}),
-        json!({"max_sessions": 1, "exec_per_minute": 1}),
+        json!({"max_sessions": 1, "exec_per_minute": 1, "tokens_per_day": 15}),
     )
     .await;
     let alpha = server.api("alpha");
@@ -193,6 +195,27 @@ async fn quotas_answer_429_with_retry_after() {
         .parse()
         .unwrap();
     assert!((1..=61).contains(&wait));
+    // The day's tokens: the first turn uses them up, the next message is refused.
+    alpha
+        .post(
+            &format!("/v1/sessions/{id}/messages"),
+            json!({"content": "hi"}),
+        )
+        .await;
+    alpha.events_until(&id, None, |e| e.kind == "result").await;
+    let (status, body) = alpha
+        .post(
+            &format!("/v1/sessions/{id}/messages"),
+            json!({"content": "more"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("tokens")
+    );
     // A deleted session frees its slot.
     alpha.delete(&format!("/v1/sessions/{id}")).await;
     alpha.create(json!({})).await;
