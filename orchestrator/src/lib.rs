@@ -15,6 +15,7 @@ pub mod permissions;
 pub mod policy_gate;
 pub mod sandbox;
 pub mod scripted;
+pub mod server;
 pub mod session;
 pub mod settings;
 pub mod toolchains;

@@ -11,6 +11,7 @@ pub mod agent;
 pub mod differential;
 pub mod limits;
 pub mod pty;
+pub mod webdriver;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

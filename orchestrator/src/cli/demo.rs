@@ -1,14 +1,19 @@
 //! `cordon demo`: a real sandboxed session on a scripted model, offline. It writes a small
-//! buggy project, starts the scripted Messages API server in-process, and runs exactly what
-//! `cordon run` runs against it, printing each step.
+//! buggy project, starts the scripted Messages API server in-process, and builds the session
+//! through the same library builder `cordon run` uses, printing each step.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::{Args, Parser};
+use clap::Args;
 use cordon::model::{Credentials, ModelConfig};
+use cordon::output::{self, OutputFormat};
+use cordon::permissions::PermissionMode;
+use cordon::sandbox::BackendKind;
 use cordon::scripted::ScriptedModel;
+use cordon::session::{FrontEnd, SessionEnv, SessionStart};
+use cordon::settings::{CliSettings, Settings};
 
 #[derive(Debug, Args)]
 pub struct DemoArgs {
@@ -16,13 +21,6 @@ pub struct DemoArgs {
     /// temp dir, kept afterwards).
     #[arg(long)]
     pub workspace: Option<PathBuf>,
-}
-
-/// Parses `run`'s flags, so the demo follows whatever `run` accepts.
-#[derive(Parser)]
-struct RunFlags {
-    #[command(flatten)]
-    run: super::run::RunArgs,
 }
 
 pub fn main(args: DemoArgs) -> ExitCode {
@@ -67,21 +65,58 @@ async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
         .context("starting the scripted model")?;
     let config = ModelConfig::new(model.base_url(), Credentials::ApiKey("demo".into()))
         .with_model("cordon-demo");
-    let argv = [
-        "cordon-run".into(),
-        "--workspace".into(),
-        dir.display().to_string(),
-        "--permission-mode".into(),
-        "bypassPermissions".into(),
-        "--verbose".into(),
-        cordon::demo::PROMPT.into(),
-    ];
-    let flags = RunFlags::try_parse_from(argv).context("demo flags")?;
-    let code = super::run::run_with_model(flags.run, Some(config)).await;
+    let code = run_session(&dir, config).await;
     model.shutdown().await;
     eprintln!(
         "\ncordon demo: greet.py now reads:\n{}",
         std::fs::read_to_string(dir.join("greet.py")).unwrap_or_default()
     );
     code
+}
+
+/// One headless session in bypassPermissions mode on the local backend, each message
+/// printed as it completes (what `cordon run --verbose` shows).
+async fn run_session(dir: &std::path::Path, model: ModelConfig) -> anyhow::Result<ExitCode> {
+    let cli = CliSettings {
+        permission_mode: Some(PermissionMode::BypassPermissions),
+        ..CliSettings::default()
+    };
+    let env = SessionEnv {
+        workspace: dir.to_path_buf(),
+        home: cordon::paths::cordon_home()?,
+        settings: Settings::load(dir, cli).context("loading the settings")?,
+        backend: BackendKind::Local,
+        image: None,
+        tenant: None,
+        model,
+        start: SessionStart::New { id: None },
+        max_turns: None,
+        context_window: None,
+        user_home: std::env::var_os("HOME").map(std::path::PathBuf::from),
+    };
+    let prepared = env.prepare().await?;
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let (mut agent, handles) = prepared.into_loop(FrontEnd {
+        events: Some(tx),
+        ..FrontEnd::default()
+    });
+    let printer = tokio::spawn(super::run::print_events(
+        rx,
+        OutputFormat::Text,
+        true,
+        handles.session_id.clone(),
+    ));
+    let mut interrupts = handles.ctx.interrupt_signal();
+    handles.observer.session_start("startup").await;
+    let outcome = agent.run(cordon::demo::PROMPT, &mut interrupts).await;
+    drop(agent);
+    handles.observer.session_end("other").await;
+    let _ = printer.await;
+    handles.end().await;
+    if outcome.is_error {
+        eprintln!("cordon: {}", output::for_terminal(&outcome.text));
+        return Ok(ExitCode::FAILURE);
+    }
+    println!("{}", output::for_terminal(&outcome.text));
+    Ok(ExitCode::SUCCESS)
 }

@@ -4,6 +4,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod admin;
+mod audit;
 mod demo;
 mod doctor;
 mod images;
@@ -11,6 +13,7 @@ mod permissions;
 mod rewind;
 mod run;
 mod sandbox;
+mod serve;
 mod stream_input;
 mod trust;
 
@@ -48,6 +51,12 @@ enum Command {
     Permissions(permissions::PermissionsArgs),
     /// Trust a workspace's own settings, hooks and MCP servers as they are now.
     Trust(trust::TrustArgs),
+    /// The multi-tenant HTTP API server: sessions, exec, files and approvals per tenant.
+    Serve(Box<serve::ServeArgs>),
+    /// Operate a server's data directory: tenants and API keys.
+    Admin(admin::AdminArgs),
+    /// Check a server's audit trail: every tenant's hash chain.
+    Audit(audit::AuditArgs),
 }
 
 /// Exit code for usage errors and unsupported requests.
@@ -78,6 +87,9 @@ pub fn main() -> ExitCode {
         Command::Images(args) => images::main(args),
         Command::Permissions(args) => permissions::main(args),
         Command::Trust(args) => trust::main(args),
+        Command::Serve(args) => serve::main(*args),
+        Command::Admin(args) => admin::main(args),
+        Command::Audit(args) => audit::main(args),
     }
 }
 

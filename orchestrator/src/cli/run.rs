@@ -11,18 +11,14 @@ use anyhow::{Context, bail};
 use clap::Args;
 use std::sync::Arc;
 
-use cordon::agent::{AgentLoop, LoopConfig, LoopEvent, prompt};
-use cordon::checkpoints::{CheckpointObserver, Checkpoints};
-use cordon::hooks::{HookObserver, HookRunner, HookSet, Hooks, SessionFacts};
+use cordon::agent::LoopEvent;
 use cordon::interactive::{Interactive, SessionParts};
-use cordon::model::{ModelClient, ModelConfig};
+use cordon::model::ModelConfig;
 use cordon::output::{self, OutputFormat};
 use cordon::permissions::PermissionMode;
-use cordon::policy_gate::{Engine, PolicyGate};
-use cordon::sandbox::{BackendKind, SandboxSpec};
-use cordon::session::SessionStore;
+use cordon::sandbox::BackendKind;
+use cordon::session::{FrontEnd, SessionEnv, SessionHandles, SessionStart};
 use cordon::settings::{CliSettings, Settings, SettingsArg};
-use cordon::tools::{ToolContext, ToolRegistry};
 use tokio::sync::mpsc;
 
 #[derive(Debug, Args)]
@@ -105,14 +101,6 @@ pub fn main(args: RunArgs) -> ExitCode {
 }
 
 pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
-    run_with_model(args, None).await
-}
-
-/// `run`, with the model endpoint given instead of read from the environment (the demo).
-pub async fn run_with_model(
-    args: RunArgs,
-    model_override: Option<ModelConfig>,
-) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let workspace = super::workspace_or_cwd(args.workspace.as_deref())?;
     let mut stream = super::stream_input::start(&args.stream, args.output_format)?;
@@ -156,176 +144,100 @@ pub async fn run_with_model(
     if let Some(notice) = settings.untrusted_notice().filter(|_| !asked) {
         eprintln!("cordon: {notice}");
     }
-
-    let mut model_config = match model_override {
-        Some(config) => config,
-        None => ModelConfig::from_env().context("model configuration")?,
+    let env = SessionEnv {
+        workspace: workspace.clone(),
+        home: cordon::paths::cordon_home()?,
+        settings,
+        backend: args.sandbox,
+        image: args.image.clone(),
+        tenant: None,
+        model: ModelConfig::from_env().context("model configuration")?,
+        start: session_start(&args),
+        max_turns: args.max_turns,
+        context_window: std::env::var("CORDON_CONTEXT_WINDOW")
+            .ok()
+            .and_then(|v| v.parse().ok()),
+        user_home: std::env::var_os("HOME").map(PathBuf::from),
     };
-    if let Some(m) = &settings.model {
-        model_config = model_config.with_model(m.clone());
-    }
-    let model_name = model_config.model.clone();
-    let model = ModelClient::new(model_config).context("model client")?;
-
-    let store =
-        SessionStore::open(&cordon::paths::cordon_home()?).context("opening the session store")?;
-    let (session_id, history, transcript) = open_session(&store, &args, &workspace, &model_name)?;
-    let resumed_messages = history.len();
-
-    let engine = Arc::new(Engine::new(settings.engine_config(&workspace)));
-    let hook_set =
-        Arc::new(HookSet::from_settings(&settings).context("reading hooks from the settings")?);
-    let transcript_path = transcript.path().to_path_buf();
-    let mut spec = SandboxSpec::new(session_id.clone(), &workspace);
-    spec.image = args.image.clone();
-    if spec.image.is_none() && args.sandbox == BackendKind::Docker {
-        spec.image = cordon::sandbox::docker::devcontainer::image_for_session(
-            &workspace,
-            settings.trust().is_trusted(),
-            &mut |line| eprintln!("cordon: {line}"),
-        )
-        .await
-        .context("the workspace's devcontainer")?;
-    }
-    spec.limits = Some(settings.sandbox_limits());
-    spec.toolchains =
-        cordon::toolchains::for_session(&settings, &cordon::paths::cordon_home()?, &workspace);
-    // Read/Edit deny rules also bind the kernel: the same rules, masked in the sandbox.
-    let user_home = std::env::var_os("HOME").map(PathBuf::from);
-    let denies = cordon::sandbox::deny::resolve(
-        &cordon::sandbox::deny::rules_from_settings(&settings),
-        &workspace,
-        user_home.as_deref(),
-    );
-    (spec.denied_read, spec.denied_write) = (denies.read, denies.write);
-    let sandbox = cordon::sandbox::supervise(args.sandbox, &spec)
-        .await
-        .context("starting the sandbox")?;
-    let (ctx, interrupter) = ToolContext::supervised(sandbox.clone(), &workspace);
-    let ctx = ctx.with_env(settings.env.clone().into_iter().collect());
-    let mode_engine = engine.clone();
-    let hooks = Arc::new(Hooks::new(
-        hook_set,
-        HookRunner::new(Some(ctx.clone()), &workspace),
-        SessionFacts {
-            session_id: session_id.clone(),
-            transcript_path,
-            cwd: workspace.clone(),
-        },
-        Arc::new(move || mode_engine.mode().as_str().to_string()),
-    ));
-    let observer = Arc::new(HookObserver::new(hooks.clone()));
-    let sdk_engine = engine.clone();
+    let prepared = env.prepare().await?;
+    let h = &prepared.handles;
+    let session_id = h.session_id.clone();
+    let sdk_engine = h.engine.clone();
     let sdk_prompter = stream.as_mut().and_then(|s| {
         s.attach(
-            interrupter.clone(),
-            ctx.interrupt_signal(),
+            h.interrupter.clone(),
+            h.ctx.interrupt_signal(),
             Arc::new(move |mode| sdk_engine.set_mode(mode)),
-            &hooks,
+            &h.hooks,
         )
     });
-
-    let mut config = LoopConfig::new(model_name.clone(), &workspace);
-    config.max_turns = args.max_turns;
-    if let Some(window) = std::env::var("CORDON_CONTEXT_WINDOW")
-        .ok()
-        .and_then(|v| v.parse().ok())
-    {
-        config.context_window = window;
-    }
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    config.memory = prompt::memory_text(
-        &workspace,
-        &prompt::memory_files(&workspace, home.as_deref()),
-    );
-
-    let checkpoints = Checkpoints::open(&cordon::paths::cordon_home()?, &session_id, &workspace)
-        .context("opening the checkpoint store")?
-        .with_budget(settings.checkpoint_budget_bytes());
     let mut observers: Vec<Arc<dyn cordon::agent::LoopObserver>> = Vec::new();
     if let Some(stream) = stream.as_mut() {
         // First: it tags the prompt's record with its transcript uuid (rewind_files).
         observers.extend(stream.prompt_uuids());
-        stream.set_checkpoints(checkpoints.clone(), Some(sandbox.clone()));
+        stream.set_checkpoints(h.checkpoints.clone(), Some(h.sandbox.clone()));
     }
     // On a terminal, the user answers the questions (and the terminal shows the events).
     let (tui, prompter) = if interactive {
         let (tui, prompter) = Interactive::new(SessionParts {
-            engine: engine.clone(),
-            interrupter: interrupter.clone(),
-            ctx: ctx.clone(),
+            engine: h.engine.clone(),
+            interrupter: h.interrupter.clone(),
+            ctx: h.ctx.clone(),
             workspace: workspace.clone(),
             session_id: session_id.clone(),
-            transcript: transcript.path().to_path_buf(),
-            checkpoints: Some(checkpoints.clone()),
-            resumed_messages,
+            transcript: h.transcript_path.clone(),
+            checkpoints: Some(h.checkpoints.clone()),
+            resumed_messages: h.resumed_messages,
             trust_store: cordon::trust::TrustStore::from_env().ok(),
-            trusted: settings.trust().is_trusted(),
+            trusted: h.settings.trust().is_trusted(),
         });
         (Some(tui), Some(prompter))
     } else {
         (None, sdk_prompter)
     };
-    observers.push(observer.clone());
-    observers.push(Arc::new(
-        CheckpointObserver::new(checkpoints).with_sandbox(sandbox.clone()),
-    ));
     let (tx, rx) = mpsc::unbounded_channel();
-    let mut agent = AgentLoop::new(
-        model,
-        tools_for_mode(&engine, prompter.clone(), interactive),
-        Arc::new(PolicyGate::new(engine.clone(), hooks, prompter)),
-        ctx.clone(),
-        transcript,
-        config,
-    )
-    .with_history(history)
-    .with_observer(Arc::new(cordon::agent::gate::Observers(observers)))
-    .with_events(tx);
+    let (mut agent, h) = prepared.into_loop(FrontEnd {
+        prompter,
+        observers,
+        events: Some(tx),
+        exit_plan_mode: interactive,
+    });
+    let observer = h.observer.clone();
     let tools: Vec<String> = agent
         .tool_definitions()
         .into_iter()
         .map(|d| d.name)
         .collect();
-    let resumed = args.resume.is_some() || args.continue_last;
+    let start_source = if h.resumed { "resume" } else { "startup" };
     if let Some(tui) = tui {
-        observer
-            .session_start(if resumed { "resume" } else { "startup" })
-            .await;
+        observer.session_start(start_source).await;
         let served = tui.serve(&mut agent, rx).await;
         drop(agent);
         observer.session_end("prompt_input_exit").await;
-        end_session(&store, &session_id, &sandbox).await;
+        h.end().await;
         served?;
         return Ok(ExitCode::SUCCESS);
     }
+    let init = || init_record(&h, &tools);
     if let Some(stream) = stream {
-        let init = init_record(
-            &session_id,
-            &workspace,
-            &tools,
-            &model_name,
-            &engine,
-            &settings,
-        );
         let info = cordon::control::RecordInfo {
             session_id: session_id.clone(),
-            model: model_name.clone(),
+            model: h.model_name.clone(),
         };
-        let mut interrupts = ctx.interrupt_signal();
+        let mut interrupts = h.ctx.interrupt_signal();
         let code = stream
             .serve(
                 &mut agent,
                 rx,
                 &mut interrupts,
-                init,
+                init(),
                 &observer,
-                resumed,
+                h.resumed,
                 info,
             )
             .await;
         drop(agent);
-        end_session(&store, &session_id, &sandbox).await;
+        h.end().await;
         return Ok(code);
     }
     let printer = tokio::spawn(print_events(
@@ -335,33 +247,23 @@ pub async fn run_with_model(
         session_id.clone(),
     ));
     if args.output_format == OutputFormat::StreamJson {
-        let init = init_record(
-            &session_id,
-            &workspace,
-            &tools,
-            &model_name,
-            &engine,
-            &settings,
-        );
-        println_json(&init);
+        println_json(&init());
     }
 
     // Ctrl-C interrupts the run (the transcript stays valid); a second one is the default.
-    let on_interrupt = interrupter.clone();
+    let on_interrupt = h.interrupter.clone();
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
             on_interrupt.interrupt();
         }
     });
-    let mut interrupts = ctx.interrupt_signal();
-    observer
-        .session_start(if resumed { "resume" } else { "startup" })
-        .await;
+    let mut interrupts = h.ctx.interrupt_signal();
+    observer.session_start(start_source).await;
     let outcome = agent.run(&prompt_text, &mut interrupts).await;
     drop(agent);
     observer.session_end("other").await;
     let _ = printer.await;
-    end_session(&store, &session_id, &sandbox).await;
+    h.end().await;
 
     let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     match args.output_format {
@@ -385,6 +287,17 @@ pub async fn run_with_model(
     })
 }
 
+/// Which session the flags ask for: new, resumed, the latest, or a fork of one of those.
+fn session_start(args: &RunArgs) -> SessionStart {
+    match (&args.resume, args.continue_last, args.fork_session) {
+        (Some(id), _, false) => SessionStart::Resume(id.clone()),
+        (Some(id), _, true) => SessionStart::Fork(id.clone()),
+        (None, true, false) => SessionStart::ContinueLatest,
+        (None, true, true) => SessionStart::ForkLatest,
+        (None, false, _) => SessionStart::New { id: None },
+    }
+}
+
 /// No prompt and no -p, with standard input and output on a terminal: the user is there.
 pub fn is_interactive(args: &RunArgs, stream_input: bool) -> bool {
     use std::io::IsTerminal;
@@ -396,82 +309,16 @@ pub fn is_interactive(args: &RunArgs, stream_input: bool) -> bool {
 }
 
 /// The stream-json init record, with the workspace's trust and what its settings lost.
-fn init_record(
-    session_id: &str,
-    workspace: &std::path::Path,
-    tools: &[String],
-    model: &str,
-    engine: &Engine,
-    settings: &Settings,
-) -> serde_json::Value {
+fn init_record(h: &SessionHandles, tools: &[String]) -> serde_json::Value {
     let mut init = output::init_record(
-        session_id,
-        &workspace.display().to_string(),
+        &h.session_id,
+        &h.workspace.display().to_string(),
         tools,
-        model,
-        engine.mode().as_str(),
+        &h.model_name,
+        h.engine.mode().as_str(),
     );
-    init["workspace_trust"] = settings.trust_record();
+    init["workspace_trust"] = h.settings.trust_record();
     init
-}
-
-/// The built-in tools, plus ExitPlanMode when the session starts in plan mode or is
-/// interactive (where Shift-Tab can enter plan mode at any time).
-fn tools_for_mode(
-    engine: &Arc<Engine>,
-    prompter: Option<Arc<dyn cordon::agent::gate::PermissionPrompter>>,
-    interactive: bool,
-) -> ToolRegistry {
-    let tools = ToolRegistry::default_tools();
-    if engine.mode() == PermissionMode::Plan || interactive {
-        tools.with_exit_plan_mode(Some(engine.clone()), prompter)
-    } else {
-        tools
-    }
-}
-
-fn open_session(
-    store: &SessionStore,
-    args: &RunArgs,
-    workspace: &std::path::Path,
-    model: &str,
-) -> anyhow::Result<(
-    String,
-    Vec<cordon::model::Message>,
-    cordon::session::Transcript,
-)> {
-    let previous = match (&args.resume, args.continue_last) {
-        (Some(id), _) => Some(id.clone()),
-        (None, true) => Some(store.latest_in(workspace)?.id),
-        (None, false) => None,
-    };
-    let Some(previous) = previous else {
-        let (info, transcript) = store.create(workspace, model)?;
-        return Ok((info.id, Vec::new(), transcript));
-    };
-    if args.fork_session {
-        let (info, transcript) = store.fork(&previous)?;
-        let loaded = cordon::session::Loaded::read(&info.transcript)?;
-        let (messages, _) = loaded.conversation();
-        return Ok((info.id, messages, transcript));
-    }
-    let (info, loaded, mut transcript) = store.resume(&previous)?;
-    let (messages, closed) = loaded.conversation();
-    if !closed.is_empty() {
-        // Make the closing results part of the record, so the transcript itself is valid.
-        let results = messages
-            .iter()
-            .rev()
-            .find(|m| m.role == cordon::model::Role::User)
-            .map(|m| m.content.iter().filter(|b| matches!(b, cordon::model::ContentBlock::ToolResult { tool_use_id, .. } if closed.contains(tool_use_id))).cloned().collect::<Vec<_>>())
-            .unwrap_or_default();
-        transcript.append(cordon::session::RecordBody::User {
-            message: cordon::model::Message::user(results),
-        })?;
-        transcript.sync()?;
-        tracing::info!(closed = ?closed, "closed tool calls that never finished");
-    }
-    Ok((info.id, messages, transcript))
 }
 
 fn println_json(value: &serde_json::Value) {
@@ -481,7 +328,7 @@ fn println_json(value: &serde_json::Value) {
     let _ = out.flush();
 }
 
-async fn print_events(
+pub(super) async fn print_events(
     mut rx: mpsc::UnboundedReceiver<LoopEvent>,
     format: OutputFormat,
     verbose: bool,
@@ -500,20 +347,5 @@ async fn print_events(
             }
             _ => {}
         }
-    }
-}
-
-/// Marks the session used in the index and tears its sandbox down; both are best effort
-/// (the transcript is already on disk), so failures are logged, not returned.
-async fn end_session(
-    store: &SessionStore,
-    session_id: &str,
-    sandbox: &cordon::sandbox::Supervisor,
-) {
-    if let Err(e) = store.touch(session_id) {
-        tracing::warn!(error = %e, "could not update the session index");
-    }
-    if let Err(e) = sandbox.destroy().await {
-        tracing::warn!(error = %e, "sandbox teardown reported an error");
     }
 }

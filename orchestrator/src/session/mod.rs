@@ -2,10 +2,12 @@
 //! indexed in SQLite (see [`store`]), so a session survives a crash, can be resumed
 //! (`--resume ID`, `--continue`) and forked.
 
+pub mod assemble;
 pub mod record;
 pub mod store;
 pub mod transcript;
 
+pub use assemble::{FrontEnd, Prepared, SessionEnv, SessionHandles, SessionStart};
 pub use record::{Record, RecordBody};
 pub use store::{SessionInfo, SessionStore, StoreError};
 pub use transcript::{Loaded, Transcript, TranscriptError};

@@ -23,6 +23,8 @@ pub enum StoreError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("a session id may hold only ASCII letters, digits and '-': {0:?}")]
+    InvalidId(String),
     #[error("no session with id {0}")]
     NotFound(String),
     #[error("no earlier session in workspace {0}")]
@@ -107,7 +109,18 @@ impl SessionStore {
         workspace: &Path,
         model: &str,
     ) -> Result<(SessionInfo, Transcript), StoreError> {
-        self.create_with(workspace, model, None)
+        self.create_with(workspace, model, None, None)
+    }
+
+    /// [`SessionStore::create`] with the id the caller chose (a server's unguessable id);
+    /// `None` picks a time-ordered one.
+    pub fn create_with_id(
+        &self,
+        workspace: &Path,
+        model: &str,
+        id: Option<&str>,
+    ) -> Result<(SessionInfo, Transcript), StoreError> {
+        self.create_with(workspace, model, None, id)
     }
 
     fn create_with(
@@ -115,8 +128,13 @@ impl SessionStore {
         workspace: &Path,
         model: &str,
         forked_from: Option<&str>,
+        id: Option<&str>,
     ) -> Result<(SessionInfo, Transcript), StoreError> {
-        let id = uuid::Uuid::now_v7().to_string();
+        let id = match id {
+            Some(id) if valid_id(id) => id.to_string(),
+            Some(id) => return Err(StoreError::InvalidId(id.to_string())),
+            None => uuid::Uuid::now_v7().to_string(),
+        };
         let path = self.transcript_path(&id);
         let mut transcript = Transcript::create(&path, &id)?;
         transcript.append(RecordBody::SessionStart {
@@ -179,10 +197,19 @@ impl SessionStore {
 
     /// A new session whose transcript starts with a copy of `id`'s turns.
     pub fn fork(&self, id: &str) -> Result<(SessionInfo, Transcript), StoreError> {
+        self.fork_with_id(id, None)
+    }
+
+    /// [`SessionStore::fork`], the new session under the id the caller chose.
+    pub fn fork_with_id(
+        &self,
+        id: &str,
+        new_id: Option<&str>,
+    ) -> Result<(SessionInfo, Transcript), StoreError> {
         let source = self.get(id)?;
         let loaded = Loaded::read(&source.transcript)?;
         let (info, mut transcript) =
-            self.create_with(&source.workspace, &source.model, Some(id))?;
+            self.create_with(&source.workspace, &source.model, Some(id), new_id)?;
         for rec in loaded
             .records
             .iter()
@@ -193,6 +220,11 @@ impl SessionStore {
         transcript.sync()?;
         Ok((info, transcript))
     }
+}
+
+/// An id names a file (the transcript): ASCII letters, digits and '-' only, never empty.
+fn valid_id(id: &str) -> bool {
+    !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
 }
 
 fn row_to_info(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionInfo> {

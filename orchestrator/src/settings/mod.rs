@@ -31,7 +31,7 @@
 mod budget;
 pub mod limits;
 pub mod local_rules;
-mod validate;
+pub mod validate;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

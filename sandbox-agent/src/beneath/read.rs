@@ -80,6 +80,19 @@ impl WorkspaceReader {
     /// `Ok(None)` when there is no such file; an error when it is a link, not a regular
     /// file, too large or not UTF-8.
     pub fn read_text(&self, rel: &Path, max: u64) -> Result<Option<String>, ReadError> {
+        let Some(bytes) = self.read_bytes(rel, max)? else {
+            return Ok(None);
+        };
+        String::from_utf8(bytes)
+            .map(Some)
+            .map_err(|_| ReadError::NotText {
+                path: self.root().join(rel),
+            })
+    }
+
+    /// The bytes of the file at `rel`, at most `max`; [`WorkspaceReader::read_text`] without the
+    /// UTF-8 check (the server's file download).
+    pub fn read_bytes(&self, rel: &Path, max: u64) -> Result<Option<Vec<u8>>, ReadError> {
         let shown = self.root().join(rel);
         if !plain(rel) {
             return Err(ReadError::NotBeneath { path: shown });
@@ -96,7 +109,7 @@ impl WorkspaceReader {
                 });
             }
         };
-        read_open_file(File::from(file), &shown, max).map(Some)
+        read_open_bytes(File::from(file), &shown, max).map(Some)
     }
 
     fn open_beneath(&self, rel: &Path) -> Result<std::os::fd::OwnedFd, Errno> {
@@ -128,6 +141,13 @@ pub fn read_own_file(path: &Path, max: u64) -> Result<Option<String>, ReadError>
 
 /// Refuses anything but a regular file of at most `max` bytes, then reads it as text.
 fn read_open_file(file: File, path: &Path, max: u64) -> Result<String, ReadError> {
+    String::from_utf8(read_open_bytes(file, path, max)?).map_err(|_| ReadError::NotText {
+        path: path.to_path_buf(),
+    })
+}
+
+/// Refuses anything but a regular file of at most `max` bytes, then reads it.
+fn read_open_bytes(file: File, path: &Path, max: u64) -> Result<Vec<u8>, ReadError> {
     let read_err = |source| ReadError::Read {
         path: path.to_path_buf(),
         source,
@@ -154,9 +174,7 @@ fn read_open_file(file: File, path: &Path, max: u64) -> Result<String, ReadError
     if bytes.len() as u64 > max {
         return Err(too_large());
     }
-    String::from_utf8(bytes).map_err(|_| ReadError::NotText {
-        path: path.to_path_buf(),
-    })
+    Ok(bytes)
 }
 
 fn kind_of(t: &std::fs::FileType) -> &'static str {

@@ -57,7 +57,7 @@ pub fn find(workspace: &Path) -> Result<Option<DevContainer>, SandboxError> {
 /// point the host at anything.
 fn read_beneath(workspace: &Path, rel: &Path) -> Result<Option<String>, SandboxError> {
     const MAX: u64 = 1 << 20;
-    crate::workspace_fs::Workspace::open(workspace)
+    sandbox_agent::beneath::WorkspaceReader::open(workspace)
         .and_then(|ws| ws.read_text(rel, MAX))
         .map_err(|e| SandboxError::Docker(e.to_string()))
 }

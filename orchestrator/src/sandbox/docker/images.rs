@@ -5,6 +5,14 @@
 //! - `cordon-dev`: a debootstrapped Debian root filesystem imported as `cordon-dev-base`
 //!   (cached in `$CORDON_HOME/cache/dev-rootfs`), then the agent on top. Minutes, once.
 //!
+//! - `cordon-server`: `FROM scratch` with `cordon` itself, the agent and their shared
+//!   libraries, for running `cordon serve` in a container (`deploy/`); see [`super::server_image`].
+//!
+//! No source tree is needed: the recipes are compiled in, and the agent is found beside
+//! `cordon` (`cargo install --path sandbox-agent`). A dynamically linked agent gets its
+//! interpreter and libraries copied beside it ([`super::elf_deps`]), so it runs in a
+//! `FROM scratch` image without a separate static build.
+//!
 //! Every image carries labels naming the agent version and the SHA-256 of the agent binary
 //! and of its recipe; [`build_images`] skips an image whose labels already match and
 //! rebuilds when the agent (or the recipe) changed.
@@ -32,13 +40,17 @@ pub const LABEL_RECIPE_SHA256: &str = "cordon.recipe-sha256";
 
 const MINIMAL_DOCKERFILE: &str = include_str!("../../../../images/minimal/Dockerfile");
 const DEV_DOCKERFILE: &str = include_str!("../../../../images/dev/Dockerfile");
+const BUILD_ROOTFS_SH: &str = include_str!("../../../../images/dev/build-rootfs.sh");
 
 /// Which images to build.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ImageSet {
     Minimal,
     Dev,
+    /// Minimal and dev (the sandbox images).
     All,
+    /// `cordon-server`: this `cordon` and the agent, to run `cordon serve` in a container.
+    Server,
 }
 
 /// What [`build_images`] did for one image.
@@ -56,27 +68,50 @@ pub async fn build_images(
     mut progress: impl FnMut(String),
 ) -> Result<Vec<Built>, SandboxError> {
     let docker = connect().await?;
-    let (agent, bytes) = static_agent()?;
+    let agent = agent_binary()?;
+    let bytes = std::fs::read(&agent).map_err(|source| SandboxError::Setup {
+        step: "read agent binary",
+        source,
+    })?;
+    // The minimal image has no dynamic loader of its own: a dynamic agent takes its
+    // interpreter and libraries with it, or it would fail at session start with nothing
+    // but "agent did not come up".
+    let libs = RuntimeFiles::of(&agent, &bytes)?;
     progress(format!(
-        "agent binary {} ({} bytes)",
+        "agent binary {} ({} bytes, {})",
         agent.display(),
-        bytes.len()
+        bytes.len(),
+        if libs.files.is_empty() {
+            "static".to_string()
+        } else {
+            format!(
+                "dynamic: {} runtime files copied beside it",
+                libs.files.len()
+            )
+        }
     ));
     let mut done = Vec::new();
     if matches!(which, ImageSet::Minimal | ImageSet::All) {
-        done.push(build_minimal(&docker, &bytes, &mut progress).await?);
+        done.push(build_minimal(&docker, &bytes, &libs, &mut progress).await?);
     }
     if matches!(which, ImageSet::Dev | ImageSet::All) {
+        if !libs.files.is_empty() {
+            progress(format!(
+                "{DEV}: the agent is dynamic and uses the image's own glibc (Debian bookworm)"
+            ));
+        }
         done.push(build_dev(&docker, &bytes, &mut progress).await?);
+    }
+    if which == ImageSet::Server {
+        done.push(super::server_image::build_server(&docker, &agent, &bytes, &mut progress).await?);
     }
     Ok(done)
 }
 
-/// The static agent binary and its bytes; a dynamic one is refused, since the images have
-/// no dynamic loader (it would fail at session start with nothing but "agent did not come
-/// up").
+/// The static agent binary and its bytes, for images built on a user's base: those may
+/// have no loader or libraries of the agent's kind, so a dynamic agent is refused there.
 pub(super) fn static_agent() -> Result<(PathBuf, Vec<u8>), SandboxError> {
-    let agent = agent_binary()?;
+    let agent = static_agent_binary()?;
     let bytes = std::fs::read(&agent).map_err(|source| SandboxError::Setup {
         step: "read agent binary",
         source,
@@ -90,9 +125,21 @@ pub(super) fn static_agent() -> Result<(PathBuf, Vec<u8>), SandboxError> {
     Ok((agent, bytes))
 }
 
-/// Where the static agent binary is: `$CORDON_AGENT_BIN`, the workspace's
-/// `target/x86_64-unknown-linux-gnu/release/`, or beside the running executable.
+/// The agent binary the images carry: a static one where there is one
+/// (`$CORDON_AGENT_BIN`, the source tree's `target/x86_64-unknown-linux-gnu/release/`,
+/// `sandbox-agent-static` beside `cordon`), else the one the local backend runs (beside
+/// `cordon`, as `cargo install --path sandbox-agent` puts it, or on `PATH`), which may be
+/// dynamic: [`build_images`] then copies its libraries in.
 pub fn agent_binary() -> Result<PathBuf, SandboxError> {
+    static_agent_binary().or_else(|static_err| {
+        crate::paths::find_agent_binary()
+            .ok()
+            .filter(|p| std::fs::read(p).is_ok_and(|b| b.starts_with(b"\x7fELF")))
+            .ok_or(static_err)
+    })
+}
+
+fn static_agent_binary() -> Result<PathBuf, SandboxError> {
     let mut candidates = Vec::new();
     if let Some(p) = std::env::var_os("CORDON_AGENT_BIN") {
         candidates.push(PathBuf::from(p));
@@ -115,7 +162,7 @@ pub fn agent_binary() -> Result<PathBuf, SandboxError> {
         .into_iter()
         .find(|p| std::fs::read(p).is_ok_and(|b| is_static_elf(&b)))
         .ok_or_else(|| SandboxError::Setup {
-            step: "find static agent binary (run images/build-agent.sh)",
+            step: "find the agent binary (install it beside cordon: cargo install --path sandbox-agent)",
             source: std::io::Error::from(std::io::ErrorKind::NotFound),
         })
 }
@@ -183,7 +230,7 @@ pub async fn ensure(
     })
 }
 
-fn sha256_hex(parts: &[&[u8]]) -> String {
+pub(super) fn sha256_hex(parts: &[&[u8]]) -> String {
     let mut h = Sha256::new();
     for p in parts {
         h.update(p);
@@ -208,7 +255,11 @@ pub(super) async fn image_labels(docker: &Docker, image: &str) -> Option<HashMap
     Some(info.config.and_then(|c| c.labels).unwrap_or_default())
 }
 
-async fn is_current(docker: &Docker, image: &str, want: &HashMap<String, String>) -> bool {
+pub(super) async fn is_current(
+    docker: &Docker,
+    image: &str,
+    want: &HashMap<String, String>,
+) -> bool {
     image_labels(docker, image)
         .await
         .is_some_and(|have| want.iter().all(|(k, v)| have.get(k) == Some(v)))
@@ -217,6 +268,7 @@ async fn is_current(docker: &Docker, image: &str, want: &HashMap<String, String>
 async fn build_minimal(
     docker: &Docker,
     agent: &[u8],
+    libs: &RuntimeFiles,
     progress: &mut impl FnMut(String),
 ) -> Result<Built, SandboxError> {
     let busybox_path = std::env::var_os("CORDON_BUSYBOX")
@@ -225,7 +277,14 @@ async fn build_minimal(
         step: "read busybox (apt-get install busybox-static)",
         source,
     })?;
-    let want = wanted_labels(agent, &[MINIMAL_DOCKERFILE.as_bytes(), &busybox]);
+    let want = wanted_labels(
+        agent,
+        &[
+            MINIMAL_DOCKERFILE.as_bytes(),
+            &busybox,
+            libs.digest.as_bytes(),
+        ],
+    );
     if is_current(docker, MINIMAL, &want).await {
         progress(format!("{MINIMAL}: up to date"));
         return Ok(Built {
@@ -236,7 +295,7 @@ async fn build_minimal(
     progress(format!("{MINIMAL}: building"));
     let applets = busybox_applets(&busybox_path)?;
     let context =
-        minimal_context(agent, &busybox, &applets).map_err(|source| SandboxError::Setup {
+        minimal_context(agent, &busybox, &applets, libs).map_err(|source| SandboxError::Setup {
             step: "assemble build context",
             source,
         })?;
@@ -264,10 +323,16 @@ fn busybox_applets(busybox: &Path) -> Result<Vec<String>, SandboxError> {
         .collect())
 }
 
-fn minimal_context(agent: &[u8], busybox: &[u8], applets: &[String]) -> std::io::Result<Vec<u8>> {
+fn minimal_context(
+    agent: &[u8],
+    busybox: &[u8],
+    applets: &[String],
+    libs: &RuntimeFiles,
+) -> std::io::Result<Vec<u8>> {
     let mut tar = tar::Builder::new(Vec::new());
     add_file(&mut tar, "Dockerfile", MINIMAL_DOCKERFILE.as_bytes(), 0o644)?;
     add_file(&mut tar, "rootfs/sandbox-agent", agent, 0o755)?;
+    libs.add_to(&mut tar, "rootfs")?;
     add_file(&mut tar, "rootfs/bin/busybox", busybox, 0o755)?;
     for applet in applets {
         let mut h = tar::Header::new_gnu();
@@ -300,14 +365,22 @@ pub(super) fn add_file(
     let mut h = tar::Header::new_gnu();
     h.set_size(data.len() as u64);
     h.set_mode(mode);
+    h.set_uid(0);
+    h.set_gid(0);
     h.set_entry_type(tar::EntryType::Regular);
     tar.append_data(&mut h, path, data)
 }
 
-fn add_dir(tar: &mut tar::Builder<Vec<u8>>, path: &str, mode: u32) -> std::io::Result<()> {
+pub(super) fn add_dir(
+    tar: &mut tar::Builder<Vec<u8>>,
+    path: &str,
+    mode: u32,
+) -> std::io::Result<()> {
     let mut h = tar::Header::new_gnu();
     h.set_size(0);
     h.set_mode(mode);
+    h.set_uid(0);
+    h.set_gid(0);
     h.set_entry_type(tar::EntryType::Directory);
     tar.append_data(&mut h, path, std::io::empty())
 }
@@ -405,11 +478,22 @@ fn dev_rootfs(progress: &mut impl FnMut(String)) -> Result<PathBuf, SandboxError
         progress(format!("{DEV_BASE}: reusing {}", dir.display()));
         return Ok(dir);
     }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../images/dev/build-rootfs.sh");
-    progress(format!(
-        "{DEV_BASE}: debootstrap (minutes) via {}",
-        script.display()
-    ));
+    // The recipe is compiled in (no source tree needed): written to a private temporary
+    // file for bash to run.
+    let script = tempfile::Builder::new()
+        .prefix("cordon-build-rootfs")
+        .suffix(".sh")
+        .tempfile()
+        .and_then(|mut f| {
+            use std::io::Write;
+            f.write_all(BUILD_ROOTFS_SH.as_bytes())?;
+            Ok(f.into_temp_path())
+        })
+        .map_err(|source| SandboxError::Setup {
+            step: "write build-rootfs.sh",
+            source,
+        })?;
+    progress(format!("{DEV_BASE}: debootstrap (minutes)"));
     if let Some(parent) = dir.parent() {
         std::fs::create_dir_all(parent).map_err(|source| SandboxError::Setup {
             step: "create cache dir",
@@ -417,7 +501,7 @@ fn dev_rootfs(progress: &mut impl FnMut(String)) -> Result<PathBuf, SandboxError
         })?;
     }
     let status = std::process::Command::new("bash")
-        .arg(&script)
+        .arg(&*script)
         .arg(&dir)
         .status()
         .map_err(|source| SandboxError::Setup {
@@ -465,6 +549,57 @@ async fn import_rootfs(
         }
     }
     Ok(())
+}
+
+/// A binary's interpreter and shared libraries (none for a static one), read now, to be
+/// copied into an image at their own paths.
+#[derive(Debug, Default)]
+pub(super) struct RuntimeFiles {
+    pub files: Vec<(PathBuf, Vec<u8>)>,
+    /// Of the paths and contents, for the image's recipe label.
+    pub digest: String,
+}
+
+impl RuntimeFiles {
+    pub fn of(bin: &Path, elf: &[u8]) -> Result<Self, SandboxError> {
+        let mut files = Vec::new();
+        for path in super::elf_deps::runtime_files(bin, elf)? {
+            let bytes = std::fs::read(&path).map_err(|source| SandboxError::Setup {
+                step: "read a shared library of the agent",
+                source,
+            })?;
+            files.push((path, bytes));
+        }
+        let mut parts: Vec<&[u8]> = Vec::new();
+        for (path, bytes) in &files {
+            parts.push(path.as_os_str().as_encoded_bytes());
+            parts.push(bytes);
+        }
+        Ok(Self {
+            digest: sha256_hex(&parts),
+            files,
+        })
+    }
+
+    /// Adds `other`'s files not already here.
+    pub fn merge(&mut self, other: RuntimeFiles) {
+        for (path, bytes) in other.files {
+            if !self.files.iter().any(|(p, _)| *p == path) {
+                self.files.push((path, bytes));
+            }
+        }
+        self.digest = sha256_hex(&[self.digest.as_bytes(), other.digest.as_bytes()]);
+    }
+
+    /// Adds every file under `root/` in the context, at its own path (a symbolic link's
+    /// target's content at the link's path: the image needs no link farm).
+    pub fn add_to(&self, tar: &mut tar::Builder<Vec<u8>>, root: &str) -> std::io::Result<()> {
+        for (path, bytes) in &self.files {
+            let rel = path.strip_prefix("/").unwrap_or(path);
+            add_file(tar, &format!("{root}/{}", rel.display()), bytes, 0o755)?;
+        }
+        Ok(())
+    }
 }
 
 /// The Cordon images the engine holds, for `cordon doctor`.
@@ -522,7 +657,11 @@ mod tests {
 
     #[test]
     fn the_minimal_context_holds_agent_busybox_and_applets() {
-        let ctx = minimal_context(b"A", b"B", &["sh".into(), "ls".into()]).unwrap();
+        let libs = RuntimeFiles {
+            files: vec![(PathBuf::from("/lib64/ld.so"), b"L".to_vec())],
+            digest: String::new(),
+        };
+        let ctx = minimal_context(b"A", b"B", &["sh".into(), "ls".into()], &libs).unwrap();
         let mut archive = tar::Archive::new(&ctx[..]);
         let names: Vec<String> = archive
             .entries()
@@ -536,6 +675,7 @@ mod tests {
             "rootfs/bin/sh",
             "rootfs/bin/ls",
             "rootfs/tmp",
+            "rootfs/lib64/ld.so",
         ] {
             assert!(
                 names.iter().any(|n| n.trim_end_matches('/') == want),

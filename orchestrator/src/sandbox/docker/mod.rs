@@ -45,12 +45,14 @@ pub mod adopt;
 pub mod container;
 pub mod devcontainer;
 pub mod exec_cgroup;
+pub mod elf_deps;
 pub mod footprint;
 pub mod images;
 pub mod masks;
 pub mod pool;
 pub mod seccomp_profile;
 pub mod user_image;
+mod server_image;
 
 pub use images::{ImageSet, build_images};
 

@@ -1,0 +1,386 @@
+//! Putting a session together: the library's composition root.
+//!
+//! A [`SessionEnv`] names everything a session needs from its surroundings (the merged
+//! settings, the backend, the model endpoint, where state lives, which session to start
+//! or continue). [`SessionEnv::prepare`] opens the transcript, starts the sandbox and
+//! builds the permission engine, hooks and checkpoints, returning a [`Prepared`] whose
+//! [`SessionHandles`] a front end can wire into its own UI (a terminal, the stream-json
+//! protocol, the HTTP server) before [`Prepared::into_loop`] makes the [`AgentLoop`] with
+//! that front end's prompter, observers and event channel.
+//!
+//! The CLI (`cordon run`), the demo and the server all build sessions here; none of them
+//! re-parses command lines to reach this.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+
+use crate::agent::gate::{LoopObserver, Observers, PermissionPrompter, ToolGate};
+use crate::agent::{AgentLoop, LoopConfig, LoopEvent, prompt};
+use crate::checkpoints::{CheckpointError, CheckpointObserver, Checkpoints};
+use crate::hooks::{HookObserver, HookRunner, HookSet, Hooks, HooksError, SessionFacts};
+use crate::model::{ContentBlock, Message, ModelClient, ModelConfig, ModelError, Role};
+use crate::permissions::PermissionMode;
+use crate::policy_gate::{Engine, PolicyGate};
+use crate::sandbox::{BackendKind, SandboxError, SandboxSpec, Supervisor};
+use crate::session::{Loaded, RecordBody, SessionStore, StoreError, Transcript};
+use crate::settings::Settings;
+use crate::tools::{Interrupter, ToolContext, ToolRegistry};
+
+/// Which conversation the session carries on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionStart {
+    /// A new session; with an id when the caller chose it (the server's unguessable ids).
+    New { id: Option<String> },
+    /// Continue the session with this id.
+    Resume(String),
+    /// Continue the most recent session in the workspace.
+    ContinueLatest,
+    /// A new session that starts with a copy of this one's turns.
+    Fork(String),
+    /// A fork of the most recent session in the workspace.
+    ForkLatest,
+    /// A fork of `from` under the id the caller chose.
+    ForkAs { from: String, id: String },
+}
+
+/// Everything a session needs from outside, made explicit.
+pub struct SessionEnv {
+    /// The project directory: canonical and already checked by the caller's location
+    /// policy (the backend checks it again before it starts a sandbox).
+    pub workspace: PathBuf,
+    /// Where the session index, transcripts and checkpoints live (`$CORDON_HOME` for the
+    /// CLI, the server's data directory).
+    pub home: PathBuf,
+    /// The merged settings (the caller decides the layers and the workspace's trust).
+    pub settings: Settings,
+    pub backend: BackendKind,
+    /// Docker image (docker backend).
+    pub image: Option<String>,
+    /// Tenant the sandbox belongs to (labels; the server sets it).
+    pub tenant: Option<String>,
+    /// The model endpoint; the settings' `model` replaces its model name.
+    pub model: ModelConfig,
+    pub start: SessionStart,
+    pub max_turns: Option<u32>,
+    /// Overrides the model's context window (`CORDON_CONTEXT_WINDOW` for the CLI).
+    pub context_window: Option<u64>,
+    /// The user's home: `~` in deny rules and the user's CLAUDE.md (none on a server).
+    pub user_home: Option<PathBuf>,
+}
+
+/// Why a session could not be assembled; each variant names the step that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AssembleError {
+    #[error("model client: {0}")]
+    Model(#[from] ModelError),
+    #[error("opening the session: {0}")]
+    Store(#[from] StoreError),
+    #[error("reading hooks from the settings: {0}")]
+    Hooks(#[from] HooksError),
+    #[error("starting the sandbox: {0}")]
+    Sandbox(#[from] SandboxError),
+    #[error("opening the checkpoint store: {0}")]
+    Checkpoints(#[from] CheckpointError),
+    #[error("closing unfinished tool calls in the transcript: {0}")]
+    Transcript(#[from] crate::session::TranscriptError),
+}
+
+/// The parts of a running session a front end keeps and wires into its UI.
+pub struct SessionHandles {
+    pub session_id: String,
+    pub workspace: PathBuf,
+    pub store: SessionStore,
+    pub settings: Settings,
+    pub model_name: String,
+    pub engine: Arc<Engine>,
+    pub hooks: Arc<Hooks>,
+    /// Runs the SessionStart/SessionEnd hooks and the loop's hook moments.
+    pub observer: Arc<HookObserver>,
+    pub sandbox: Arc<Supervisor>,
+    pub ctx: ToolContext,
+    pub interrupter: Interrupter,
+    pub checkpoints: Checkpoints,
+    pub transcript_path: PathBuf,
+    /// Messages carried over from a resumed or forked session.
+    pub resumed_messages: usize,
+    /// The session continues an earlier one (the SessionStart hook's "resume").
+    pub resumed: bool,
+}
+
+impl SessionHandles {
+    /// Marks the session used in the index and tears its sandbox down; both best effort
+    /// (the transcript is already on disk), so failures are logged, not returned. The
+    /// index is updated at once; the returned future (which holds no borrow of the
+    /// handles, so a spawned task may await it) ends the sandbox.
+    pub fn end(&self) -> impl std::future::Future<Output = ()> + Send + 'static + use<> {
+        if let Err(e) = self.store.touch(&self.session_id) {
+            tracing::warn!(error = %e, "could not update the session index");
+        }
+        let sandbox = self.sandbox.clone();
+        async move {
+            if let Err(e) = sandbox.destroy().await {
+                tracing::warn!(error = %e, "sandbox teardown reported an error");
+            }
+        }
+    }
+}
+
+/// What the loop itself consumes.
+struct LoopInputs {
+    model: ModelClient,
+    transcript: Transcript,
+    history: Vec<Message>,
+    config: LoopConfig,
+}
+
+/// A session whose sandbox runs, waiting for its front end's parts.
+pub struct Prepared {
+    pub handles: SessionHandles,
+    inputs: LoopInputs,
+}
+
+/// What a front end brings to the loop.
+#[derive(Default)]
+pub struct FrontEnd {
+    /// Who answers permission questions (none: an "ask" is a denial that says why).
+    pub prompter: Option<Arc<dyn PermissionPrompter>>,
+    /// Observers that run before the hooks and checkpoints (in this order).
+    pub observers: Vec<Arc<dyn LoopObserver>>,
+    /// Where the loop's progress goes.
+    pub events: Option<mpsc::UnboundedSender<LoopEvent>>,
+    /// Offer ExitPlanMode even when the session does not start in plan mode (a terminal,
+    /// where the mode can change at any time).
+    pub exit_plan_mode: bool,
+}
+
+impl SessionEnv {
+    /// Opens (or continues) the session, starts its sandbox, builds its policy.
+    pub async fn prepare(self) -> Result<Prepared, AssembleError> {
+        let mut model_config = self.model.clone();
+        if let Some(m) = &self.settings.model {
+            model_config = model_config.with_model(m.clone());
+        }
+        let model_name = model_config.model.clone();
+        let model = ModelClient::new(model_config)?;
+        let store = SessionStore::open(&self.home)?;
+        let (session_id, history, transcript) =
+            open_session(&store, &self.start, &self.workspace, &model_name)?;
+        let resumed_messages = history.len();
+        let workspace = self.workspace.clone();
+        let settings = &self.settings;
+        let engine = Arc::new(Engine::new(settings.engine_config(&workspace)));
+        let hook_set = Arc::new(HookSet::from_settings(settings)?);
+        let transcript_path = transcript.path().to_path_buf();
+        let mut spec = self.sandbox_spec(&session_id);
+        if self.tenant.is_none() {
+            self.local_extras(&mut spec).await?;
+        }
+        let sandbox = crate::sandbox::supervise(self.backend, &spec).await?;
+        let (ctx, interrupter) = ToolContext::supervised(sandbox.clone(), &workspace);
+        let ctx = ctx.with_env(settings.env.clone().into_iter().collect());
+        let mode_engine = engine.clone();
+        let hooks = Arc::new(Hooks::new(
+            hook_set,
+            HookRunner::new(Some(ctx.clone()), &workspace),
+            SessionFacts {
+                session_id: session_id.clone(),
+                transcript_path: transcript_path.clone(),
+                cwd: workspace.clone(),
+            },
+            Arc::new(move || mode_engine.mode().as_str().to_string()),
+        ));
+        let observer = Arc::new(HookObserver::new(hooks.clone()));
+        let checkpoints = Checkpoints::open(&self.home, &session_id, &workspace)?
+            .with_budget(settings.checkpoint_budget_bytes());
+        let config = self.loop_config(&model_name);
+        let resumed = !matches!(self.start, SessionStart::New { .. });
+        Ok(Prepared {
+            handles: SessionHandles {
+                session_id,
+                workspace,
+                store,
+                settings: self.settings,
+                model_name,
+                engine,
+                hooks,
+                observer,
+                sandbox,
+                ctx,
+                interrupter,
+                checkpoints,
+                transcript_path,
+                resumed_messages,
+                resumed,
+            },
+            inputs: LoopInputs {
+                model,
+                transcript,
+                history,
+                config,
+            },
+        })
+    }
+
+    /// The sandbox this session asks its backend for: the settings' limits, and the
+    /// Read/Edit deny rules bound in the kernel as well.
+    fn sandbox_spec(&self, session_id: &str) -> SandboxSpec {
+        let mut spec = SandboxSpec::new(session_id, &self.workspace);
+        spec.image = self.image.clone();
+        spec.tenant = self.tenant.clone();
+        spec.limits = Some(self.settings.sandbox_limits());
+        let denies = crate::sandbox::deny::resolve(
+            &crate::sandbox::deny::rules_from_settings(&self.settings),
+            &self.workspace,
+            self.user_home.as_deref(),
+        );
+        (spec.denied_read, spec.denied_write) = (denies.read, denies.write);
+        spec
+    }
+
+    /// What a user's own session adds (never a server tenant's, whose sandboxes must not
+    /// see the server user's home or share its caches): the user's toolchains on the local
+    /// backend, and a trusted workspace's devcontainer as the Docker image when none was
+    /// asked for.
+    async fn local_extras(&self, spec: &mut SandboxSpec) -> Result<(), SandboxError> {
+        spec.toolchains =
+            crate::toolchains::for_session(&self.settings, &self.home, &self.workspace);
+        if spec.image.is_none() && self.backend == crate::sandbox::BackendKind::Docker {
+            spec.image = crate::sandbox::docker::devcontainer::image_for_session(
+                &self.workspace,
+                self.settings.trust().is_trusted(),
+                &mut |line| eprintln!("cordon: {line}"),
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    fn loop_config(&self, model_name: &str) -> LoopConfig {
+        let mut config = LoopConfig::new(model_name, &self.workspace);
+        config.max_turns = self.max_turns;
+        if let Some(window) = self.context_window {
+            config.context_window = window;
+        }
+        config.memory = prompt::memory_text(
+            &self.workspace,
+            &prompt::memory_files(&self.workspace, self.user_home.as_deref()),
+        );
+        config
+    }
+}
+
+impl Prepared {
+    /// The loop, with the front end's prompter, observers and event channel; the hooks and
+    /// checkpoints observe after the front end's own observers.
+    pub fn into_loop(self, front: FrontEnd) -> (AgentLoop, SessionHandles) {
+        self.into_loop_with_gate(front, |gate| gate)
+    }
+
+    /// [`Prepared::into_loop`], with the session's policy gate passed through `wrap` first
+    /// (the server wraps it to audit every call; the wrapper must not loosen the verdict).
+    pub fn into_loop_with_gate(
+        self,
+        front: FrontEnd,
+        wrap: impl FnOnce(Arc<dyn ToolGate>) -> Arc<dyn ToolGate>,
+    ) -> (AgentLoop, SessionHandles) {
+        let Prepared { handles, inputs } = self;
+        let tools = tools_for_mode(
+            &handles.engine,
+            front.prompter.clone(),
+            front.exit_plan_mode,
+        );
+        let mut observers = front.observers;
+        observers.push(handles.observer.clone());
+        observers.push(Arc::new(
+            CheckpointObserver::new(handles.checkpoints.clone())
+                .with_sandbox(handles.sandbox.clone()),
+        ));
+        let gate = PolicyGate::new(
+            handles.engine.clone(),
+            handles.hooks.clone(),
+            front.prompter,
+        );
+        let mut agent = AgentLoop::new(
+            inputs.model,
+            tools,
+            wrap(Arc::new(gate)),
+            handles.ctx.clone(),
+            inputs.transcript,
+            inputs.config,
+        )
+        .with_history(inputs.history)
+        .with_observer(Arc::new(Observers(observers)));
+        if let Some(events) = front.events {
+            agent = agent.with_events(events);
+        }
+        (agent, handles)
+    }
+}
+
+/// The built-in tools, plus ExitPlanMode when the session starts in plan mode or the front
+/// end can enter plan mode at any time.
+fn tools_for_mode(
+    engine: &Arc<Engine>,
+    prompter: Option<Arc<dyn PermissionPrompter>>,
+    exit_plan_mode: bool,
+) -> ToolRegistry {
+    let tools = ToolRegistry::default_tools();
+    if engine.mode() == PermissionMode::Plan || exit_plan_mode {
+        tools.with_exit_plan_mode(Some(engine.clone()), prompter)
+    } else {
+        tools
+    }
+}
+
+/// The session's id, the conversation so far and its open transcript.
+fn open_session(
+    store: &SessionStore,
+    start: &SessionStart,
+    workspace: &Path,
+    model: &str,
+) -> Result<(String, Vec<Message>, Transcript), AssembleError> {
+    let previous = match start {
+        SessionStart::New { id } => {
+            let (info, transcript) = store.create_with_id(workspace, model, id.as_deref())?;
+            return Ok((info.id, Vec::new(), transcript));
+        }
+        SessionStart::Fork(_) | SessionStart::ForkLatest | SessionStart::ForkAs { .. } => {
+            let (previous, new_id) = match start {
+                SessionStart::Fork(id) => (id.clone(), None),
+                SessionStart::ForkAs { from, id } => (from.clone(), Some(id.as_str())),
+                _ => (store.latest_in(workspace)?.id, None),
+            };
+            let (info, transcript) = store.fork_with_id(&previous, new_id)?;
+            let loaded = Loaded::read(&info.transcript)?;
+            let (messages, _) = loaded.conversation();
+            return Ok((info.id, messages, transcript));
+        }
+        SessionStart::Resume(id) => id.clone(),
+        SessionStart::ContinueLatest => store.latest_in(workspace)?.id,
+    };
+    let (info, loaded, mut transcript) = store.resume(&previous)?;
+    let (messages, closed) = loaded.conversation();
+    if !closed.is_empty() {
+        // Make the closing results part of the record, so the transcript itself is valid.
+        let results = messages
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::User)
+            .map(|m| {
+                m.content
+                    .iter()
+                    .filter(|b| matches!(b, ContentBlock::ToolResult { tool_use_id, .. } if closed.contains(tool_use_id)))
+                    .cloned()
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default();
+        transcript.append(RecordBody::User {
+            message: Message::user(results),
+        })?;
+        transcript.sync()?;
+        tracing::info!(closed = ?closed, "closed tool calls that never finished");
+    }
+    Ok((info.id, messages, transcript))
+}

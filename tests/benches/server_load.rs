@@ -1,0 +1,293 @@
+//! `cordon serve` under load: 100 concurrent sessions on the local sandbox against the
+//! zero-latency scripted model, 2,000 Bash tool calls in all (the scripted model hands
+//! its turns out in arrival order from one queue, so each session gets about 20), while
+//! every session's view is polled.
+//!
+//! Measured, side by side in the same run:
+//! - API latency p50/p99 under that load (create, message, GET session polls), and the
+//!   same GET on an idle server first (the baseline);
+//! - tool-call latency as a client sees it (tool_call event to its tool_result event);
+//! - sessions started per second (create to the sandbox up, all 100 at once);
+//! - lost events: every tool_call has exactly one tool_result in the event stream, in the
+//!   replay from the first event, and in the session's transcript; must be zero.
+//!
+//! Run: `cargo build --release --bins && cargo bench -p cordon-tests --bench server_load`
+//! (or `cargo test --bench server_load` for a debug-build run).
+#![allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../tests/server/fixture.rs"]
+#[allow(dead_code)]
+mod fixture;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use cordon_tests::scripted_model::{Options, ScriptedModel, Turn};
+use fixture::{Api, Server};
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+const SESSIONS: usize = 100;
+const CALLS_PER_SESSION: usize = 20;
+
+#[derive(Default)]
+struct Samples {
+    api: Vec<Duration>,
+    tool: Vec<Duration>,
+}
+
+fn pct(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1000.0)
+}
+
+async fn timed<T>(samples: &Mutex<Samples>, f: impl std::future::Future<Output = T>) -> T {
+    let t = Instant::now();
+    let out = f.await;
+    samples.lock().unwrap().api.push(t.elapsed());
+    out
+}
+
+/// One session: create, send the prompt, follow its events to the end of the turn.
+/// Returns (time to sandbox up, tool calls seen, calls without exactly one result).
+async fn one_session(
+    api: Api,
+    samples: Arc<Mutex<Samples>>,
+    begin: Instant,
+) -> (String, Duration, usize, usize) {
+    let id = timed(&samples, api.create(json!({"permission_mode": "default"}))).await;
+    let (status, _) = timed(
+        &samples,
+        api.post(
+            &format!("/v1/sessions/{id}/messages"),
+            json!({"content": "work"}),
+        ),
+    )
+    .await;
+    assert_eq!(status, reqwest::StatusCode::ACCEPTED);
+    let resp = api
+        .request(reqwest::Method::GET, &format!("/v1/sessions/{id}/events"))
+        .send()
+        .await
+        .unwrap();
+    let mut stream = eventsource_stream::Eventsource::eventsource(resp.bytes_stream());
+    let mut started = None;
+    let mut open: HashMap<String, Instant> = HashMap::new();
+    let mut results: HashMap<String, usize> = HashMap::new();
+    while let Some(event) = stream.next().await {
+        let event = event.unwrap();
+        let data: Value = serde_json::from_str(&event.data).unwrap();
+        match event.event.as_str() {
+            "lifecycle" if started.is_none() && data["state"] != "starting" => {
+                started = Some(begin.elapsed());
+            }
+            "tool_call" => {
+                open.insert(data["tool_use_id"].as_str().unwrap().into(), Instant::now());
+            }
+            "tool_result" => {
+                let tid = data["tool_use_id"].as_str().unwrap().to_string();
+                if let Some(t) = open.get(&tid) {
+                    samples.lock().unwrap().tool.push(t.elapsed());
+                }
+                *results.entry(tid).or_default() += 1;
+            }
+            "result" => break,
+            _ => {}
+        }
+    }
+    let lost = open.keys().filter(|k| results.get(*k) != Some(&1)).count();
+    (id, started.unwrap_or_default(), open.len(), lost)
+}
+
+/// Replays a session's events from the first and counts calls without one result.
+async fn lost_in_replay(api: &Api, id: &str) -> usize {
+    let events = api.events_until(id, Some(0), |e| e.kind == "result").await;
+    let calls: Vec<&Value> = events
+        .iter()
+        .filter(|e| e.kind == "tool_call")
+        .map(|e| &e.data)
+        .collect();
+    calls
+        .iter()
+        .filter(|c| {
+            events
+                .iter()
+                .filter(|e| e.kind == "tool_result" && e.data["tool_use_id"] == c["tool_use_id"])
+                .count()
+                != 1
+        })
+        .count()
+}
+
+/// Tool uses in a transcript without exactly one tool_result naming them.
+fn lost_in_transcript(data: &std::path::Path, id: &str) -> usize {
+    let text = std::fs::read_to_string(data.join("sessions").join(format!("{id}.jsonl")))
+        .unwrap_or_default();
+    let mut uses: HashMap<String, usize> = HashMap::new();
+    let mut results: HashMap<String, usize> = HashMap::new();
+    for line in text.lines() {
+        let v: Value = serde_json::from_str(line).unwrap_or(Value::Null);
+        walk(&v, &mut uses, &mut results);
+    }
+    uses.keys().filter(|k| results.get(*k) != Some(&1)).count()
+}
+
+fn walk(v: &Value, uses: &mut HashMap<String, usize>, results: &mut HashMap<String, usize>) {
+    match v {
+        Value::Object(m) => {
+            match m.get("type").and_then(Value::as_str) {
+                Some("tool_use") => {
+                    if let Some(id) = m.get("id").and_then(Value::as_str) {
+                        *uses.entry(id.into()).or_default() += 1;
+                    }
+                }
+                Some("tool_result") => {
+                    if let Some(id) = m.get("tool_use_id").and_then(Value::as_str) {
+                        *results.entry(id.into()).or_default() += 1;
+                    }
+                }
+                _ => {}
+            }
+            m.values().for_each(|x| walk(x, uses, results));
+        }
+        Value::Array(a) => a.iter().for_each(|x| walk(x, uses, results)),
+        _ => {}
+    }
+}
+
+async fn idle_baseline(api: &Api, id: &str) -> Vec<Duration> {
+    let mut out = Vec::new();
+    for _ in 0..200 {
+        let t = Instant::now();
+        api.get(&format!("/v1/sessions/{id}")).await;
+        out.push(t.elapsed());
+    }
+    out.sort();
+    out
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(run());
+}
+
+async fn run() {
+    let mut turns: Vec<Turn> = (0..SESSIONS * CALLS_PER_SESSION)
+        .map(|i| {
+            Turn::tool_use(
+                format!("t{i}"),
+                "Bash",
+                json!({"command": format!("echo {i}")}),
+            )
+        })
+        .collect();
+    turns.extend((0..SESSIONS).map(|_| Turn::text("done")));
+    let model = ScriptedModel::start_with(
+        Vec::new(),
+        Options {
+            zero_latency: true,
+            ..Options::default()
+        },
+    )
+    .await
+    .unwrap();
+    let quotas = json!({"max_sessions": SESSIONS + 10, "session_starts_per_minute": 10 * SESSIONS, "exec_per_minute": 10_000});
+    let server = Server::start_with(&model, json!({}), quotas).await;
+    let api = server.api("alpha");
+
+    // Baseline: the same GET on a quiet server.
+    let probe = api.create(json!({})).await;
+    let baseline = idle_baseline(&api, &probe).await;
+    api.delete(&format!("/v1/sessions/{probe}")).await;
+
+    model.push_turns(turns);
+    let samples = Arc::new(Mutex::new(Samples::default()));
+    let begin = Instant::now();
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // Pollers: GET the session list while the load runs (API latency under load).
+    let pollers: Vec<_> = (0..4)
+        .map(|_| {
+            let (api, samples, done) = (api.clone(), samples.clone(), done.clone());
+            tokio::spawn(async move {
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    timed(&samples, api.get("/v1/sessions?limit=20")).await;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            })
+        })
+        .collect();
+    let tasks: Vec<_> = (0..SESSIONS)
+        .map(|_| tokio::spawn(one_session(api.clone(), samples.clone(), begin)))
+        .collect();
+    let mut outcomes = Vec::new();
+    for t in tasks {
+        outcomes.push(t.await.unwrap());
+    }
+    let wall = begin.elapsed();
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    for p in pollers {
+        p.await.unwrap();
+    }
+
+    let calls: usize = outcomes.iter().map(|o| o.2).sum();
+    let lost_live: usize = outcomes.iter().map(|o| o.3).sum();
+    let mut lost_replay = 0;
+    let mut lost_transcript = 0;
+    for (id, ..) in &outcomes {
+        lost_replay += lost_in_replay(&api, id).await;
+        lost_transcript += lost_in_transcript(server.data.path(), id);
+    }
+    let mut starts: Vec<Duration> = outcomes.iter().map(|o| o.1).collect();
+    starts.sort();
+    let all_started = starts.last().copied().unwrap_or_default();
+    let mut s = std::mem::take(&mut *samples.lock().unwrap());
+    s.api.sort();
+    s.tool.sort();
+    println!(
+        "server_load: {SESSIONS} concurrent sessions, {calls} tool calls in {:.1} s",
+        wall.as_secs_f64()
+    );
+    println!(
+        "  API latency under load: p50 {} p99 {} ({} requests); idle baseline GET: p50 {} p99 {}",
+        ms(pct(&s.api, 0.5)),
+        ms(pct(&s.api, 0.99)),
+        s.api.len(),
+        ms(pct(&baseline, 0.5)),
+        ms(pct(&baseline, 0.99)),
+    );
+    println!(
+        "  tool-call latency (tool_call to tool_result event): p50 {} p99 {}",
+        ms(pct(&s.tool, 0.5)),
+        ms(pct(&s.tool, 0.99)),
+    );
+    println!(
+        "  sessions started: all {SESSIONS} in {:.2} s = {:.1} sessions/s (median start {})",
+        all_started.as_secs_f64(),
+        SESSIONS as f64 / all_started.as_secs_f64().max(1e-9),
+        ms(pct(&starts, 0.5)),
+    );
+    println!("  lost events: live {lost_live}, replay {lost_replay}, transcript {lost_transcript}");
+    assert_eq!(
+        calls,
+        SESSIONS * CALLS_PER_SESSION,
+        "every scripted tool call ran"
+    );
+    assert_eq!(
+        lost_live + lost_replay + lost_transcript,
+        0,
+        "no event may be lost"
+    );
+    model.shutdown().await;
+}
