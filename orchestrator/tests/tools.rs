@@ -50,6 +50,7 @@ impl Session {
             extra_writable: vec![],
             protected_paths: vec![],
             network: false,
+            egress: None,
             best_effort: false,
             rlimits: Default::default(),
             disk_budget_bytes: None,

@@ -16,6 +16,7 @@
 //! - [`confine`]: Landlock, seccomp, rlimits and the confinement report.
 //! - [`hostgit`]: the one hardened way Cordon runs git on the host.
 //! - [`cgroup`]: session cgroups (limits) and per-command cgroups (the kill that cannot be outrun).
+//! - [`egress`]: the loopback bridge to the egress proxy, the DNS stub, the shared policy.
 //! - [`launch`]: the local backend's namespace launcher (user, mount, pid, ipc, uts, net).
 //!
 //! # Example
@@ -33,6 +34,7 @@ pub mod cgroup;
 pub mod client;
 pub mod config;
 pub mod confine;
+pub mod egress;
 pub mod error;
 pub mod exec;
 pub mod fsops;

@@ -139,6 +139,7 @@ pub async fn run_with_model(
         disallowed_tools: args.disallowed_tools.clone(),
         permission_mode: args.permission_mode,
         model: args.model.clone(),
+        allowed_domains: Vec::new(),
     };
     let load = || Settings::load(&workspace, cli.clone());
     let mut settings = load().context("loading the settings")?;

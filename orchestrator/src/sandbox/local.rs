@@ -173,6 +173,7 @@ impl LocalBackend {
                     .chain(spec.denied_write.iter().cloned())
                     .collect(),
                 network: spec.network,
+                egress: spec.egress_config(),
                 best_effort: spec.best_effort,
                 rlimits: Rlimits::default(),
                 disk_budget_bytes: spec.limits.and_then(|l| l.disk_bytes),
@@ -264,6 +265,7 @@ impl LocalBackend {
             child: Mutex::new(Some(child)),
             lifeline: Mutex::new(Some(life_w)),
             state_dir: state_dir.to_path_buf(),
+            proxy: None,
         })
     }
 }
@@ -275,7 +277,7 @@ impl Backend for LocalBackend {
     }
 
     async fn start(&self, spec: &SandboxSpec) -> Result<Sandbox, SandboxError> {
-        let (handle, socket) = self.spawn(spec)?;
+        let (mut handle, socket) = self.spawn(spec)?;
         let started = Instant::now();
         // Poll fast at first (a sandbox is usually up within tens of milliseconds), then
         // back off: a fixed coarse interval would add half of itself to every start.
@@ -316,6 +318,20 @@ impl Backend for LocalBackend {
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_millis(5));
         };
+        if let Some(egress) = &spec.egress {
+            // Before any command runs: the agent's bridge connects at each connection.
+            let dir = socket.parent().unwrap_or(Path::new("/nonexistent"));
+            match egress.serve(&spec.session_id, dir) {
+                Ok(task) => handle.proxy = Some(task),
+                Err(source) => {
+                    Box::new(handle).destroy().await.ok();
+                    return Err(SandboxError::Setup {
+                        step: "starting the egress proxy",
+                        source,
+                    });
+                }
+            }
+        }
         Ok(Sandbox {
             client,
             handle: Box::new(handle),
@@ -326,6 +342,8 @@ impl Backend for LocalBackend {
 /// Ends one local sandbox.
 #[derive(Debug)]
 pub struct LocalHandle {
+    /// The session's egress proxy (stops with the handle).
+    proxy: Option<crate::network::egress::ProxyTask>,
     child: Mutex<Option<Child>>,
     lifeline: Mutex<Option<OwnedFd>>,
     state_dir: PathBuf,

@@ -30,6 +30,7 @@ fn fixture(network: bool) -> Fixture {
         extra_writable: vec![],
         protected_paths: vec![],
         network,
+        egress: None,
         best_effort: false,
         rlimits: Default::default(),
         disk_budget_bytes: None,

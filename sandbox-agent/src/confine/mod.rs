@@ -190,6 +190,7 @@ mod tests {
             extra_writable: vec![],
             protected_paths: vec![],
             network: false,
+            egress: None,
             best_effort: false,
             rlimits: Default::default(),
             disk_budget_bytes: None,

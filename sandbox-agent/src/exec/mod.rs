@@ -153,7 +153,10 @@ impl Executor {
         };
         let limits = ChildLimits::prepare(&self.config.rlimits)
             .map_err(|e| AgentError::internal(format!("cannot read rlimits: {e}")))?;
-        let base = spawn::base_env(&self.config.tmp_dir, &self.config.tmp_dir, &self.shell);
+        let mut base = spawn::base_env(&self.config.tmp_dir, &self.config.tmp_dir, &self.shell);
+        if let Some(egress) = &self.config.egress {
+            base.extend(crate::egress::proxy_env(egress.port));
+        }
         let spec = SpawnSpec {
             slot: self.lease()?,
             owner: self.id,

@@ -29,6 +29,7 @@ fn fx() -> Fx {
         extra_writable: vec![],
         protected_paths: vec![],
         network: false,
+        egress: None,
         best_effort: false,
         rlimits: Rlimits::default(),
         disk_budget_bytes: None,

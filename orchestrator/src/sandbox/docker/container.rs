@@ -216,6 +216,7 @@ impl Session {
             extra_writable: Vec::new(),
             protected_paths: self.masks.protected.clone(),
             network,
+            egress: None,
             best_effort: false,
             rlimits: Rlimits::default(),
             disk_budget_bytes: None,
