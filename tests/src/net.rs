@@ -1,5 +1,5 @@
 //! A private internet for the network tests: a thread moved into fresh network and mount
-//! namespaces, with `lo` up, a dummy interface holding the test's addresses, a
+//! namespaces, with `lo` up, an interface (one end of a veth pair) holding the test's addresses, a
 //! resolv.conf of the test's own bound over /etc/resolv.conf (in that mount namespace
 //! only), and small HTTP and DNS servers bound to those addresses. Processes started
 //! from that thread (`cordon`, the sandbox launcher) inherit all of it; the host's
@@ -57,8 +57,13 @@ fn enter(addrs: &[IpAddr], resolver: Option<IpAddr>) {
     )
     .expect("making / private in the test's mount namespace");
     ip(&["link", "set", "lo", "up"]);
-    ip(&["link", "add", "cordon0", "type", "dummy"]);
+    // A veth pair stands for the outside link (this kernel has no dummy driver); the
+    // addresses sit on one end, and being local they are reached without any route.
+    ip(&[
+        "link", "add", "cordon0", "type", "veth", "peer", "name", "cordon1",
+    ]);
     ip(&["link", "set", "cordon0", "up"]);
+    ip(&["link", "set", "cordon1", "up"]);
     for a in addrs {
         let cidr = match a {
             IpAddr::V4(_) => format!("{a}/32"),

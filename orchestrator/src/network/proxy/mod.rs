@@ -141,11 +141,12 @@ impl Proxy {
             allowed: false,
             rule: String::new(),
         };
-        let mut buf = Vec::with_capacity(1024);
-        match stream.read_buf(&mut buf).await {
-            Ok(0) | Err(_) => rec.rule = "the client sent nothing".into(),
-            Ok(_) if buf[0] == 5 => self.socks(stream, &mut rec).await,
-            Ok(_) => self.http(stream, buf, &mut rec).await,
+        // One byte only: a SOCKS client's greeting must stay unread for the handshake.
+        let mut first = [0u8; 1];
+        match stream.read_exact(&mut first).await {
+            Err(_) => rec.rule = "the client sent nothing".into(),
+            Ok(_) if first[0] == 5 => self.socks(stream, &mut rec).await,
+            Ok(_) => self.http(stream, first.to_vec(), &mut rec).await,
         }
         rec.duration_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
         rec
