@@ -28,7 +28,7 @@ where
 {
     let addrs = addrs.to_vec();
     let joined = std::thread::spawn(move || {
-        enter(&addrs, resolver);
+        let _resolv_conf = enter(&addrs, resolver);
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -43,7 +43,7 @@ where
 
 /// Moves the calling thread into new namespaces and sets them up. unshare(2) acts on the
 /// calling thread only, so the rest of the test process keeps the host's.
-fn enter(addrs: &[IpAddr], resolver: Option<IpAddr>) {
+fn enter(addrs: &[IpAddr], resolver: Option<IpAddr>) -> Option<tempfile::NamedTempFile> {
     use nix::mount::{MsFlags, mount};
     use nix::sched::{CloneFlags, unshare};
     unshare(CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_FS)
@@ -71,27 +71,24 @@ fn enter(addrs: &[IpAddr], resolver: Option<IpAddr>) {
         };
         ip(&["addr", "add", &cidr, "dev", "cordon0"]);
     }
-    if let Some(ns) = resolver {
-        let file = tempfile::NamedTempFile::new().unwrap();
-        std::fs::write(
-            file.path(),
-            format!("nameserver {ns}\noptions attempts:1\n"),
-        )
-        .unwrap();
-        let (_, path) = file.keep().unwrap();
-        let cleanup = path.clone();
-        mount(
-            Some(&path),
-            "/etc/resolv.conf",
-            None::<&str>,
-            MsFlags::MS_BIND,
-            None::<&str>,
-        )
-        .expect("binding the test's resolv.conf");
-        // The mount keeps the file alive; its name is no longer needed.
-        let _ = std::fs::remove_file(cleanup);
-        // Names in /etc/hosts would win over the test's DNS; none of the test's are there.
-    }
+    let ns = resolver?;
+    // Kept (not unlinked) while the namespace lives: the kernel refuses to mount over an
+    // unlinked file, which the sandbox's own resolv.conf mount would be.
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        file.path(),
+        format!("nameserver {ns}\noptions attempts:1\n"),
+    )
+    .unwrap();
+    mount(
+        Some(file.path()),
+        "/etc/resolv.conf",
+        None::<&str>,
+        MsFlags::MS_BIND,
+        None::<&str>,
+    )
+    .expect("binding the test's resolv.conf");
+    Some(file)
 }
 
 fn ip(args: &[&str]) {
