@@ -42,8 +42,11 @@ where
 }
 
 /// Moves the calling thread into new namespaces and sets them up. unshare(2) acts on the
-/// calling thread only, so the rest of the test process keeps the host's.
-fn enter(addrs: &[IpAddr], resolver: Option<IpAddr>) -> Option<tempfile::NamedTempFile> {
+/// calling thread only, so the rest of the test process keeps the host's; threads and
+/// processes started from this thread afterwards inherit its namespaces (a benchmark
+/// builds its multi-threaded runtime after this). Keep the returned file while the
+/// namespace is used.
+pub fn enter(addrs: &[IpAddr], resolver: Option<IpAddr>) -> Option<tempfile::NamedTempFile> {
     use nix::mount::{MsFlags, mount};
     use nix::sched::{CloneFlags, unshare};
     unshare(CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_FS)

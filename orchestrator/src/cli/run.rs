@@ -3,7 +3,7 @@
 //! tears the sandbox down; exits non-zero when the run ended in error.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -188,6 +188,21 @@ pub async fn run_with_model(
         user_home.as_deref(),
     );
     (spec.denied_read, spec.denied_write) = (denies.read, denies.write);
+    let network = cordon::network::layers::from_settings(&settings)
+        .context("reading the network settings")?;
+    for w in &network.warnings {
+        eprintln!("cordon: {w}");
+    }
+    if network.policy.grants_egress() {
+        // Every connection, allowed or refused, is recorded beside the transcript.
+        let mut log_path = transcript.path().as_os_str().to_owned();
+        log_path.push(".egress.jsonl");
+        let log = cordon::network::proxy::record::JsonlLog::open(Path::new(&log_path))
+            .context("opening the egress log")?;
+        let mut egress = cordon::network::EgressSpec::new(network.policy);
+        egress.log = Arc::new(log);
+        spec = spec.with_egress(egress);
+    }
     let sandbox = cordon::sandbox::supervise(args.sandbox, &spec)
         .await
         .context("starting the sandbox")?;

@@ -77,3 +77,34 @@ impl ConnectionLog for TracingLog {
         );
     }
 }
+
+/// Appends one JSON line per record to a file (a session's `<transcript>.egress.jsonl`,
+/// beside its transcript), and logs it through `tracing`.
+#[derive(Debug)]
+pub struct JsonlLog(Mutex<std::fs::File>);
+
+impl JsonlLog {
+    /// Opens (creates, mode 0600) `path` for appending.
+    pub fn open(path: &std::path::Path) -> std::io::Result<JsonlLog> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .open(path)?;
+        Ok(JsonlLog(Mutex::new(file)))
+    }
+}
+
+impl ConnectionLog for JsonlLog {
+    fn record(&self, record: ConnectionRecord) {
+        use std::io::Write;
+        if let (Ok(mut line), Ok(mut file)) = (serde_json::to_vec(&record), self.0.lock()) {
+            line.push(b'\n');
+            if let Err(e) = file.write_all(&line) {
+                tracing::warn!("egress log: {e}");
+            }
+        }
+        TracingLog.record(record);
+    }
+}

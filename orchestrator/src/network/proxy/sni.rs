@@ -196,7 +196,7 @@ mod tests {
         let mut h = hello(Some("pypi.org"));
         let last = h.len() - 9;
         h.truncate(last);
-        let len = (h.len() - 5) as u16;
+        let len = u16::try_from(h.len() - 5).unwrap();
         h[3..5].copy_from_slice(&len.to_be_bytes());
         assert!(matches!(inspect(&h), FirstBytes::Malformed(_)));
     }
