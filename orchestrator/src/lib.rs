@@ -9,6 +9,7 @@ pub mod hooks;
 pub mod hostgit;
 pub mod interactive;
 pub mod model;
+pub mod network;
 pub mod output;
 pub mod paths;
 pub mod permissions;

@@ -52,6 +52,7 @@ impl Session {
             command_env: Vec::new(),
             protected_paths: vec![],
             network: false,
+            egress: None,
             best_effort: false,
             rlimits: Default::default(),
             disk_budget_bytes: None,

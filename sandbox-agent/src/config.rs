@@ -35,6 +35,10 @@ pub struct AgentConfig {
     /// Whether children may open AF_INET/AF_INET6 sockets.
     #[serde(default)]
     pub network: bool,
+    /// The way out through the egress proxy (implies `network` for children, whose
+    /// namespace has no route but its loopback): the bridge, the DNS stub, the variables.
+    #[serde(default)]
+    pub egress: Option<crate::egress::EgressConfig>,
     /// Start even when the kernel cannot enforce every layer (reported in the handshake).
     /// Off by default: the agent fails closed.
     #[serde(default)]

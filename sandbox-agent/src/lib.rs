@@ -18,6 +18,7 @@
 //! - [`beneath`]: host-side reads and changes of workspace files beneath a held directory,
 //!   never through a link (prompt files, settings, rewind, run-state cleanup).
 //! - [`cgroup`]: session cgroups (limits) and per-command cgroups (the kill that cannot be outrun).
+//! - [`egress`]: the loopback bridge to the egress proxy, the DNS stub, the shared policy.
 //! - [`launch`]: the local backend's namespace launcher (user, mount, pid, ipc, uts, net).
 //!
 //! # Example
@@ -36,6 +37,7 @@ pub mod cgroup;
 pub mod client;
 pub mod config;
 pub mod confine;
+pub mod egress;
 pub mod error;
 pub mod exec;
 pub mod fsops;

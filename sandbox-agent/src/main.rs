@@ -64,6 +64,9 @@ fn run(cli: Cli) -> Result<(), String> {
     // Bind before confining: creating the socket needs rights the confined agent drops.
     let listener = listen_then_publish(&config.socket_path)?;
     listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+    // The egress bridge and DNS stub bind now too: the confined agent may not make
+    // INET sockets.
+    let egress = bind_egress(&config)?;
     // Per-command cgroups are made and opened now: the confined agent cannot.
     let slots = prepare_slots(&config)?;
     // Confine while still single-threaded: every thread and child inherits it.
@@ -86,6 +89,9 @@ fn run(cli: Cli) -> Result<(), String> {
         .map_err(|e| format!("cannot start runtime: {e}"))?;
     runtime.block_on(async move {
         let listener = tokio::net::UnixListener::from_std(listener).map_err(|e| e.to_string())?;
+        if let Some(egress) = egress {
+            egress.spawn().map_err(|e| e.to_string())?;
+        }
         let executor = Executor::new(&config)
             .with_child_filter(child_filter)
             .with_slots(slots);
@@ -117,6 +123,15 @@ fn listen_then_publish(path: &std::path::Path) -> Result<std::os::unix::net::Uni
         cannot(e)
     })?;
     Ok(listener)
+}
+
+/// Binds the egress bridge (and the DNS stub) when the session has a way out.
+fn bind_egress(config: &AgentConfig) -> Result<Option<sandbox_agent::egress::Bound>, String> {
+    config
+        .egress
+        .as_ref()
+        .map(|e| sandbox_agent::egress::Bound::bind(e).map_err(|e| format!("egress: {e}")))
+        .transpose()
 }
 
 /// Makes the per-command cgroups the backend delegated, if any. A failure refuses to start

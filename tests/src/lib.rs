@@ -10,6 +10,7 @@ pub use cordon::scripted as scripted_model;
 pub mod agent;
 pub mod differential;
 pub mod limits;
+pub mod net;
 pub mod pty;
 pub mod webdriver;
 

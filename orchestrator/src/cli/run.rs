@@ -3,7 +3,7 @@
 //! tears the sandbox down; exits non-zero when the run ended in error.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -127,6 +127,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         disallowed_tools: args.disallowed_tools.clone(),
         permission_mode: args.permission_mode,
         model: args.model.clone(),
+        allowed_domains: Vec::new(),
     };
     let load = || Settings::load(&workspace, cli.clone());
     let mut settings = load().context("loading the settings")?;

@@ -179,6 +179,7 @@ impl LocalBackend {
                     .chain(spec.denied_write.iter().cloned())
                     .collect(),
                 network: spec.network,
+                egress: spec.egress_config(),
                 best_effort: spec.best_effort,
                 rlimits: Rlimits::default(),
                 disk_budget_bytes: spec.limits.and_then(|l| l.disk_bytes),
@@ -270,6 +271,7 @@ impl LocalBackend {
             child: Mutex::new(Some(child)),
             lifeline: Mutex::new(Some(life_w)),
             state_dir: state_dir.to_path_buf(),
+            proxy: None,
         })
     }
 }
@@ -281,7 +283,7 @@ impl Backend for LocalBackend {
     }
 
     async fn start(&self, spec: &SandboxSpec) -> Result<Sandbox, SandboxError> {
-        let (handle, socket) = self.spawn(spec)?;
+        let (mut handle, socket) = self.spawn(spec)?;
         let started = Instant::now();
         // Poll every millisecond (the timer's grain) while a sandbox usually comes up,
         // then back off: a coarser interval adds about half of itself to every start (the
@@ -328,6 +330,20 @@ impl Backend for LocalBackend {
             };
             pause = (pause * 2).min(cap);
         };
+        if let Some(egress) = &spec.egress {
+            // Before any command runs: the agent's bridge connects at each connection.
+            let dir = socket.parent().unwrap_or(Path::new("/nonexistent"));
+            match egress.serve(&spec.session_id, dir) {
+                Ok(task) => handle.proxy = Some(task),
+                Err(source) => {
+                    Box::new(handle).destroy().await.ok();
+                    return Err(SandboxError::Setup {
+                        step: "starting the egress proxy",
+                        source,
+                    });
+                }
+            }
+        }
         Ok(Sandbox {
             client,
             handle: Box::new(handle),
@@ -338,6 +354,8 @@ impl Backend for LocalBackend {
 /// Ends one local sandbox.
 #[derive(Debug)]
 pub struct LocalHandle {
+    /// The session's egress proxy (stops with the handle).
+    proxy: Option<crate::network::egress::ProxyTask>,
     child: Mutex<Option<Child>>,
     lifeline: Mutex<Option<OwnedFd>>,
     state_dir: PathBuf,

@@ -39,8 +39,11 @@ pub struct SandboxSpec {
     pub session_id: String,
     /// The user's project: bind-mounted read-write at the same absolute path.
     pub workspace: PathBuf,
-    /// Whether sandboxed processes may open internet sockets (egress comes later).
+    /// Whether sandboxed processes may open internet sockets (set with `egress`: the
+    /// namespace still has no route but its loopback).
     pub network: bool,
+    /// The way out through the egress proxy (`None`: no network at all). Local backend.
+    pub egress: Option<crate::network::EgressSpec>,
     /// Start even when the kernel cannot enforce every layer (reported, never silent).
     pub best_effort: bool,
     /// Docker image to use (docker backend only); `None` means the default image.
@@ -71,6 +74,7 @@ impl SandboxSpec {
             session_id: session_id.into(),
             workspace: workspace.into(),
             network: false,
+            egress: None,
             best_effort: false,
             image: None,
             tenant: None,
@@ -79,6 +83,21 @@ impl SandboxSpec {
             limits: Some(SessionLimits::default()),
             toolchains: Default::default(),
         }
+    }
+}
+
+impl SandboxSpec {
+    /// Gives the sandbox a way out under `egress` (children may open INET sockets; only
+    /// the loopback bridge leads anywhere).
+    pub fn with_egress(mut self, egress: crate::network::EgressSpec) -> Self {
+        self.network = true;
+        self.egress = Some(egress);
+        self
+    }
+
+    /// The agent's part of [`SandboxSpec::egress`].
+    pub fn egress_config(&self) -> Option<sandbox_agent::egress::EgressConfig> {
+        self.egress.as_ref().map(|e| e.agent_config())
     }
 }
 

@@ -81,6 +81,10 @@ pub enum AssembleError {
     Hooks(#[from] HooksError),
     #[error("starting the sandbox: {0}")]
     Sandbox(#[from] SandboxError),
+    #[error("reading the network settings: {0}")]
+    Network(#[from] crate::network::policy::DomainError),
+    #[error("opening the egress log: {0}")]
+    EgressLog(std::io::Error),
     #[error("opening the checkpoint store: {0}")]
     Checkpoints(#[from] CheckpointError),
     #[error("closing unfinished tool calls in the transcript: {0}")]
@@ -176,6 +180,20 @@ impl SessionEnv {
         let mut spec = self.sandbox_spec(&session_id);
         if self.tenant.is_none() {
             self.local_extras(&mut spec).await?;
+        }
+        let network = crate::network::layers::from_settings(settings)?;
+        for w in &network.warnings {
+            tracing::warn!("{w}");
+        }
+        if network.policy.grants_egress() {
+            // Every connection, allowed or refused, is recorded beside the transcript.
+            let mut log_path = transcript.path().as_os_str().to_owned();
+            log_path.push(".egress.jsonl");
+            let log = crate::network::proxy::record::JsonlLog::open(Path::new(&log_path))
+                .map_err(AssembleError::EgressLog)?;
+            let mut egress = crate::network::EgressSpec::new(network.policy);
+            egress.log = Arc::new(log);
+            spec = spec.with_egress(egress);
         }
         let sandbox = crate::sandbox::supervise(self.backend, &spec).await?;
         let (ctx, interrupter) = ToolContext::supervised(sandbox.clone(), &workspace);

@@ -117,6 +117,8 @@ pub struct CliSettings {
     pub permission_mode: Option<PermissionMode>,
     /// `--model`.
     pub model: Option<String>,
+    /// `--allow-domain` (`cordon sandbox`): `sandbox.network.allowedDomains` of the CLI layer.
+    pub allowed_domains: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -804,6 +806,12 @@ fn cli_flags_value(cli: &CliSettings) -> Value {
     }
     if let Some(m) = &cli.model {
         root.insert("model".into(), Value::String(m.clone()));
+    }
+    if !cli.allowed_domains.is_empty() {
+        root.insert(
+            "sandbox".into(),
+            serde_json::json!({"network": {"allowedDomains": cli.allowed_domains}}),
+        );
     }
     Value::Object(root)
 }

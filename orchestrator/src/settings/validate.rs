@@ -80,6 +80,9 @@ pub fn check(root: &Value) -> Result<Vec<String>, String> {
             if let Some(limits) = value.get("limits") {
                 super::limits::parse(limits)?;
             }
+            if let Some(network) = value.get("network") {
+                warnings.extend(crate::network::layers::check(network)?);
+            }
         } else if let Some((_, kind)) = USED
             .iter()
             .chain(KNOWN_UNUSED.iter())

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, BitFlags, PathBeneath, PathFd, PathFdError, Ruleset,
+    ABI, Access, AccessFs, AccessNet, BitFlags, NetPort, PathBeneath, PathFd, PathFdError, Ruleset,
     RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
 };
 use serde::Deserialize;
@@ -167,8 +167,17 @@ pub fn restrict_self(
     let mut ruleset = Ruleset::default()
         .handle_access(AccessFs::from_all(TARGET_ABI))
         .map_err(ruleset_err)?;
-    if !config.network {
-        // Handled with no rule: every TCP bind and connect is refused.
+    // With egress only (no local binding), TCP is limited to connecting to the bridge:
+    // the namespace has no route out anyway, and this also keeps commands from serving
+    // or reaching ports inside the sandbox the policy did not grant.
+    let egress_port = config
+        .egress
+        .as_ref()
+        .filter(|e| !e.policy.allow_local_binding)
+        .map(|e| e.port);
+    if !config.network || egress_port.is_some() {
+        // Handled with no rule (or only the bridge's): every other TCP bind and connect
+        // is refused.
         ruleset = ruleset
             .handle_access(AccessNet::from_all(TARGET_ABI))
             .map_err(ruleset_err)?;
@@ -209,6 +218,11 @@ pub fn restrict_self(
         })?;
         created = created
             .add_rule(PathBeneath::new(fd, rights(PathAccess::ReadWrite, is_dir)))
+            .map_err(ruleset_err)?;
+    }
+    if let Some(port) = egress_port {
+        created = created
+            .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
             .map_err(ruleset_err)?;
     }
     let status = created.restrict_self().map_err(ruleset_err)?;

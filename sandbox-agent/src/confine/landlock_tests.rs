@@ -32,6 +32,7 @@ fn fixture(network: bool) -> Fixture {
         command_env: Vec::new(),
         protected_paths: vec![],
         network,
+        egress: None,
         best_effort: false,
         rlimits: Default::default(),
         disk_budget_bytes: None,

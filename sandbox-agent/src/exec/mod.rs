@@ -154,10 +154,11 @@ impl Executor {
         };
         let limits = ChildLimits::prepare(&self.config.rlimits)
             .map_err(|e| AgentError::internal(format!("cannot read rlimits: {e}")))?;
-        let base = spawn::with_overrides(
-            spawn::base_env(&self.config.tmp_dir, &self.config.tmp_dir, &self.shell),
-            &self.config.command_env,
-        );
+        let mut base = spawn::base_env(&self.config.tmp_dir, &self.config.tmp_dir, &self.shell);
+        if let Some(egress) = &self.config.egress {
+            base.extend(crate::egress::proxy_env(egress.port));
+        }
+        let base = spawn::with_overrides(base, &self.config.command_env);
         let spec = SpawnSpec {
             slot: self.lease()?,
             owner: self.id,

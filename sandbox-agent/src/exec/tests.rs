@@ -31,6 +31,7 @@ fn fx() -> Fx {
         command_env: Vec::new(),
         protected_paths: vec![],
         network: false,
+        egress: None,
         best_effort: false,
         rlimits: Rlimits::default(),
         disk_budget_bytes: None,

@@ -136,6 +136,7 @@ fn setup_and_serve(ctx: &ChildCtx) -> Result<i32, String> {
             .map_err(|e| format!("setresuid(0): {e}"))?;
         nix::unistd::setgroups(&[]).map_err(|e| format!("setgroups: {e}"))?;
     }
+    let dns = cfg.agent.egress.as_ref().is_some_and(|e| e.dns);
     mounts::build_root(&RootSpec {
         workspace: &cfg.workspace,
         workspace_tree: ctx.workspace_tree,
@@ -155,10 +156,17 @@ fn setup_and_serve(ctx: &ChildCtx) -> Result<i32, String> {
             hidden: &cfg.host.hidden,
             writable: &writable_sources(cfg, ctx.writable_trees, &host_rw),
         },
+        resolv_conf: dns.then_some(crate::egress::dns::RESOLV_CONF),
     })?;
     nix::unistd::sethostname("cordon").map_err(|e| format!("sethostname: {e}"))?;
     if let Err(e) = loopback_up() {
         tracing::warn!(error = %e, "loopback stays down");
+    }
+    if dns {
+        // The DNS stub must bind port 53 without capabilities. This sysctl belongs to the
+        // sandbox's own network namespace (only `lo`): it opens no port to anything else.
+        std::fs::write("/proc/sys/net/ipv4/ip_unprivileged_port_start", "0")
+            .map_err(|e| format!("letting the DNS stub bind port 53: {e}"))?;
     }
     drop_privileges()?;
     // Re-armed after the uid change (which clears it); then make sure the launcher did

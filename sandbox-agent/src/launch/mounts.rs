@@ -188,6 +188,8 @@ pub struct RootSpec<'a> {
     /// Files hard-linked to names outside the workspace (relative), made read-only.
     pub linked: &'a [PathBuf],
     pub masked: &'a [PathBuf],
+    /// A resolv.conf to show at /etc/resolv.conf (the egress DNS stub's), if any.
+    pub resolv_conf: Option<&'a str>,
     pub host: HostSources<'a>,
 }
 
@@ -293,6 +295,9 @@ pub fn build_root(spec: &RootSpec) -> Result<(), String> {
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
         "mode=0755,size=1m",
     )?;
+    if let Some(text) = spec.resolv_conf {
+        resolv_conf(root, &run, text)?;
+    }
     let sock = under(root, Path::new(super::SOCKET_DIR_IN_SANDBOX));
     mkdir_all(&sock)?;
     bind(
@@ -321,6 +326,46 @@ pub fn build_root(spec: &RootSpec) -> Result<(), String> {
     restrict(root, MOUNT_ATTR_RDONLY, false).map_err(|e| io_at("read-only root", root, e))?;
     restrict(&run, MOUNT_ATTR_RDONLY, false).map_err(|e| io_at("read-only", &run, e))?;
     pivot(root)
+}
+
+/// Shows `text` at /etc/resolv.conf: a file on the sandbox's /run tmpfs bound over the
+/// (read-only) host file, or written where the host's link points when that is under /run.
+fn resolv_conf(root: &Path, run: &Path, text: &str) -> Result<(), String> {
+    let etc = under(root, Path::new("/etc/resolv.conf"));
+    let own = run.join("cordon-resolv.conf");
+    std::fs::write(&own, text).map_err(|e| io_at("writing", &own, e))?;
+    match std::fs::symlink_metadata(&etc) {
+        Ok(m) if m.is_file() => bind(
+            &own,
+            &etc,
+            MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+        ),
+        Ok(m) if m.file_type().is_symlink() => {
+            let target = std::fs::read_link(&etc).map_err(|e| io_at("readlink", &etc, e))?;
+            let target = Path::new("/etc").join(target);
+            let clean: PathBuf = target.components().fold(PathBuf::new(), |mut p, c| {
+                match c {
+                    std::path::Component::ParentDir => {
+                        p.pop();
+                    }
+                    other => p.push(other),
+                }
+                p
+            });
+            if !clean.starts_with("/run") {
+                return Err(format!(
+                    "/etc/resolv.conf links to {}, outside /run: cannot point it at the DNS stub",
+                    clean.display()
+                ));
+            }
+            let dst = under(root, &clean);
+            if let Some(parent) = dst.parent() {
+                mkdir_all(parent)?;
+            }
+            std::fs::write(&dst, text).map_err(|e| io_at("writing", &dst, e))
+        }
+        _ => Err("no /etc/resolv.conf to point at the DNS stub".into()),
+    }
 }
 
 fn build_proc_dev(root: &Path) -> Result<(), String> {

@@ -232,6 +232,7 @@ impl Session {
             command_env: self.command_env.clone(),
             protected_paths: self.masks.protected.clone(),
             network,
+            egress: None,
             best_effort: false,
             rlimits: Rlimits::default(),
             // Measured by the agent inside: the workspace is the same tree there, and the

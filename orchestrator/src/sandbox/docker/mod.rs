@@ -372,6 +372,13 @@ impl Backend for DockerBackend {
     /// otherwise starts one cold. A restart after a crash is just another `start` with the
     /// same spec: the new container mounts the same workspace.
     async fn start(&self, spec: &SandboxSpec) -> Result<Sandbox, SandboxError> {
+        if spec.egress.is_some() {
+            // Refused rather than started without its way out (or with a wider one).
+            return Err(SandboxError::Unsupported {
+                backend: "docker",
+                why: "egress through the proxy is not available on the docker backend yet; use the local backend".into(),
+            });
+        }
         if let Some(pool) = &self.pool {
             let wants = spec.image.as_deref().unwrap_or(&self.config.default_image);
             if wants == pool.image() && !spec.network {

@@ -1,0 +1,85 @@
+//! A session's egress: its policy, where its connection records go, and the proxy the
+//! backend starts on the session's socket dir.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use sandbox_agent::egress::{DEFAULT_PORT, EgressConfig, PROXY_SOCKET_NAME};
+use sandbox_agent::launch::SOCKET_DIR_IN_SANDBOX;
+
+use super::NetworkPolicy;
+use super::proxy::Proxy;
+use super::proxy::dial::{Resolve, SystemResolver};
+use super::proxy::record::{ConnectionLog, TracingLog};
+
+/// What a sandbox with a way out needs besides its spec.
+#[derive(Clone)]
+pub struct EgressSpec {
+    pub policy: NetworkPolicy,
+    pub log: Arc<dyn ConnectionLog>,
+    pub resolver: Arc<dyn Resolve>,
+}
+
+impl std::fmt::Debug for EgressSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EgressSpec")
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+impl EgressSpec {
+    /// The policy with the host's resolver and records logged through `tracing`.
+    pub fn new(policy: NetworkPolicy) -> EgressSpec {
+        EgressSpec {
+            policy,
+            log: Arc::new(TracingLog),
+            resolver: Arc::new(SystemResolver),
+        }
+    }
+
+    /// What the agent is told: the proxy's socket inside the sandbox, the bridge's port,
+    /// the DNS stub on.
+    pub fn agent_config(&self) -> EgressConfig {
+        EgressConfig {
+            proxy_socket: Path::new(SOCKET_DIR_IN_SANDBOX).join(PROXY_SOCKET_NAME),
+            port: DEFAULT_PORT,
+            dns: true,
+            policy: self.policy.clone(),
+        }
+    }
+
+    /// Starts the session's proxy on `socket_dir/egress.sock` (the host side of the dir
+    /// the sandbox sees at [`SOCKET_DIR_IN_SANDBOX`]); the task ends when aborted.
+    pub fn serve(&self, session: &str, socket_dir: &Path) -> std::io::Result<ProxyTask> {
+        let path = socket_dir.join(PROXY_SOCKET_NAME);
+        // bind(2) refuses an existing name, link or not: nothing in the dir is followed.
+        let listener = tokio::net::UnixListener::bind(&path)?;
+        // The sandbox's uid differs from ours; the socket is reachable only through the
+        // session's own dir, so any uid that can see it may connect.
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666))?;
+        let proxy = Proxy::new(
+            session,
+            self.policy.clone(),
+            self.resolver.clone(),
+            self.log.clone(),
+        );
+        let task = tokio::spawn(proxy.serve_unix(listener, std::future::pending()));
+        Ok(ProxyTask { task, path })
+    }
+}
+
+/// A running session proxy; dropping it stops accepting.
+#[derive(Debug)]
+pub struct ProxyTask {
+    task: tokio::task::JoinHandle<()>,
+    path: PathBuf,
+}
+
+impl Drop for ProxyTask {
+    fn drop(&mut self) {
+        self.task.abort();
+        let _ = std::fs::remove_file(&self.path);
+    }
+}

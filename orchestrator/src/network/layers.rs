@@ -1,0 +1,173 @@
+//! The session's [`NetworkPolicy`] from its merged settings.
+//!
+//! - Allow entries (`sandbox.network.allowedDomains`, `WebFetch(domain:…)` allow rules)
+//!   come from every layer the merge kept: an untrusted repository's `sandbox` keys and
+//!   allow rules were already dropped ([`crate::trust::untrusted`]), so it cannot widen.
+//! - `sandbox.network.allowManagedDomainsOnly: true` in the managed settings (only there)
+//!   locks the allow list to the managed entries; other layers' entries are ignored with a
+//!   warning. `allowManagedPermissionRulesOnly` already keeps other layers' WebFetch rules out.
+//! - Deny entries (`deniedDomains`, `WebFetch(domain:…)` deny rules) come from every layer
+//!   and always win.
+//! - `allowLocalBinding`: the highest layer that sets it; with the lock, the managed one's.
+
+use serde_json::Value;
+
+use super::policy::{DomainError, DomainRule, NetworkPolicy};
+use crate::permissions::Rule;
+use crate::settings::{LoadedFile, Settings, Source};
+
+/// The network keys of the settings, resolved.
+#[derive(Debug, Clone, Default)]
+pub struct Resolved {
+    pub policy: NetworkPolicy,
+    /// Entries ignored (and why), for stderr and the init record.
+    pub warnings: Vec<String>,
+    /// Whether the managed settings lock the allow list.
+    pub managed_only: bool,
+}
+
+/// Resolves the settings' network policy.
+pub fn from_settings(settings: &Settings) -> Result<Resolved, DomainError> {
+    from_files(
+        settings.files(),
+        settings.allow_managed_permission_rules_only,
+    )
+}
+
+/// [`from_settings`] over the merged files (highest precedence first).
+pub fn from_files(files: &[LoadedFile], managed_rules_only: bool) -> Result<Resolved, DomainError> {
+    let managed_only = files
+        .iter()
+        .filter(|f| f.source == Source::Managed)
+        .any(|f| network_bool(f, "allowManagedDomainsOnly") == Some(true));
+    let mut out = Resolved {
+        managed_only,
+        ..Resolved::default()
+    };
+    let mut local_binding: Option<bool> = None;
+    for f in files {
+        let locked_out = managed_only && f.source != Source::Managed;
+        if f.source != Source::Managed && network_bool(f, "allowManagedDomainsOnly").is_some() {
+            out.warnings.push(format!(
+                "{}: sandbox.network.allowManagedDomainsOnly is honoured only in the managed settings; ignored",
+                f.origin
+            ));
+        }
+        let allowed = domain_list(f, "allowedDomains");
+        if locked_out && !allowed.is_empty() {
+            out.warnings.push(format!(
+                "{}: sandbox.network.allowedDomains ignored: the managed settings allow only managed domains",
+                f.origin
+            ));
+        } else {
+            for d in allowed {
+                let origin = format!("{}: allowedDomains {d}", f.source);
+                out.policy.allowed.push(DomainRule::parse(d, origin)?);
+            }
+        }
+        for d in domain_list(f, "deniedDomains") {
+            let origin = format!("{}: deniedDomains {d}", f.source);
+            out.policy.denied.push(DomainRule::parse(d, origin)?);
+        }
+        let rules_count = !(managed_rules_only && f.source != Source::Managed);
+        if rules_count {
+            for (list, domain) in webfetch_domains(f) {
+                let origin = format!("{}: permissions.{list} WebFetch(domain:{domain})", f.source);
+                let rule = DomainRule::parse(&domain, origin)?;
+                match list {
+                    "deny" => out.policy.denied.push(rule),
+                    _ if locked_out => out.warnings.push(format!(
+                        "{}: WebFetch(domain:{domain}) does not widen egress: the managed settings allow only managed domains",
+                        f.origin
+                    )),
+                    _ => out.policy.allowed.push(rule),
+                }
+            }
+        }
+        if local_binding.is_none() && !locked_out {
+            local_binding = network_bool(f, "allowLocalBinding");
+        }
+    }
+    out.policy.allow_local_binding = local_binding.unwrap_or(false);
+    Ok(out)
+}
+
+fn network_bool(f: &LoadedFile, key: &str) -> Option<bool> {
+    f.value
+        .pointer(&format!("/sandbox/network/{key}"))
+        .and_then(Value::as_bool)
+}
+
+fn domain_list<'a>(f: &'a LoadedFile, key: &str) -> Vec<&'a str> {
+    f.value
+        .pointer(&format!("/sandbox/network/{key}"))
+        .and_then(Value::as_array)
+        .map(|l| l.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
+}
+
+/// The `WebFetch(domain:x)` allow and deny rules of one file, as (list, domain).
+fn webfetch_domains(f: &LoadedFile) -> Vec<(&'static str, String)> {
+    let mut out = Vec::new();
+    for list in ["allow", "deny"] {
+        let Some(entries) = f
+            .value
+            .pointer(&format!("/permissions/{list}"))
+            .and_then(Value::as_array)
+        else {
+            continue;
+        };
+        for text in entries.iter().filter_map(Value::as_str) {
+            let Ok(rule) = Rule::parse(text) else {
+                continue;
+            };
+            if rule.tool != "WebFetch" {
+                continue;
+            }
+            if let Some(domain) = rule
+                .specifier
+                .as_deref()
+                .and_then(|s| s.strip_prefix("domain:"))
+            {
+                out.push((list, domain.trim().to_string()));
+            }
+        }
+    }
+    out
+}
+
+/// Checks a settings file's `sandbox.network` object (called by settings validation):
+/// errors for wrong kinds and invalid entries, warnings for keys Cordon does not use.
+pub fn check(network: &Value) -> Result<Vec<String>, String> {
+    let Some(obj) = network.as_object() else {
+        return Err("sandbox.network: expected an object".into());
+    };
+    let mut warnings = Vec::new();
+    for (key, v) in obj {
+        let path = format!("sandbox.network.{key}");
+        match key.as_str() {
+            "allowedDomains" | "deniedDomains" => {
+                let list = v
+                    .as_array()
+                    .ok_or_else(|| format!("{path}: expected an array of strings"))?;
+                for (i, e) in list.iter().enumerate() {
+                    let text = e
+                        .as_str()
+                        .ok_or_else(|| format!("{path}[{i}]: expected a string"))?;
+                    DomainRule::parse(text, "").map_err(|e| format!("{path}[{i}]: {e}"))?;
+                }
+            }
+            "allowManagedDomainsOnly" | "allowLocalBinding" => {
+                if !v.is_boolean() {
+                    return Err(format!("{path}: expected a boolean"));
+                }
+            }
+            _ => warnings.push(format!("{path}: unknown key, ignored")),
+        }
+    }
+    Ok(warnings)
+}
+
+#[cfg(test)]
+#[path = "layers_tests.rs"]
+mod tests;

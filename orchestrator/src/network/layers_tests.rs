@@ -1,0 +1,94 @@
+use serde_json::json;
+
+use super::*;
+use crate::network::policy::NetworkPolicy;
+use crate::settings::{LoadedFile, Source};
+
+fn allowed(p: &NetworkPolicy, host: &str, port: u16) -> bool {
+    p.decide(host, port).allowed
+}
+
+fn file(source: Source, value: serde_json::Value) -> LoadedFile {
+    LoadedFile {
+        source,
+        origin: format!("{source}.json"),
+        value,
+    }
+}
+
+#[test]
+fn layers_merge_allows_and_denies_and_webfetch_rules() {
+    let files = vec![
+        file(
+            Source::Managed,
+            json!({"sandbox": {"network": {"deniedDomains": ["evil.com"]}}}),
+        ),
+        file(
+            Source::User,
+            json!({
+                "sandbox": {"network": {"allowedDomains": ["pypi.org"], "allowLocalBinding": true}},
+                "permissions": {"allow": ["WebFetch(domain:docs.rs)", "Bash"], "deny": ["WebFetch(domain:bad.rs)"]}
+            }),
+        ),
+    ];
+    let r = from_files(&files, false).unwrap();
+    let p = &r.policy;
+    assert!(allowed(p, "pypi.org", 443));
+    assert!(allowed(p, "docs.rs", 443));
+    assert!(!allowed(p, "bad.rs", 443));
+    assert!(!allowed(p, "evil.com", 443));
+    assert!(p.allow_local_binding);
+    assert_eq!(
+        p.decide("docs.rs", 443).rule,
+        "allowed by user: permissions.allow WebFetch(domain:docs.rs)"
+    );
+}
+
+#[test]
+fn the_managed_lock_keeps_other_layers_from_widening() {
+    let files = vec![
+        file(
+            Source::Managed,
+            json!({"sandbox": {"network": {"allowManagedDomainsOnly": true, "allowedDomains": ["pypi.org"]}}}),
+        ),
+        file(
+            Source::Cli,
+            json!({"sandbox": {"network": {"allowedDomains": ["*"], "deniedDomains": ["x.org"], "allowLocalBinding": true}},
+                   "permissions": {"allow": ["WebFetch(domain:docs.rs)"]}}),
+        ),
+    ];
+    let r = from_files(&files, false).unwrap();
+    assert!(r.managed_only);
+    assert!(allowed(&r.policy, "pypi.org", 443));
+    assert!(!allowed(&r.policy, "example.com", 443));
+    assert!(!allowed(&r.policy, "docs.rs", 443));
+    assert!(!r.policy.allow_local_binding);
+    // Narrowing still counts.
+    assert_eq!(r.policy.denied.len(), 1);
+    assert_eq!(r.warnings.len(), 2, "{:?}", r.warnings);
+}
+
+#[test]
+fn the_lock_counts_only_from_the_managed_settings() {
+    let files = vec![file(
+        Source::User,
+        json!({"sandbox": {"network": {"allowManagedDomainsOnly": true, "allowedDomains": ["a.org"]}}}),
+    )];
+    let r = from_files(&files, false).unwrap();
+    assert!(!r.managed_only);
+    assert!(allowed(&r.policy, "a.org", 443));
+    assert!(r.warnings[0].contains("honoured only in the managed"));
+}
+
+#[test]
+fn settings_validation_checks_the_network_object() {
+    assert!(
+        check(&json!({"allowedDomains": ["ok.org", "*.ok.org:443"]}))
+            .unwrap()
+            .is_empty()
+    );
+    assert!(check(&json!({"allowedDomains": "ok.org"})).is_err());
+    assert!(check(&json!({"allowedDomains": ["bad domain"]})).is_err());
+    assert!(check(&json!({"allowLocalBinding": "yes"})).is_err());
+    assert_eq!(check(&json!({"httpProxyPort": 1})).unwrap().len(), 1);
+}

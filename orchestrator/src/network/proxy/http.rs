@@ -1,0 +1,251 @@
+//! The HTTP side of the proxy: a request head parsed into what the client wants
+//! (`CONNECT host:port`, or a plain-HTTP request in absolute form), and the head rewritten
+//! for the origin server.
+
+/// What an HTTP request to the proxy asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HttpAsk {
+    /// `CONNECT host:port`.
+    Connect { host: String, port: u16 },
+    /// A plain-HTTP request; `head` is what goes to the origin server.
+    Forward {
+        host: String,
+        port: u16,
+        head: Vec<u8>,
+    },
+}
+
+/// Why a request head was refused, with the status the client gets.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{status} {why}")]
+pub struct HeadError {
+    pub status: u16,
+    pub why: String,
+}
+
+fn bad(status: u16, why: impl Into<String>) -> HeadError {
+    HeadError {
+        status,
+        why: why.into(),
+    }
+}
+
+/// The largest request head the proxy reads.
+pub const MAX_HEAD: usize = 64 * 1024;
+
+/// Headers that concern the proxy hop only and never reach the origin.
+const HOP_HEADERS: &[&str] = &[
+    "proxy-connection",
+    "proxy-authorization",
+    "connection",
+    "keep-alive",
+];
+
+/// Parses a complete head (`head` ends with the blank line).
+pub fn parse(head: &[u8]) -> Result<HttpAsk, HeadError> {
+    let mut headers = [httparse::EMPTY_HEADER; 100];
+    let mut req = httparse::Request::new(&mut headers);
+    match req.parse(head) {
+        Ok(httparse::Status::Complete(_)) => {}
+        Ok(httparse::Status::Partial) => return Err(bad(400, "incomplete request head")),
+        Err(e) => return Err(bad(400, format!("malformed request: {e}"))),
+    }
+    let method = req.method.unwrap_or_default();
+    let target = req.path.unwrap_or_default();
+    if method.eq_ignore_ascii_case("CONNECT") {
+        let (host, port) =
+            authority(target, None).ok_or_else(|| bad(400, "CONNECT needs host:port"))?;
+        return Ok(HttpAsk::Connect { host, port });
+    }
+    let Some(rest) = strip_prefix_ci(target, "http://") else {
+        return Err(bad(
+            400,
+            "this proxy takes absolute http:// requests and CONNECT only",
+        ));
+    };
+    let (auth, path) = match rest.find(['/', '?']) {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    if auth.contains('@') {
+        return Err(bad(400, "credentials in the request target are refused"));
+    }
+    let (host, port) =
+        authority(auth, Some(80)).ok_or_else(|| bad(400, "invalid host in the request target"))?;
+    let path = if path.starts_with('?') {
+        format!("/{path}")
+    } else {
+        path.to_string()
+    };
+    check_host_header(req.headers, &host, port)?;
+    let mut out = format!("{method} {path} HTTP/1.{}\r\n", req.version.unwrap_or(1)).into_bytes();
+    for h in req.headers.iter() {
+        if HOP_HEADERS.iter().any(|n| h.name.eq_ignore_ascii_case(n)) {
+            continue;
+        }
+        out.extend_from_slice(h.name.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(h.value);
+        out.extend_from_slice(b"\r\n");
+    }
+    if !req
+        .headers
+        .iter()
+        .any(|h| h.name.eq_ignore_ascii_case("host"))
+    {
+        out.extend_from_slice(format!("Host: {auth}\r\n").as_bytes());
+    }
+    // One request per upstream connection: a second request on a kept-alive connection
+    // would skip the check above (its Host header could name anything).
+    out.extend_from_slice(b"Connection: close\r\n\r\n");
+    Ok(HttpAsk::Forward {
+        host,
+        port,
+        head: out,
+    })
+}
+
+/// Security: the origin server routes by the Host header, so a Host naming another host
+/// than the request target would let a request reach what the policy never decided on.
+fn check_host_header(
+    headers: &[httparse::Header<'_>],
+    host: &str,
+    port: u16,
+) -> Result<(), HeadError> {
+    let hosts: Vec<&httparse::Header<'_>> = headers
+        .iter()
+        .filter(|h| h.name.eq_ignore_ascii_case("host"))
+        .collect();
+    if hosts.len() > 1 {
+        return Err(bad(400, "several Host headers"));
+    }
+    let Some(h) = hosts.first() else {
+        return Ok(());
+    };
+    let value = std::str::from_utf8(h.value).map_err(|_| bad(400, "Host header is not text"))?;
+    match authority(value.trim(), Some(80)) {
+        Some((h, p)) if h == *host && p == port => Ok(()),
+        _ => Err(bad(
+            403,
+            format!(
+                "the Host header {value:?} names another host than the request target {host}:{port}"
+            ),
+        )),
+    }
+}
+
+fn strip_prefix_ci<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
+    (s.len() >= prefix.len() && s[..prefix.len()].eq_ignore_ascii_case(prefix))
+        .then(|| &s[prefix.len()..])
+}
+
+/// `host:port`, `[v6]:port` or (with a default port) `host`; the host normalized.
+pub fn authority(text: &str, default_port: Option<u16>) -> Option<(String, u16)> {
+    let (host, port) = if let Some(rest) = text.strip_prefix('[') {
+        let (h, after) = rest.split_once(']')?;
+        (h, after.strip_prefix(':'))
+    } else if text.matches(':').count() == 1 {
+        let (h, p) = text.split_once(':')?;
+        (h, Some(p))
+    } else if text.contains(':') {
+        return None;
+    } else {
+        (text, None)
+    };
+    let port = match port {
+        Some(p) => p.parse::<u16>().ok().filter(|p| *p != 0)?,
+        None => default_port?,
+    };
+    let host = crate::network::policy::normalize_host(host);
+    (!host.is_empty()).then_some((host, port))
+}
+
+/// The response the proxy sends when it refuses or fails a request.
+pub fn error_response(status: u16, why: &str) -> Vec<u8> {
+    let reason = match status {
+        400 => "Bad Request",
+        403 => "Forbidden",
+        502 => "Bad Gateway",
+        _ => "Error",
+    };
+    let body = format!("cordon egress proxy: {why}\n");
+    format!(
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connect_targets() {
+        assert_eq!(
+            parse(b"CONNECT PyPI.org:443 HTTP/1.1\r\nHost: pypi.org:443\r\n\r\n").unwrap(),
+            HttpAsk::Connect {
+                host: "pypi.org".into(),
+                port: 443
+            }
+        );
+        assert_eq!(
+            parse(b"CONNECT [2001:db8::1]:8443 HTTP/1.1\r\n\r\n").unwrap(),
+            HttpAsk::Connect {
+                host: "2001:db8::1".into(),
+                port: 8443
+            }
+        );
+        assert_eq!(
+            parse(b"CONNECT pypi.org HTTP/1.1\r\n\r\n")
+                .unwrap_err()
+                .status,
+            400
+        );
+    }
+
+    #[test]
+    fn plain_requests_are_rewritten_to_origin_form() {
+        let head = b"GET http://example.com/a/b?x=1 HTTP/1.1\r\nHost: example.com\r\nProxy-Connection: keep-alive\r\nAccept: */*\r\n\r\n";
+        let HttpAsk::Forward { host, port, head } = parse(head).unwrap() else {
+            panic!("not a forward");
+        };
+        assert_eq!((host.as_str(), port), ("example.com", 80));
+        assert_eq!(
+            String::from_utf8(head).unwrap(),
+            "GET /a/b?x=1 HTTP/1.1\r\nHost: example.com\r\nAccept: */*\r\nConnection: close\r\n\r\n"
+        );
+    }
+
+    #[test]
+    fn a_host_header_naming_another_host_is_refused() {
+        let e = parse(b"GET http://allowed.org/ HTTP/1.1\r\nHost: evil.org\r\n\r\n").unwrap_err();
+        assert_eq!(e.status, 403);
+        let e = parse(b"GET http://allowed.org/ HTTP/1.1\r\nHost: allowed.org:8080\r\n\r\n")
+            .unwrap_err();
+        assert_eq!(e.status, 403);
+        let e = parse(
+            b"GET http://allowed.org/ HTTP/1.1\r\nHost: allowed.org\r\nHost: evil.org\r\n\r\n",
+        )
+        .unwrap_err();
+        assert_eq!(e.status, 400);
+        assert!(parse(b"GET http://allowed.org:80/ HTTP/1.1\r\nHost: ALLOWED.org\r\n\r\n").is_ok());
+    }
+
+    #[test]
+    fn other_forms_are_refused() {
+        for head in [
+            &b"GET / HTTP/1.1\r\nHost: example.com\r\n\r\n"[..],
+            b"GET https://example.com/ HTTP/1.1\r\n\r\n",
+            b"GET http://user:pw@example.com/ HTTP/1.1\r\n\r\n",
+            b"GET http://a:b:c/ HTTP/1.1\r\n\r\n",
+        ] {
+            assert_eq!(
+                parse(head).unwrap_err().status,
+                400,
+                "{}",
+                String::from_utf8_lossy(head)
+            );
+        }
+    }
+}

@@ -1,0 +1,292 @@
+//! The egress proxy: a session's only way out.
+//!
+//! One listener speaks three protocols, told apart by the first byte: SOCKS5 (`0x05`),
+//! else HTTP (`CONNECT host:port`, or a plain request in absolute form). Every request
+//! goes through [`dial::Dialer`] (policy, resolution of allowed names only, refused
+//! address ranges), tunnels through [`tunnel::relay`] (SNI checked against the host),
+//! and each connection, allowed or refused, ends as one [`ConnectionRecord`].
+//!
+//! ```no_run
+//! # async fn f(policy: cordon::network::NetworkPolicy) -> std::io::Result<()> {
+//! use std::sync::Arc;
+//! use cordon::network::proxy::{Proxy, dial::SystemResolver, record::TracingLog};
+//! let proxy = Proxy::new("session-1", policy, Arc::new(SystemResolver), Arc::new(TracingLog));
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+//! tokio::spawn(proxy.serve_tcp(listener, std::future::pending()));
+//! # Ok(()) }
+//! ```
+
+pub mod dial;
+pub mod http;
+pub mod record;
+pub mod sni;
+pub mod socks;
+pub mod tunnel;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::Semaphore;
+
+use crate::network::NetworkPolicy;
+use dial::{DialError, Dialer, Resolve};
+use http::HttpAsk;
+pub use record::{ConnectionLog, ConnectionRecord, Protocol};
+
+/// Connections one proxy serves at once; more wait for a slot.
+const MAX_CONNECTIONS: usize = 512;
+
+/// One session's proxy.
+#[derive(Clone)]
+pub struct Proxy {
+    session: Arc<str>,
+    dialer: Dialer,
+    log: Arc<dyn ConnectionLog>,
+    slots: Arc<Semaphore>,
+}
+
+impl Proxy {
+    pub fn new(
+        session: &str,
+        policy: NetworkPolicy,
+        resolver: Arc<dyn Resolve>,
+        log: Arc<dyn ConnectionLog>,
+    ) -> Proxy {
+        Proxy {
+            session: session.into(),
+            dialer: Dialer {
+                policy: Arc::new(policy),
+                resolver,
+            },
+            log,
+            slots: Arc::new(Semaphore::new(MAX_CONNECTIONS)),
+        }
+    }
+
+    /// The policy this proxy enforces.
+    pub fn policy(&self) -> &NetworkPolicy {
+        &self.dialer.policy
+    }
+
+    /// Serves a Unix socket (the sandbox's end) until `shutdown` resolves.
+    pub async fn serve_unix(
+        self,
+        listener: tokio::net::UnixListener,
+        shutdown: impl Future<Output = ()>,
+    ) {
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                _ = &mut shutdown => return,
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, _)) => self.spawn(stream).await,
+                    Err(e) => tracing::warn!("egress proxy accept: {e}"),
+                },
+            }
+        }
+    }
+
+    /// Serves a TCP listener (tests, benchmarks, a host-side port) until `shutdown`.
+    pub async fn serve_tcp(
+        self,
+        listener: tokio::net::TcpListener,
+        shutdown: impl Future<Output = ()>,
+    ) {
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                _ = &mut shutdown => return,
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, _)) => {
+                        let _ = stream.set_nodelay(true);
+                        self.spawn(stream).await;
+                    }
+                    Err(e) => tracing::warn!("egress proxy accept: {e}"),
+                },
+            }
+        }
+    }
+
+    async fn spawn<S>(&self, stream: S)
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let Ok(permit) = self.slots.clone().acquire_owned().await else {
+            return;
+        };
+        let this = self.clone();
+        tokio::spawn(async move {
+            let record = this.handle(stream).await;
+            this.log.record(record);
+            drop(permit);
+        });
+    }
+
+    /// Serves one client connection and says what became of it.
+    pub async fn handle<S>(&self, mut stream: S) -> ConnectionRecord
+    where
+        S: AsyncRead + AsyncWrite + Unpin,
+    {
+        let start = Instant::now();
+        let mut rec = ConnectionRecord {
+            session: self.session.to_string(),
+            protocol: Protocol::Http,
+            host: String::new(),
+            port: 0,
+            addr: None,
+            bytes_up: 0,
+            bytes_down: 0,
+            duration_ms: 0,
+            allowed: false,
+            rule: String::new(),
+        };
+        // One byte only: a SOCKS client's greeting must stay unread for the handshake.
+        let mut first = [0u8; 1];
+        match stream.read_exact(&mut first).await {
+            Err(_) => rec.rule = "the client sent nothing".into(),
+            Ok(_) if first[0] == 5 => self.socks(stream, &mut rec).await,
+            Ok(_) => self.http(stream, first.to_vec(), &mut rec).await,
+        }
+        rec.duration_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
+        rec
+    }
+
+    async fn http<S>(&self, mut stream: S, mut buf: Vec<u8>, rec: &mut ConnectionRecord)
+    where
+        S: AsyncRead + AsyncWrite + Unpin,
+    {
+        let end = loop {
+            if let Some(i) = find_head_end(&buf) {
+                break i;
+            }
+            if buf.len() > http::MAX_HEAD {
+                return refuse_http(&mut stream, rec, 400, "request head too large").await;
+            }
+            match stream.read_buf(&mut buf).await {
+                Ok(0) | Err(_) => {
+                    rec.rule = "the client closed before a full request".into();
+                    return;
+                }
+                Ok(_) => {}
+            }
+        };
+        let early = buf.split_off(end);
+        let ask = match http::parse(&buf) {
+            Ok(ask) => ask,
+            Err(e) => return refuse_http(&mut stream, rec, e.status, &e.why).await,
+        };
+        let (host, port, head) = match ask {
+            HttpAsk::Connect { host, port } => {
+                rec.protocol = Protocol::Connect;
+                (host, port, None)
+            }
+            HttpAsk::Forward { host, port, head } => (host, port, Some(head)),
+        };
+        rec.host = host.clone();
+        rec.port = port;
+        let dialed = match self.dialer.dial(&host, port).await {
+            Ok(d) => d,
+            Err(e) => {
+                let status = if e.is_policy() { 403 } else { 502 };
+                return refuse_http(&mut stream, rec, status, &e.to_string()).await;
+            }
+        };
+        rec.addr = Some(dialed.addr);
+        rec.allowed = true;
+        rec.rule = dialed.rule;
+        match head {
+            None => {
+                if stream
+                    .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+                let r = tunnel::relay(stream, dialed.stream, early, &host, port).await;
+                finish(rec, r);
+            }
+            Some(head) => {
+                let mut upstream = dialed.stream;
+                let mut first = head;
+                first.extend_from_slice(&early);
+                if upstream.write_all(&first).await.is_err() {
+                    return;
+                }
+                let copied = tokio::io::copy_bidirectional(&mut stream, &mut upstream).await;
+                if let Ok((up, down)) = copied {
+                    rec.bytes_up = first.len() as u64 + up;
+                    rec.bytes_down = down;
+                }
+            }
+        }
+    }
+
+    async fn socks<S>(&self, mut stream: S, rec: &mut ConnectionRecord)
+    where
+        S: AsyncRead + AsyncWrite + Unpin,
+    {
+        use socks::{Reply, SocksError};
+        rec.protocol = Protocol::Socks5;
+        let (host, port) = match socks::read_request(&mut stream).await {
+            Ok(target) => target,
+            Err(SocksError::Io(e)) => {
+                rec.rule = format!("reading the SOCKS request: {e}");
+                return;
+            }
+            Err(SocksError::Refused(why)) => {
+                rec.rule = why;
+                return;
+            }
+        };
+        rec.host = host.clone();
+        rec.port = port;
+        let dialed = match self.dialer.dial(&host, port).await {
+            Ok(d) => d,
+            Err(e) => {
+                let code = match &e {
+                    DialError::Denied(_) | DialError::Refused { .. } => Reply::NotAllowed,
+                    DialError::Resolve { .. } => Reply::HostUnreachable,
+                    DialError::Connect { .. } => Reply::ConnectionRefused,
+                };
+                let _ = socks::reply(&mut stream, code).await;
+                rec.rule = e.to_string();
+                return;
+            }
+        };
+        if socks::reply(&mut stream, Reply::Succeeded).await.is_err() {
+            return;
+        }
+        rec.addr = Some(dialed.addr);
+        rec.allowed = true;
+        rec.rule = dialed.rule;
+        let r = tunnel::relay(stream, dialed.stream, Vec::new(), &host, port).await;
+        finish(rec, r);
+    }
+}
+
+/// Folds a tunnel's outcome into its record: a tunnel the first-bytes check cut counts
+/// as refused.
+fn finish(rec: &mut ConnectionRecord, r: tunnel::Relayed) {
+    rec.bytes_up = r.up;
+    rec.bytes_down = r.down;
+    if let Some(why) = r.refused {
+        rec.allowed = false;
+        rec.rule = why;
+    }
+}
+
+async fn refuse_http<S>(stream: &mut S, rec: &mut ConnectionRecord, status: u16, why: &str)
+where
+    S: AsyncWrite + Unpin,
+{
+    rec.rule = why.to_string();
+    let _ = stream.write_all(&http::error_response(status, why)).await;
+    let _ = stream.shutdown().await;
+}
+
+/// Where the request head ends (just past the blank line).
+fn find_head_end(buf: &[u8]) -> Option<usize> {
+    buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4)
+}

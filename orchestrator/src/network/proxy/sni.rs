@@ -1,0 +1,203 @@
+//! Reads the server name (SNI) from a TLS ClientHello, without a TLS library: the proxy
+//! only needs to look at the first record a client sends through a tunnel, so it can
+//! refuse a tunnel whose TLS names another host than the one it was opened for (domain
+//! fronting).
+
+/// What the first bytes of a tunnel are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FirstBytes {
+    /// Too few bytes yet to tell; read more (at most [`MAX_RECORD`] in all).
+    NeedMore,
+    /// Not a TLS handshake record.
+    NotTls,
+    /// A ClientHello, with the server name it carries (none when it has no SNI).
+    ClientHello { server_name: Option<String> },
+    /// A TLS handshake record that is not a well-formed ClientHello.
+    Malformed(&'static str),
+}
+
+/// The largest TLS record (16 KiB of payload and its 5-byte header).
+pub const MAX_RECORD: usize = 16384 + 5;
+
+/// Classifies the bytes a client sent first.
+pub fn inspect(buf: &[u8]) -> FirstBytes {
+    match buf.first() {
+        None => return FirstBytes::NeedMore,
+        Some(0x16) => {}
+        Some(_) => return FirstBytes::NotTls,
+    }
+    if buf.len() < 5 {
+        return FirstBytes::NeedMore;
+    }
+    let len = usize::from(u16::from_be_bytes([buf[3], buf[4]]));
+    if len > MAX_RECORD - 5 {
+        return FirstBytes::Malformed("record longer than TLS allows");
+    }
+    if buf.len() < 5 + len {
+        return FirstBytes::NeedMore;
+    }
+    match client_hello(&buf[5..5 + len]) {
+        Ok(server_name) => FirstBytes::ClientHello { server_name },
+        Err(why) => FirstBytes::Malformed(why),
+    }
+}
+
+/// A cursor that fails instead of panicking on short input.
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], &'static str> {
+        if self.0.len() < n {
+            return Err("truncated ClientHello");
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(head)
+    }
+    fn u8(&mut self) -> Result<usize, &'static str> {
+        Ok(usize::from(self.take(1)?[0]))
+    }
+    fn u16(&mut self) -> Result<usize, &'static str> {
+        let b = self.take(2)?;
+        Ok(usize::from(u16::from_be_bytes([b[0], b[1]])))
+    }
+    fn u24(&mut self) -> Result<usize, &'static str> {
+        let b = self.take(3)?;
+        Ok((usize::from(b[0]) << 16) | (usize::from(b[1]) << 8) | usize::from(b[2]))
+    }
+    fn vec8(&mut self) -> Result<&'a [u8], &'static str> {
+        let n = self.u8()?;
+        self.take(n)
+    }
+    fn vec16(&mut self) -> Result<&'a [u8], &'static str> {
+        let n = self.u16()?;
+        self.take(n)
+    }
+}
+
+/// The SNI of a ClientHello handshake message (the record's payload). The message must
+/// fit in this first record: a client splitting it is refused as malformed (fails closed).
+fn client_hello(payload: &[u8]) -> Result<Option<String>, &'static str> {
+    let mut r = Reader(payload);
+    if r.u8()? != 1 {
+        return Err("first handshake message is not a ClientHello");
+    }
+    let len = r.u24()?;
+    let mut r = Reader(r.take(len)?);
+    r.take(2 + 32)?; // legacy version, random
+    r.vec8()?; // session id
+    r.vec16()?; // cipher suites
+    r.vec8()?; // compression methods
+    if r.0.is_empty() {
+        return Ok(None);
+    }
+    let mut exts = Reader(r.vec16()?);
+    let mut found = None;
+    while !exts.0.is_empty() {
+        let kind = exts.u16()?;
+        let data = exts.vec16()?;
+        if kind == 0 {
+            if found.is_some() {
+                return Err("two server_name extensions");
+            }
+            found = Some(server_name(data)?);
+        }
+    }
+    Ok(found)
+}
+
+fn server_name(data: &[u8]) -> Result<String, &'static str> {
+    let mut list = Reader(Reader(data).vec16()?);
+    let mut name = None;
+    while !list.0.is_empty() {
+        let kind = list.u8()?;
+        let value = list.vec16()?;
+        if kind == 0 {
+            if name.is_some() {
+                return Err("two host names in server_name");
+            }
+            let text = std::str::from_utf8(value).map_err(|_| "server name is not text")?;
+            name = Some(text.to_string());
+        }
+    }
+    name.ok_or("server_name without a host name")
+}
+
+/// A minimal, well-formed ClientHello record naming `sni` (or no name): for tests and
+/// benchmarks that need a client's first bytes without a TLS stack.
+#[allow(clippy::cast_possible_truncation)] // every length here is far below u16::MAX
+pub fn sample_client_hello(sni: Option<&str>) -> Vec<u8> {
+    let mut exts = Vec::new();
+    if let Some(name) = sni {
+        let n = name.as_bytes();
+        let mut list = vec![0u8];
+        list.extend((n.len() as u16).to_be_bytes());
+        list.extend(n);
+        let mut data = (list.len() as u16).to_be_bytes().to_vec();
+        data.extend(list);
+        exts.extend(0u16.to_be_bytes());
+        exts.extend((data.len() as u16).to_be_bytes());
+        exts.extend(data);
+    }
+    exts.extend([0x00, 0x2b, 0x00, 0x03, 0x02, 0x03, 0x04]); // supported_versions
+    let mut body = vec![0x03, 0x03];
+    body.extend([7u8; 32]);
+    body.push(0);
+    body.extend([0x00, 0x02, 0x13, 0x01]);
+    body.extend([0x01, 0x00]);
+    body.extend((exts.len() as u16).to_be_bytes());
+    body.extend(exts);
+    let mut msg = vec![1u8];
+    msg.extend(&(body.len() as u32).to_be_bytes()[1..]);
+    msg.extend(body);
+    let mut rec = vec![0x16, 0x03, 0x01];
+    rec.extend((msg.len() as u16).to_be_bytes());
+    rec.extend(msg);
+    rec
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hello(sni: Option<&str>) -> Vec<u8> {
+        sample_client_hello(sni)
+    }
+
+    #[test]
+    fn reads_the_server_name() {
+        let h = hello(Some("pypi.org"));
+        assert_eq!(
+            inspect(&h),
+            FirstBytes::ClientHello {
+                server_name: Some("pypi.org".into())
+            }
+        );
+        assert_eq!(
+            inspect(&hello(None)),
+            FirstBytes::ClientHello { server_name: None }
+        );
+    }
+
+    #[test]
+    fn partial_records_ask_for_more() {
+        let h = hello(Some("pypi.org"));
+        for cut in [0, 1, 4, 5, h.len() - 1] {
+            assert_eq!(inspect(&h[..cut]), FirstBytes::NeedMore, "{cut}");
+        }
+    }
+
+    #[test]
+    fn other_protocols_and_garbage_are_told_apart() {
+        assert_eq!(inspect(b"GET / HTTP/1.1\r\n"), FirstBytes::NotTls);
+        let mut h = hello(Some("pypi.org"));
+        h[5] = 2; // a ServerHello
+        assert!(matches!(inspect(&h), FirstBytes::Malformed(_)));
+        let mut h = hello(Some("pypi.org"));
+        let last = h.len() - 9;
+        h.truncate(last);
+        let len = u16::try_from(h.len() - 5).unwrap();
+        h[3..5].copy_from_slice(&len.to_be_bytes());
+        assert!(matches!(inspect(&h), FirstBytes::Malformed(_)));
+    }
+}

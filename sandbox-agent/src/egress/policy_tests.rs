@@ -1,0 +1,123 @@
+use super::*;
+
+fn policy(allowed: &[&str], denied: &[&str]) -> NetworkPolicy {
+    NetworkPolicy {
+        allowed: allowed
+            .iter()
+            .map(|d| DomainRule::parse(d, format!("allow {d}")).unwrap())
+            .collect(),
+        denied: denied
+            .iter()
+            .map(|d| DomainRule::parse(d, format!("deny {d}")).unwrap())
+            .collect(),
+        allow_local_binding: false,
+    }
+}
+
+fn allowed(p: &NetworkPolicy, host: &str, port: u16) -> bool {
+    p.decide(host, port).allowed
+}
+
+#[test]
+fn an_empty_allow_list_is_no_egress() {
+    let p = policy(&[], &[]);
+    assert!(!p.grants_egress());
+    let d = p.decide("example.com", 443);
+    assert!(!d.allowed);
+    assert!(d.rule.contains("no egress"), "{}", d.rule);
+}
+
+#[test]
+fn exact_names_match_case_and_trailing_dot_insensitively() {
+    let p = policy(&["Example.com"], &[]);
+    assert!(allowed(&p, "example.com", 443));
+    assert!(allowed(&p, "EXAMPLE.COM.", 80));
+    assert!(!allowed(&p, "www.example.com", 443));
+    assert!(!allowed(&p, "example.com.evil.net", 443));
+    assert!(!allowed(&p, "badexample.com", 443));
+}
+
+#[test]
+fn wildcards_cover_subdomains_not_the_apex() {
+    let p = policy(&["*.pypi.org"], &[]);
+    assert!(allowed(&p, "files.pypi.org", 443));
+    assert!(allowed(&p, "a.b.pypi.org", 443));
+    assert!(!allowed(&p, "pypi.org", 443));
+    assert!(!allowed(&p, "evilpypi.org", 443));
+}
+
+#[test]
+fn ports_restrict_an_entry() {
+    let p = policy(&["example.com:443", "[2001:db8::1]:8443"], &[]);
+    assert!(allowed(&p, "example.com", 443));
+    assert!(!allowed(&p, "example.com", 80));
+    assert!(allowed(&p, "2001:db8::1", 8443));
+    assert!(allowed(&p, "[2001:db8::1]", 8443));
+    assert!(!allowed(&p, "2001:db8::1", 443));
+}
+
+#[test]
+fn deny_wins_over_allow_and_covers_subdomains() {
+    let p = policy(
+        &["*", "*.example.com"],
+        &["evil.com", "secret.example.com:443"],
+    );
+    assert!(!allowed(&p, "evil.com", 443));
+    assert!(!allowed(&p, "cdn.evil.com", 443));
+    let d = p.decide("secret.example.com", 443);
+    assert!(!d.allowed);
+    assert_eq!(d.rule, "denied by deny secret.example.com:443");
+    assert!(allowed(&p, "secret.example.com", 80));
+    assert!(allowed(&p, "other.org", 443));
+}
+
+#[test]
+fn ip_literals_pass_only_an_entry_naming_them() {
+    let p = policy(&["*", "203.0.113.7"], &[]);
+    assert!(allowed(&p, "203.0.113.7", 443));
+    let d = p.decide("203.0.113.8", 443);
+    assert!(!d.allowed);
+    assert!(d.rule.contains("IP address"), "{}", d.rule);
+    assert!(!allowed(&p, "::1", 443));
+    assert!(!allowed(&policy(&["*.0.113.7"], &[]), "203.0.113.7", 443));
+}
+
+#[test]
+fn invalid_entries_are_refused() {
+    for bad in [
+        "",
+        "*.",
+        "a..b",
+        "ex ample.com",
+        "example.com:0",
+        "example.com:99999",
+        "*.*.x",
+    ] {
+        assert!(DomainRule::parse(bad, "t").is_err(), "{bad:?}");
+    }
+}
+
+#[test]
+fn the_dns_stub_answers_allowed_names_only() {
+    let p = policy(&["pypi.org:443", "*.crates.io"], &["bad.crates.io"]);
+    assert!(p.name_may_resolve("pypi.org"));
+    assert!(p.name_may_resolve("static.crates.io."));
+    assert!(!p.name_may_resolve("bad.crates.io"));
+    assert!(!p.name_may_resolve("x.bad.crates.io"));
+    assert!(!p.name_may_resolve("crates.io"));
+    assert!(!p.name_may_resolve("evil.org"));
+    assert!(!p.name_may_resolve("1.2.3.4"));
+    assert!(!policy(&["*"], &[]).name_may_resolve("exfil data.evil.org"));
+}
+
+#[test]
+fn the_policy_travels_as_its_entries() {
+    let p = policy(&["pypi.org:443", "*"], &["[::1]:22"]);
+    let json = serde_json::to_string(&p).unwrap();
+    assert!(json.contains("\"entry\":\"pypi.org:443\""), "{json}");
+    let back: NetworkPolicy = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, p);
+    let bad =
+        r#"{"allowed":[{"entry":"a b","origin":"x"}],"denied":[],"allow_local_binding":false}"#;
+    assert!(serde_json::from_str::<NetworkPolicy>(bad).is_err());
+}

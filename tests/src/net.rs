@@ -1,0 +1,232 @@
+//! A private internet for the network tests: a thread moved into fresh network and mount
+//! namespaces, with `lo` up, an interface (one end of a veth pair) holding the test's addresses, a
+//! resolv.conf of the test's own bound over /etc/resolv.conf (in that mount namespace
+//! only), and small HTTP and DNS servers bound to those addresses. Processes started
+//! from that thread (`cordon`, the sandbox launcher) inherit all of it; the host's
+//! network and resolver are never touched. Needs root, as the project's tests run.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
+
+/// The test internet's web server address.
+pub const SERVER: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 10);
+/// The test internet's DNS server address.
+pub const DNS: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 53);
+
+/// Runs `body` on a thread in fresh network and mount namespaces where `addrs` are local
+/// addresses and /etc/resolv.conf names `resolver` (when given).
+pub fn run<F, Fut>(addrs: &[IpAddr], resolver: Option<IpAddr>, body: F)
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: Future<Output = ()>,
+{
+    let addrs = addrs.to_vec();
+    let joined = std::thread::spawn(move || {
+        let _resolv_conf = enter(&addrs, resolver);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(body());
+    })
+    .join();
+    if let Err(panic) = joined {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+/// Moves the calling thread into new namespaces and sets them up. unshare(2) acts on the
+/// calling thread only, so the rest of the test process keeps the host's; threads and
+/// processes started from this thread afterwards inherit its namespaces (a benchmark
+/// builds its multi-threaded runtime after this). Keep the returned file while the
+/// namespace is used.
+pub fn enter(addrs: &[IpAddr], resolver: Option<IpAddr>) -> Option<tempfile::NamedTempFile> {
+    use nix::mount::{MsFlags, mount};
+    use nix::sched::{CloneFlags, unshare};
+    unshare(CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_FS)
+        .expect("unshare: the network tests need root");
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .expect("making / private in the test's mount namespace");
+    ip(&["link", "set", "lo", "up"]);
+    // A veth pair stands for the outside link (this kernel has no dummy driver); the
+    // addresses sit on one end, and being local they are reached without any route.
+    ip(&[
+        "link", "add", "cordon0", "type", "veth", "peer", "name", "cordon1",
+    ]);
+    ip(&["link", "set", "cordon0", "up"]);
+    ip(&["link", "set", "cordon1", "up"]);
+    for a in addrs {
+        let cidr = match a {
+            IpAddr::V4(_) => format!("{a}/32"),
+            IpAddr::V6(_) => format!("{a}/128"),
+        };
+        ip(&["addr", "add", &cidr, "dev", "cordon0"]);
+    }
+    let ns = resolver?;
+    // Kept (not unlinked) while the namespace lives: the kernel refuses to mount over an
+    // unlinked file, which the sandbox's own resolv.conf mount would be.
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        file.path(),
+        format!("nameserver {ns}\noptions attempts:1\n"),
+    )
+    .unwrap();
+    mount(
+        Some(file.path()),
+        "/etc/resolv.conf",
+        None::<&str>,
+        MsFlags::MS_BIND,
+        None::<&str>,
+    )
+    .expect("binding the test's resolv.conf");
+    Some(file)
+}
+
+fn ip(args: &[&str]) {
+    let status = Command::new("ip").args(args).status().expect("running ip");
+    assert!(status.success(), "ip {args:?} failed");
+}
+
+/// Serves DNS on `addr:53`: A records from `names`, NXDOMAIN for the rest. Keeps the
+/// names it was asked.
+pub async fn dns_server(addr: IpAddr, names: HashMap<String, Ipv4Addr>) -> Arc<Mutex<Vec<String>>> {
+    let socket = UdpSocket::bind(SocketAddr::new(addr, 53)).await.unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let asked = seen.clone();
+    tokio::spawn(async move {
+        let mut buf = [0u8; 512];
+        while let Ok((n, peer)) = socket.recv_from(&mut buf).await {
+            if let Some((name, reply)) = dns_reply(&buf[..n], &names) {
+                asked.lock().unwrap().push(name);
+                let _ = socket.send_to(&reply, peer).await;
+            }
+        }
+    });
+    seen
+}
+
+fn dns_reply(q: &[u8], names: &HashMap<String, Ipv4Addr>) -> Option<(String, Vec<u8>)> {
+    let mut labels = Vec::new();
+    let mut i = 12;
+    loop {
+        let len = usize::from(*q.get(i)?);
+        i += 1;
+        if len == 0 {
+            break;
+        }
+        labels.push(String::from_utf8_lossy(q.get(i..i + len)?).to_lowercase());
+        i += len;
+    }
+    let qtype = u16::from_be_bytes([*q.get(i)?, *q.get(i + 1)?]);
+    let end = i + 4;
+    let name = labels.join(".");
+    let found = names.get(&name);
+    let rcode = if found.is_some() { 0 } else { 3 };
+    let answer = found.filter(|_| qtype == 1);
+    let mut r = vec![q[0], q[1], 0x84 | (q[2] & 0x01), 0x80 | rcode, 0, 1, 0];
+    r.push(u8::from(answer.is_some()));
+    r.extend([0, 0, 0, 0]);
+    r.extend_from_slice(q.get(12..end)?);
+    if let Some(ip) = answer {
+        r.extend([0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 5, 0, 4]);
+        r.extend(ip.octets());
+    }
+    Some((name, r))
+}
+
+/// Answers every HTTP request on `addr` with its Host header and path (and a body of
+/// `size` bytes of `x` when the path is `/big`).
+pub async fn http_server(addr: SocketAddr, size: usize) {
+    let listener = TcpListener::bind(addr).await.unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let head = read_head(&mut s).await;
+                let text = String::from_utf8_lossy(&head).to_string();
+                let path = text.split(' ').nth(1).unwrap_or("").to_string();
+                let host = text
+                    .lines()
+                    .find_map(|l| l.strip_prefix("Host: "))
+                    .unwrap_or("")
+                    .to_string();
+                if path == "/big" {
+                    let head = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Length: {size}\r\nConnection: close\r\n\r\n"
+                    );
+                    let _ = s.write_all(head.as_bytes()).await;
+                    let chunk = vec![b'x'; 1 << 16];
+                    let mut left = size;
+                    while left > 0 {
+                        let n = left.min(chunk.len());
+                        if s.write_all(&chunk[..n]).await.is_err() {
+                            return;
+                        }
+                        left -= n;
+                    }
+                    return;
+                }
+                let body = format!("host={host} path={path}");
+                let resp = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = s.write_all(resp.as_bytes()).await;
+            });
+        }
+    });
+}
+
+/// Echoes every byte back on `addr`, counting what it received.
+pub async fn echo_server(addr: SocketAddr) -> Arc<AtomicU64> {
+    let seen = Arc::new(AtomicU64::new(0));
+    let listener = TcpListener::bind(addr).await.unwrap();
+    let counter = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let counter = counter.clone();
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = s.read(&mut buf).await {
+                    if n == 0 || s.write_all(&buf[..n]).await.is_err() {
+                        break;
+                    }
+                    counter.fetch_add(n as u64, Ordering::SeqCst);
+                }
+            });
+        }
+    });
+    seen
+}
+
+/// Reads one request or response head (through the blank line), byte by byte so nothing
+/// after it is consumed.
+pub async fn read_head(s: &mut TcpStream) -> Vec<u8> {
+    let mut buf = Vec::new();
+    while !buf.ends_with(b"\r\n\r\n") {
+        let mut b = [0u8; 1];
+        if s.read(&mut b).await.unwrap_or(0) == 0 {
+            break;
+        }
+        buf.push(b[0]);
+    }
+    buf
+}
+
+/// Everything until the peer closes, as text.
+pub async fn read_all(mut s: TcpStream) -> String {
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out).await;
+    String::from_utf8_lossy(&out).to_string()
+}

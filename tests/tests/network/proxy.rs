@@ -1,0 +1,273 @@
+//! The proxy against servers on the test's private internet ([`cordon_tests::net`]):
+//! real sockets, real addresses, no host network.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use cordon::network::NetworkPolicy;
+use cordon::network::policy::DomainRule;
+use cordon::network::proxy::dial::StaticResolver;
+use cordon::network::proxy::record::MemoryLog;
+use cordon::network::proxy::sni::sample_client_hello;
+use cordon::network::proxy::{ConnectionRecord, Protocol, Proxy};
+use cordon_tests::net::{self, SERVER, read_all, read_head};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+fn server_ip() -> IpAddr {
+    IpAddr::V4(SERVER)
+}
+
+fn run<Fut: Future<Output = ()>>(body: impl FnOnce() -> Fut + Send + 'static) {
+    net::run(&[server_ip()], None, body);
+}
+
+async fn echo_server(port: u16) -> Arc<std::sync::atomic::AtomicU64> {
+    net::echo_server(SocketAddr::new(server_ip(), port)).await
+}
+
+async fn http_server(port: u16) {
+    net::http_server(SocketAddr::new(server_ip(), port), 0).await;
+}
+
+fn policy(allowed: &[&str], denied: &[&str]) -> NetworkPolicy {
+    let rules = |l: &[&str]| {
+        l.iter()
+            .map(|d| DomainRule::parse(d, *d).unwrap())
+            .collect()
+    };
+    NetworkPolicy {
+        allowed: rules(allowed),
+        denied: rules(denied),
+        allow_local_binding: false,
+    }
+}
+
+fn names() -> StaticResolver {
+    let mut m = HashMap::new();
+    for n in ["allowed.test", "other.test", "a.wild.test"] {
+        m.insert(n.to_string(), vec![server_ip()]);
+    }
+    m.insert("rebind.test".into(), vec!["127.0.0.1".parse().unwrap()]);
+    m.insert(
+        "localhost".into(),
+        vec!["127.0.0.1".parse().unwrap(), "::1".parse().unwrap()],
+    );
+    m.insert(
+        "metadata.test".into(),
+        vec!["169.254.169.254".parse().unwrap()],
+    );
+    m.insert(
+        "mixed.test".into(),
+        vec!["10.0.0.1".parse().unwrap(), server_ip()],
+    );
+    StaticResolver(m)
+}
+
+/// A proxy on 127.0.0.1 (inside the test's namespace) and its log.
+async fn start(p: NetworkPolicy) -> (SocketAddr, Arc<MemoryLog>) {
+    let log = Arc::new(MemoryLog::default());
+    let proxy = Proxy::new("s1", p, Arc::new(names()), log.clone());
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(proxy.serve_tcp(listener, std::future::pending()));
+    (addr, log)
+}
+
+async fn connect(proxy: SocketAddr, target: &str) -> (TcpStream, String) {
+    let mut s = TcpStream::connect(proxy).await.unwrap();
+    s.write_all(format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let head = read_head(&mut s).await;
+    (s, String::from_utf8_lossy(&head).to_string())
+}
+
+/// Waits for the proxy to log `n` records (a connection is logged when it ends).
+async fn records(log: &MemoryLog, n: usize) -> Vec<ConnectionRecord> {
+    loop {
+        let r = log.records();
+        if r.len() >= n {
+            return r;
+        }
+        tokio::task::yield_now().await;
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+}
+
+#[test]
+fn connect_relays_tls_to_an_allowed_name_and_records_it() {
+    run(|| async {
+        let seen = echo_server(443).await;
+        let (proxy, log) = start(policy(&["allowed.test"], &[])).await;
+        let (mut s, head) = connect(proxy, "allowed.test:443").await;
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        let hello = sample_client_hello(Some("allowed.test"));
+        s.write_all(&hello).await.unwrap();
+        let mut back = vec![0u8; hello.len()];
+        s.read_exact(&mut back).await.unwrap();
+        assert_eq!(back, hello);
+        drop(s);
+        let r = &records(&log, 1).await[0];
+        assert!(r.allowed, "{r:?}");
+        assert_eq!(r.protocol, Protocol::Connect);
+        assert_eq!((r.host.as_str(), r.port), ("allowed.test", 443));
+        assert_eq!(r.addr, Some(SocketAddr::new(server_ip(), 443)));
+        assert_eq!(r.rule, "allowed by allowed.test");
+        assert_eq!(r.bytes_up, hello.len() as u64);
+        assert_eq!(r.bytes_down, hello.len() as u64);
+        assert_eq!(seen.load(Ordering::SeqCst), hello.len() as u64);
+    });
+}
+
+#[test]
+fn a_server_name_other_than_the_connect_host_is_cut_before_it_leaves() {
+    run(|| async {
+        let seen = echo_server(443).await;
+        let (proxy, log) = start(policy(&["allowed.test"], &[])).await;
+        let (mut s, head) = connect(proxy, "allowed.test:443").await;
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        s.write_all(&sample_client_hello(Some("evil.test")))
+            .await
+            .unwrap();
+        assert_eq!(read_all(s).await, "");
+        let r = &records(&log, 1).await[0];
+        assert!(!r.allowed);
+        assert!(r.rule.contains("\"evil.test\""), "{}", r.rule);
+        assert_eq!(seen.load(Ordering::SeqCst), 0);
+    });
+}
+
+#[test]
+fn plain_text_on_port_443_is_cut() {
+    run(|| async {
+        let seen = echo_server(443).await;
+        let (proxy, log) = start(policy(&["allowed.test"], &[])).await;
+        let (mut s, _) = connect(proxy, "allowed.test:443").await;
+        s.write_all(b"GET / HTTP/1.1\r\nHost: evil.test\r\n\r\n")
+            .await
+            .unwrap();
+        assert_eq!(read_all(s).await, "");
+        assert!(records(&log, 1).await[0].rule.contains("TLS only"));
+        assert_eq!(seen.load(Ordering::SeqCst), 0);
+    });
+}
+
+#[test]
+fn names_and_ports_the_policy_does_not_allow_get_403() {
+    run(|| async {
+        echo_server(443).await;
+        let p = policy(
+            &["allowed.test:443", "*.wild.test", "other.test"],
+            &["other.test"],
+        );
+        let (proxy, log) = start(p).await;
+        for (target, want) in [
+            ("allowed.test:8443", "no allowedDomains entry matches"),
+            ("unknown.test:443", "no allowedDomains entry matches"),
+            ("other.test:443", "denied by other.test"),
+            ("203.0.113.10:443", "an IP address"),
+            ("wild.test:443", "no allowedDomains entry matches"),
+        ] {
+            let (_, head) = connect(proxy, target).await;
+            assert!(head.starts_with("HTTP/1.1 403"), "{target}: {head}");
+            let r = records(&log, 1).await;
+            assert!(r.iter().any(|r| r.rule.contains(want)), "{target}: {r:?}");
+        }
+        let (_, head) = connect(proxy, "a.wild.test:443").await;
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    });
+}
+
+#[test]
+fn names_resolving_to_private_loopback_or_metadata_addresses_are_refused() {
+    run(|| async {
+        echo_server(443).await;
+        let (proxy, log) = start(policy(&["*"], &[])).await;
+        for target in ["rebind.test:443", "metadata.test:443"] {
+            let (_, head) = connect(proxy, target).await;
+            assert!(head.starts_with("HTTP/1.1 403"), "{target}: {head}");
+        }
+        let r = records(&log, 2).await;
+        assert!(r.iter().all(|r| r.rule.contains("refused")), "{r:?}");
+        // Of a name resolving to both, only the public address is used.
+        let (_, head) = connect(proxy, "mixed.test:443").await;
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    });
+}
+
+#[test]
+fn the_sandbox_own_loopback_is_refused_even_when_everything_is_allowed() {
+    run(|| async {
+        let (proxy, _log) = start(policy(&["*"], &[])).await;
+        for target in ["127.0.0.1:22", "[::1]:22", "localhost:22"] {
+            let (_, head) = connect(proxy, target).await;
+            assert!(head.starts_with("HTTP/1.1 403"), "{target}: {head}");
+        }
+    });
+}
+
+#[test]
+fn plain_http_is_forwarded_with_its_host_checked() {
+    run(|| async {
+        http_server(80).await;
+        let (proxy, log) = start(policy(&["allowed.test"], &[])).await;
+        let mut s = TcpStream::connect(proxy).await.unwrap();
+        s.write_all(b"GET http://allowed.test/x?y=1 HTTP/1.1\r\nHost: allowed.test\r\n\r\n")
+            .await
+            .unwrap();
+        let resp = read_all(s).await;
+        assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+        assert!(resp.ends_with("host=allowed.test path=/x?y=1"), "{resp}");
+        let r = &records(&log, 1).await[0];
+        assert!(
+            r.allowed && r.protocol == Protocol::Http && r.bytes_down > 0,
+            "{r:?}"
+        );
+
+        let mut s = TcpStream::connect(proxy).await.unwrap();
+        s.write_all(b"GET http://allowed.test/ HTTP/1.1\r\nHost: other.test\r\n\r\n")
+            .await
+            .unwrap();
+        let resp = read_all(s).await;
+        assert!(resp.starts_with("HTTP/1.1 403"), "{resp}");
+        assert!(resp.contains("Host header"), "{resp}");
+    });
+}
+
+async fn socks_connect(proxy: SocketAddr, host: &str, port: u16) -> (TcpStream, u8) {
+    let mut s = TcpStream::connect(proxy).await.unwrap();
+    s.write_all(&[5, 1, 0]).await.unwrap();
+    let mut greet = [0u8; 2];
+    s.read_exact(&mut greet).await.unwrap();
+    assert_eq!(greet, [5, 0]);
+    let mut req = vec![5, 1, 0, 3, u8::try_from(host.len()).unwrap()];
+    req.extend(host.as_bytes());
+    req.extend(port.to_be_bytes());
+    s.write_all(&req).await.unwrap();
+    let mut reply = [0u8; 10];
+    s.read_exact(&mut reply).await.unwrap();
+    (s, reply[1])
+}
+
+#[test]
+fn socks5_resolves_allowed_names_itself_and_refuses_others() {
+    run(|| async {
+        http_server(80).await;
+        let (proxy, log) = start(policy(&["allowed.test"], &[])).await;
+        let (mut s, code) = socks_connect(proxy, "allowed.test", 80).await;
+        assert_eq!(code, 0);
+        s.write_all(b"GET /s HTTP/1.1\r\nHost: allowed.test\r\n\r\n")
+            .await
+            .unwrap();
+        let resp = read_all(s).await;
+        assert!(resp.ends_with("host=allowed.test path=/s"), "{resp}");
+        let (_, code) = socks_connect(proxy, "other.test", 80).await;
+        assert_eq!(code, 2);
+        let r = records(&log, 2).await;
+        assert!(r.iter().all(|r| r.protocol == Protocol::Socks5));
+        assert_eq!(r.iter().filter(|r| r.allowed).count(), 1, "{r:?}");
+    });
+}
