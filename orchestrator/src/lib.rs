@@ -9,6 +9,7 @@ pub mod doctor;
 pub mod hooks;
 pub mod hostgit;
 pub mod interactive;
+pub mod mcp;
 pub mod model;
 pub mod output;
 pub mod paths;

@@ -10,6 +10,7 @@
 
 mod compact;
 mod context_report;
+mod shared;
 pub mod gate;
 pub mod prompt;
 mod tool_turn;
@@ -29,6 +30,7 @@ use crate::session::{RecordBody, Transcript};
 use crate::tools::{ToolContext, ToolRegistry};
 
 pub use context_report::ContextReport;
+pub use shared::LoopShared;
 pub use gate::{
     GateVerdict, LoopObserver, NoObserver, PromptVerdict, RulesGate, StopVerdict, ToolCallInfo,
     ToolGate,
@@ -111,6 +113,8 @@ pub struct AgentLoop {
     /// taken at the start, so the cached prefix stays identical from turn to turn and no
     /// process is spawned per request.
     system: Vec<SystemBlock>,
+    /// The model override and context usage a client's control requests see.
+    shared: LoopShared,
 }
 
 /// How many times in a row the loop asks the model to go on after it hit max_tokens.
@@ -137,6 +141,7 @@ impl AgentLoop {
             messages: Vec::new(),
             events: None,
             context_tokens: 0,
+            shared: LoopShared::default(),
             system: prompt::system_blocks(&config.cwd, config.memory.as_deref(), &config.today),
             config,
         }
@@ -158,6 +163,18 @@ impl AgentLoop {
     pub fn with_events(mut self, events: mpsc::UnboundedSender<LoopEvent>) -> Self {
         self.events = Some(events);
         self
+    }
+
+    /// The handle a client's control requests act through (`set_model`,
+    /// `get_context_usage`).
+    pub fn shared(&self) -> LoopShared {
+        self.shared.record_usage(self.context_report());
+        self.shared.clone()
+    }
+
+    /// The model of the next call: the one a client chose, else the configured one.
+    pub fn model_name(&self) -> String {
+        self.shared.model().unwrap_or_else(|| self.config.model.clone())
     }
 
     pub fn session_id(&self) -> &str {
@@ -307,6 +324,7 @@ impl AgentLoop {
                 + reply.usage.cache_read_input_tokens
                 + reply.usage.cache_creation_input_tokens
                 + reply.usage.output_tokens;
+            self.shared.record_usage(self.context_report());
             let message = reply.to_message();
             self.record(RecordBody::Assistant {
                 message: message.clone(),
@@ -423,7 +441,7 @@ impl AgentLoop {
 
     fn request(&self) -> MessagesRequest {
         let mut req = MessagesRequest::new(
-            self.config.model.clone(),
+            self.model_name(),
             self.config.max_tokens,
             self.messages.clone(),
         );

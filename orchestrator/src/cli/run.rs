@@ -259,10 +259,18 @@ pub async fn run_with_model(
     observers.push(Arc::new(
         CheckpointObserver::new(checkpoints).with_sandbox(sandbox.clone()),
     ));
+    // MCP servers: stdio ones start inside the sandbox; their tools join the built-ins.
+    let mcp = cordon::mcp::McpSet::for_session(&settings, &workspace);
+    let mut tools = tools_for_mode(&engine, prompter.clone(), interactive);
+    tools.register(Arc::new(cordon::tools::todo_write::TodoWriteTool::default()));
+    mcp.connect_into(&ctx, &mut tools).await;
+    if let Some(stream) = stream.as_mut() {
+        stream.set_mcp(mcp.clone());
+    }
     let (tx, rx) = mpsc::unbounded_channel();
     let mut agent = AgentLoop::new(
         model,
-        tools_for_mode(&engine, prompter.clone(), interactive),
+        tools,
         Arc::new(PolicyGate::new(engine.clone(), hooks, prompter)),
         ctx.clone(),
         transcript,
@@ -284,7 +292,7 @@ pub async fn run_with_model(
         let served = tui.serve(&mut agent, rx).await;
         drop(agent);
         observer.session_end("prompt_input_exit").await;
-        end_session(&store, &session_id, &sandbox).await;
+        end_session(&store, &session_id, &sandbox, &mcp).await;
         served?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -296,6 +304,7 @@ pub async fn run_with_model(
             &model_name,
             &engine,
             &settings,
+            &mcp,
         );
         let info = cordon::control::RecordInfo {
             session_id: session_id.clone(),
@@ -314,7 +323,7 @@ pub async fn run_with_model(
             )
             .await;
         drop(agent);
-        end_session(&store, &session_id, &sandbox).await;
+        end_session(&store, &session_id, &sandbox, &mcp).await;
         return Ok(code);
     }
     let printer = tokio::spawn(print_events(
@@ -331,6 +340,7 @@ pub async fn run_with_model(
             &model_name,
             &engine,
             &settings,
+            &mcp,
         );
         println_json(&init);
     }
@@ -350,7 +360,7 @@ pub async fn run_with_model(
     drop(agent);
     observer.session_end("other").await;
     let _ = printer.await;
-    end_session(&store, &session_id, &sandbox).await;
+    end_session(&store, &session_id, &sandbox, &mcp).await;
 
     let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     match args.output_format {
@@ -392,6 +402,7 @@ fn init_record(
     model: &str,
     engine: &Engine,
     settings: &Settings,
+    mcp: &cordon::mcp::McpSet,
 ) -> serde_json::Value {
     let mut init = output::init_record(
         session_id,
@@ -401,6 +412,7 @@ fn init_record(
         engine.mode().as_str(),
     );
     init["workspace_trust"] = settings.trust_record();
+    init["mcp_servers"] = serde_json::Value::from(mcp.init_entries());
     init
 }
 
@@ -498,7 +510,9 @@ async fn end_session(
     store: &SessionStore,
     session_id: &str,
     sandbox: &cordon::sandbox::Supervisor,
+    mcp: &cordon::mcp::McpSet,
 ) {
+    mcp.stop_all().await;
     if let Err(e) = store.touch(session_id) {
         tracing::warn!(error = %e, "could not update the session index");
     }
