@@ -221,7 +221,9 @@ impl SandboxAgent for AgentService {
             // drops the stream); a second start or an oversized chunk ends the input.
             while let Ok(Some(msg)) = input.message().await {
                 match msg.input {
-                    Some(exec_input::Input::Stdin(data)) if data.len() <= limits::MAX_CHUNK_BYTES => {
+                    Some(exec_input::Input::Stdin(data))
+                        if data.len() <= limits::MAX_CHUNK_BYTES =>
+                    {
                         if tx.send(data).await.is_err() {
                             break;
                         }

@@ -37,7 +37,11 @@ fn summary(name: &str, mut samples: Vec<Duration>) -> Duration {
 fn python() -> PathBuf {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/setup.sh");
     let out = Command::new(&script).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
 }
 
@@ -68,7 +72,11 @@ fn direct(python: &Path, server: &Path) -> Vec<Duration> {
         true,
         &mut line,
     );
-    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}), false, &mut line);
+    send(
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        false,
+        &mut line,
+    );
     let mut out = Vec::with_capacity(CALLS);
     for i in 0..CALLS + 20 {
         let call = json!({"jsonrpc": "2.0", "id": i + 1, "method": "tools/call",
@@ -136,8 +144,14 @@ fn main() {
                 samples.push(took);
             }
         }
-        let cordon = summary("Cordon: rmcp over the sandbox's exec stream (confined)", samples);
-        let base = summary("baseline: direct stdio round trip to a host child", direct(&python, &server));
+        let cordon = summary(
+            "Cordon: rmcp over the sandbox's exec stream (confined)",
+            samples,
+        );
+        let base = summary(
+            "baseline: direct stdio round trip to a host child",
+            direct(&python, &server),
+        );
         println!(
             "overhead at p50: {:.1?} ({:.2}x)",
             cordon.saturating_sub(base),

@@ -49,7 +49,7 @@ fn flaky(ws: &Workspace) -> Value {
 async fn run(model: &ScriptedModel, ws: &Workspace, args: &[&str], env: &[(&str, &str)]) -> Output {
     let home = tempfile::tempdir().unwrap();
     let mut cmd = run_command(model, home.path(), ws.path(), &["--output-format", "json"]);
-    cmd.args(args).arg("use the tools");
+    cmd.args(args).args(["-p", "use the tools"]);
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -68,7 +68,8 @@ fn tool_names(body: &Value) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mcp_server_time_from_pypi_answers_from_inside_the_sandbox() {
     let ws = workspace(json!({}));
-    let time = json!({"command": python(), "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"]});
+    let time =
+        json!({"command": python(), "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"]});
     std::fs::write(
         ws.join(".mcp.json"),
         json!({"mcpServers": {"time": time, "flaky": flaky(&ws)}}).to_string(),
@@ -112,15 +113,29 @@ async fn mcp_server_time_from_pypi_answers_from_inside_the_sandbox() {
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
     let requests = model.requests();
     let names = tool_names(&requests[0].body);
-    for want in ["mcp__time__get_current_time", "mcp__time__convert_time", "mcp__flaky__echo", "Bash"] {
+    for want in [
+        "mcp__time__get_current_time",
+        "mcp__time__convert_time",
+        "mcp__flaky__echo",
+        "Bash",
+    ] {
         assert!(names.iter().any(|n| n == want), "{want} not in {names:?}");
     }
-    assert!(!names.iter().any(|n| n == "mcp__flaky__big"), "a bare deny removes the tool");
+    assert!(
+        !names.iter().any(|n| n == "mcp__flaky__big"),
+        "a bare deny removes the tool"
+    );
     let time = tool_results(&requests[1].body);
-    assert!(!time[0].2 && time[0].1.contains("UTC") && time[0].1.contains("datetime"), "{time:?}");
+    assert!(
+        !time[0].2 && time[0].1.contains("UTC") && time[0].1.contains("datetime"),
+        "{time:?}"
+    );
     let probe = tool_results(&requests[2].body);
     assert!(!probe[0].2, "{probe:?}");
-    assert!(probe[0].1.starts_with("refused:") && !probe[0].1.contains("top secret"), "{probe:?}");
+    assert!(
+        probe[0].1.starts_with("refused:") && !probe[0].1.contains("top secret"),
+        "{probe:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -176,10 +191,19 @@ async fn a_server_that_crashes_hangs_or_sends_garbage_is_an_error_and_restarts()
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
     let r = model.requests();
     let result = |i: usize| tool_results(&r[i].body).remove(0);
-    let pid = |text: &str| text.rsplit("pid ").next().unwrap().trim_end_matches(')').to_string();
+    let pid = |text: &str| {
+        text.rsplit("pid ")
+            .next()
+            .unwrap()
+            .trim_end_matches(')')
+            .to_string()
+    };
     let ok = |i: usize, id: &str| {
         let (_, text, is_error) = result(i);
-        assert!(!is_error && text.starts_with(&format!("{id} (pid")), "{text}");
+        assert!(
+            !is_error && text.starts_with(&format!("{id} (pid")),
+            "{text}"
+        );
         pid(&text)
     };
     let e0 = ok(1, "e0");

@@ -61,7 +61,8 @@ pub struct RulesGate(pub Arc<Engine>);
 #[tonic::async_trait]
 impl ToolGate for RulesGate {
     async fn before(&self, call: &ToolCallInfo) -> GateVerdict {
-        let verdict = self.0
+        let verdict = self
+            .0
             .decide_as(&call.name, call.kind, &call.input, call.read_only);
         match verdict.decision {
             Decision::Allow => GateVerdict::Allow {

@@ -10,9 +10,9 @@
 
 mod compact;
 mod context_report;
-mod shared;
 pub mod gate;
 pub mod prompt;
+mod shared;
 mod tool_turn;
 
 use std::path::PathBuf;
@@ -30,11 +30,11 @@ use crate::session::{RecordBody, Transcript};
 use crate::tools::{ToolContext, ToolRegistry};
 
 pub use context_report::ContextReport;
-pub use shared::LoopShared;
 pub use gate::{
     GateVerdict, LoopObserver, NoObserver, PromptVerdict, RulesGate, StopVerdict, ToolCallInfo,
     ToolGate,
 };
+pub use shared::LoopShared;
 
 /// How one loop runs.
 #[derive(Debug, Clone)]
@@ -174,7 +174,9 @@ impl AgentLoop {
 
     /// The model of the next call: the one a client chose, else the configured one.
     pub fn model_name(&self) -> String {
-        self.shared.model().unwrap_or_else(|| self.config.model.clone())
+        self.shared
+            .model()
+            .unwrap_or_else(|| self.config.model.clone())
     }
 
     pub fn session_id(&self) -> &str {

@@ -164,7 +164,11 @@ pub async fn handle_request(
             }
             None => Err("this session's model cannot change".into()),
         },
-        Request::GetContextUsage => match controls.loop_shared.as_ref().and_then(LoopShared::context_usage) {
+        Request::GetContextUsage => match controls
+            .loop_shared
+            .as_ref()
+            .and_then(LoopShared::context_usage)
+        {
             Some(report) => Ok(context_usage(&report)),
             None => Err("no context usage yet".into()),
         },

@@ -27,7 +27,9 @@ fn controls(hooks: Option<Arc<HookSet>>) -> (SessionControls, Probe) {
         rewinder: None,
         hooks,
         prompt_uuids: Arc::default(),
-        mcp_status: Some(Arc::new(|| serde_json::json!({"mcpServers": [{"name": "t"}]}))),
+        mcp_status: Some(Arc::new(
+            || serde_json::json!({"mcpServers": [{"name": "t"}]}),
+        )),
         loop_shared: Some(crate::agent::LoopShared::default()),
     };
     (controls, Probe { interrupts, mode })

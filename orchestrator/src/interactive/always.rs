@@ -105,8 +105,12 @@ pub fn suggest(
     if rules.is_empty() {
         return rules;
     }
-    let verdict =
-        with_rules(engine, &rules, source).decide_as(&call.name, call.kind, &call.input, call.read_only);
+    let verdict = with_rules(engine, &rules, source).decide_as(
+        &call.name,
+        call.kind,
+        &call.input,
+        call.read_only,
+    );
     if verdict.decision == Decision::Allow {
         rules
     } else {
@@ -129,9 +133,11 @@ fn candidates(engine: &Engine, call: &ToolCallInfo, workspace: &Path) -> Vec<Str
             .filter(|part| !part.contains(['(', ')', '*']) && !part.trim().is_empty())
             .map(|part| format!("Bash({})", part.trim()))
             .collect(),
-        (ToolKind::Edit, _) => path_rule(Path::new(input_path(&call.input).unwrap_or("")), workspace)
-            .into_iter()
-            .collect(),
+        (ToolKind::Edit, _) => {
+            path_rule(Path::new(input_path(&call.input).unwrap_or("")), workspace)
+                .into_iter()
+                .collect()
+        }
         // A plan's approval is a question of its own, never a standing rule.
         (_, "ExitPlanMode") => Vec::new(),
         (ToolKind::Network, _) if !str_field("url").is_empty() => url_host(str_field("url"))

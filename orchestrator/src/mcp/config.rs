@@ -132,7 +132,8 @@ pub fn load(
         }
     }
     let mut warnings = Vec::new();
-    let text = crate::settings::repository_file(workspace, &workspace.join(MCP_JSON), &mut warnings);
+    let text =
+        crate::settings::repository_file(workspace, &workspace.join(MCP_JSON), &mut warnings);
     for w in warnings {
         tracing::warn!("mcp: {w}");
     }
@@ -145,7 +146,12 @@ pub fn load(
     match project {
         Ok(v) => {
             let trusted = settings.trust().is_trusted();
-            for (name, entry) in v.get("mcpServers").and_then(Value::as_object).into_iter().flatten() {
+            for (name, entry) in v
+                .get("mcpServers")
+                .and_then(Value::as_object)
+                .into_iter()
+                .flatten()
+            {
                 if !(trusted || approval.all || approval.enabled.iter().any(|n| n == name)) {
                     out.refused.push(Refused {
                         name: name.clone(),
@@ -183,11 +189,14 @@ fn add(
         why,
     };
     if approval.denied.iter().any(|n| n == name) {
-        out.refused.push(refuse("denied by the managed settings (deniedMcpServers)".into()));
+        out.refused.push(refuse(
+            "denied by the managed settings (deniedMcpServers)".into(),
+        ));
         return;
     }
     if scope == "project" && approval.disabled.iter().any(|n| n == name) {
-        out.refused.push(refuse("disabled by disabledMcpjsonServers".into()));
+        out.refused
+            .push(refuse("disabled by disabledMcpjsonServers".into()));
         return;
     }
     match parse_entry(entry, lookup) {
@@ -205,17 +214,26 @@ pub fn parse_entry(
     entry: &Value,
     lookup: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Transport, String> {
-    let kind = entry.get("type").and_then(Value::as_str).unwrap_or(
-        if entry.get("url").is_some() { "http" } else { "stdio" },
-    );
+    let kind = entry
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or(if entry.get("url").is_some() {
+            "http"
+        } else {
+            "stdio"
+        });
     let x = |s: &str| {
-        expand(s, lookup).map_err(|missing| {
-            format!("missing environment variables: {}", missing.join(", "))
-        })
+        expand(s, lookup)
+            .map_err(|missing| format!("missing environment variables: {}", missing.join(", ")))
     };
     let map = |key: &str| -> Result<BTreeMap<String, String>, String> {
         let mut m = BTreeMap::new();
-        for (k, v) in entry.get(key).and_then(Value::as_object).into_iter().flatten() {
+        for (k, v) in entry
+            .get(key)
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+        {
             let v = v.as_str().ok_or(format!("`{key}.{k}` must be a string"))?;
             m.insert(k.clone(), x(v)?);
         }
@@ -226,7 +244,12 @@ pub fn parse_entry(
         "stdio" => {
             let command = str_field("command").ok_or("a stdio server needs `command`")?;
             let mut args = Vec::new();
-            for a in entry.get("args").and_then(Value::as_array).into_iter().flatten() {
+            for a in entry
+                .get("args")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
                 args.push(x(a.as_str().ok_or("`args` must hold strings")?)?);
             }
             Ok(Transport::Stdio {
@@ -242,11 +265,15 @@ pub fn parse_entry(
                 headers: map("headers")?,
             })
         }
-        "sse" => Err("legacy SSE servers are not supported: only stdio and Streamable HTTP \
+        "sse" => Err(
+            "legacy SSE servers are not supported: only stdio and Streamable HTTP \
                       (`\"type\": \"http\"`) servers are; most SSE servers also serve Streamable \
                       HTTP, often at `/mcp`"
-            .into()),
-        other => Err(format!("unknown server type `{other}` (expected stdio or http)")),
+                .into(),
+        ),
+        other => Err(format!(
+            "unknown server type `{other}` (expected stdio or http)"
+        )),
     }
 }
 

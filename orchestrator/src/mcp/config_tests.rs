@@ -63,11 +63,19 @@ fn project_servers_need_trust_or_an_approval_from_outside_the_repository() {
     assert_eq!(none.refused.len(), 2);
     let one = f.load(json!({"enabledMcpjsonServers": ["b"]}), json!({}), false);
     assert_eq!(names(&one.servers), ["b"]);
-    let all = f.load(json!({"enableAllProjectMcpServers": true}), json!({}), false);
+    let all = f.load(
+        json!({"enableAllProjectMcpServers": true}),
+        json!({}),
+        false,
+    );
     assert_eq!(names(&all.servers), ["a", "b"]);
     let trusted = f.load(json!({"disabledMcpjsonServers": ["a"]}), json!({}), true);
     assert_eq!(names(&trusted.servers), ["b"]);
-    let denied = f.load(json!({}), json!({"deniedMcpServers": [{"serverName": "b"}]}), true);
+    let denied = f.load(
+        json!({}),
+        json!({"deniedMcpServers": [{"serverName": "b"}]}),
+        true,
+    );
     assert_eq!(names(&denied.servers), ["a"]);
 }
 
@@ -109,7 +117,14 @@ fn user_servers_expand_variables_and_sse_is_refused() {
         panic!("stdio expected");
     };
     assert_eq!(command, &format!("{}/srv", f.ws.display()));
-    let why = |n: &str| cfg.refused.iter().find(|r| r.name == n).unwrap().why.clone();
+    let why = |n: &str| {
+        cfg.refused
+            .iter()
+            .find(|r| r.name == n)
+            .unwrap()
+            .why
+            .clone()
+    };
     assert!(why("old").contains("legacy SSE"), "{}", why("old"));
     assert!(why("hole").contains("NOPE"), "{}", why("hole"));
 }

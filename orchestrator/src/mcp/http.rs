@@ -27,6 +27,7 @@ pub fn transport(
     let client = reqwest::Client::builder()
         .build()
         .map_err(|e| format!("cannot build an HTTP client: {e}"))?;
-    let config = StreamableHttpClientTransportConfig::with_uri(url.to_string()).custom_headers(custom);
+    let config =
+        StreamableHttpClientTransportConfig::with_uri(url.to_string()).custom_headers(custom);
     Ok(StreamableHttpClientTransport::with_client(client, config))
 }

@@ -114,9 +114,9 @@ impl McpSet {
                 v
             })
             .collect();
-        list.extend(self.refused.iter().map(|r| {
-            json!({"name": r.name, "status": "disabled", "scope": r.scope, "error": r.why})
-        }));
+        list.extend(self.refused.iter().map(
+            |r| json!({"name": r.name, "status": "disabled", "scope": r.scope, "error": r.why}),
+        ));
         json!({ "mcpServers": list })
     }
 

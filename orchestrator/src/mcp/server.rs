@@ -51,9 +51,13 @@ pub enum ServerError {
     Start { server: String, why: String },
     #[error("MCP server `{server}` did not finish starting within {secs} s")]
     StartTimedOut { server: String, secs: u64 },
-    #[error("MCP server `{server}` did not answer within {secs} s; it was stopped and will be restarted on the next call")]
+    #[error(
+        "MCP server `{server}` did not answer within {secs} s; it was stopped and will be restarted on the next call"
+    )]
     CallTimedOut { server: String, secs: u64 },
-    #[error("MCP server `{server}` failed during the call ({why}); it will be restarted on the next call")]
+    #[error(
+        "MCP server `{server}` failed during the call ({why}); it will be restarted on the next call"
+    )]
     Died { server: String, why: String },
     #[error("MCP server `{server}` answered with an error: {why}")]
     Protocol { server: String, why: String },
@@ -93,7 +97,9 @@ impl Live {
     fn failure(&self, err: &ServiceError) -> String {
         match &self.exit {
             Some(exit) => {
-                let exit = exit.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                let exit = exit
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
                 if exit.status.is_some() || exit.stream_error.is_some() {
                     return format!("the server {}", exit.describe());
                 }
@@ -253,7 +259,8 @@ impl McpServer {
             && let Some(l) = live.as_ref()
         {
             let listed =
-                tokio::time::timeout(self.timeouts.connect, l.service.peer().list_all_tools()).await;
+                tokio::time::timeout(self.timeouts.connect, l.service.peer().list_all_tools())
+                    .await;
             match listed {
                 Ok(Ok(tools)) => self.set(Status::Connected, None, Some(tools)),
                 Ok(Err(e)) => {
@@ -308,7 +315,9 @@ impl McpServer {
                     }),
                     Err(e) => {
                         drop(p.guard);
-                        let exit = exit.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                        let exit = exit
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner);
                         let why = if exit.status.is_some() || exit.stream_error.is_some() {
                             format!("it {}", exit.describe())
                         } else {

@@ -179,7 +179,10 @@ async fn cap(ctx: &ToolContext, tool: &str, text: String) -> String {
         .await;
     let note = match saved {
         Ok(_) => format!("[output cut at {limit} characters; the whole output is in {path}]"),
-        Err(e) => format!("[output cut at {limit} characters; saving the rest failed: {}]", e.message),
+        Err(e) => format!(
+            "[output cut at {limit} characters; saving the rest failed: {}]",
+            e.message
+        ),
     };
     format!("{}\n{note}", &text[..cut_at])
 }
@@ -191,7 +194,10 @@ mod tests {
 
     #[test]
     fn names_follow_claude_code() {
-        assert_eq!(full_name("time", "get_current_time"), "mcp__time__get_current_time");
+        assert_eq!(
+            full_name("time", "get_current_time"),
+            "mcp__time__get_current_time"
+        );
         assert_eq!(full_name("my server", "a.b"), "mcp__my_server__a_b");
     }
 
@@ -201,7 +207,10 @@ mod tests {
             {"type": "image", "mimeType": "image/png", "data": "AAAA"}], "isError": false});
         assert_eq!(
             render(&r),
-            ("12:00\n[image content, image/png, 4 base64 characters, not shown]".into(), false)
+            (
+                "12:00\n[image content, image/png, 4 base64 characters, not shown]".into(),
+                false
+            )
         );
         let r = json!({"content": [{"type": "text", "text": "boom"}], "isError": true});
         assert_eq!(render(&r), ("boom".into(), true));

@@ -439,10 +439,9 @@ impl Engine {
             return first;
         }
         let covered = candidates.iter().all(|c| {
-            self.cfg
-                .allow
-                .iter()
-                .any(|r| self.tool_rule_matches(r, tool, kind, input, std::slice::from_ref(c), true))
+            self.cfg.allow.iter().any(|r| {
+                self.tool_rule_matches(r, tool, kind, input, std::slice::from_ref(c), true)
+            })
         });
         if covered {
             self.cfg

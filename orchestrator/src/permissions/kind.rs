@@ -108,7 +108,10 @@ mod tests {
     #[test]
     fn the_path_field_is_the_first_present() {
         assert_eq!(input_path(&json!({"file_path": "/a"})), Some("/a"));
-        assert_eq!(input_path(&json!({"path": "/d", "pattern": "x"})), Some("/d"));
+        assert_eq!(
+            input_path(&json!({"path": "/d", "pattern": "x"})),
+            Some("/d")
+        );
         assert_eq!(input_path(&json!({"file_path": ""})), None);
     }
 }

@@ -47,7 +47,10 @@ pub struct TodoList(Arc<Mutex<Vec<Todo>>>);
 
 impl TodoList {
     pub fn get(&self) -> Vec<Todo> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     fn set(&self, todos: Vec<Todo>) {
