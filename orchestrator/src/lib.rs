@@ -19,6 +19,7 @@ pub mod sandbox;
 pub mod scripted;
 pub mod session;
 pub mod settings;
+pub mod slash_commands;
 pub mod tools;
 pub mod trust;
 pub mod workspace_fs;

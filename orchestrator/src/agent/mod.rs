@@ -50,6 +50,8 @@ pub struct LoopConfig {
     pub cwd: PathBuf,
     /// The CLAUDE.md text (re-injected after compaction).
     pub memory: Option<String>,
+    /// Custom slash commands (`.claude/commands/*.md`): `/name args` runs as its body.
+    pub commands: Vec<crate::slash_commands::CustomCommand>,
     /// Today's date as YYYY-MM-DD.
     pub today: String,
 }
@@ -64,6 +66,7 @@ impl LoopConfig {
             compact_at: 0.8,
             cwd: cwd.into(),
             memory: None,
+            commands: Vec::new(),
             today: crate::session::record::now_rfc3339()[..10].to_string(),
         }
     }
@@ -179,6 +182,11 @@ impl AgentLoop {
             .unwrap_or_else(|| self.config.model.clone())
     }
 
+    /// Whether `/name` is one of the session's custom commands.
+    pub fn has_command(&self, name: &str) -> bool {
+        self.config.commands.iter().any(|c| c.name == name)
+    }
+
     pub fn session_id(&self) -> &str {
         self.transcript.session_id()
     }
@@ -257,6 +265,8 @@ impl AgentLoop {
             }
             _ => {}
         }
+        let expanded = crate::slash_commands::expand_prompt(&self.config.commands, prompt);
+        let prompt = expanded.as_deref().unwrap_or(prompt);
         match self.observer.user_prompt(prompt).await {
             PromptVerdict::Block { reason } => {
                 return self.finish(

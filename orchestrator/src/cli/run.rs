@@ -223,6 +223,7 @@ pub async fn run_with_model(
         config.context_window = window;
     }
     let home = std::env::var_os("HOME").map(PathBuf::from);
+    config.commands = cordon::slash_commands::load(&workspace, home.as_deref());
     config.memory = prompt::memory_text(
         &workspace,
         &prompt::memory_files(&workspace, home.as_deref()),
@@ -263,6 +264,10 @@ pub async fn run_with_model(
     let mcp = cordon::mcp::McpSet::for_session(&settings, &workspace);
     let mut tools = tools_for_mode(&engine, prompter.clone(), interactive);
     tools.register(Arc::new(cordon::tools::todo_write::TodoWriteTool::default()));
+    let skills = cordon::tools::skill::load(&workspace, user_home.as_deref());
+    if let Some(skill_tool) = cordon::tools::skill::SkillTool::new(skills) {
+        tools.register(Arc::new(skill_tool));
+    }
     mcp.connect_into(&ctx, &mut tools).await;
     if let Some(stream) = stream.as_mut() {
         stream.set_mcp(mcp.clone());

@@ -36,6 +36,7 @@ pub mod glob;
 pub mod grep;
 pub mod read;
 pub mod schema;
+pub mod skill;
 pub mod spec;
 pub mod todo_write;
 pub mod write;

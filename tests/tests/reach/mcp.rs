@@ -2,14 +2,15 @@
 //! scripted model. Servers are real Python programs from PyPI (`mcp-server-time`) and one
 //! written here with the `mcp` SDK (tests/mcp/flaky_server.py), run over stdio inside the
 //! sandbox; their environment comes from tests/mcp/setup.sh.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 
 use cordon_tests::Workspace;
-use cordon_tests::agent::{Output, run_command, tool_results};
+use cordon_tests::agent::tool_results;
 use cordon_tests::scripted_model::{ScriptedModel, Turn};
 use serde_json::{Value, json};
+
+use super::{run, tool_names};
 
 /// The venv's python, set up once per test binary.
 fn python() -> PathBuf {
@@ -44,25 +45,6 @@ fn workspace(servers: Value) -> Workspace {
 
 fn flaky(ws: &Workspace) -> Value {
     json!({"command": python(), "args": [ws.join("flaky_server.py")]})
-}
-
-async fn run(model: &ScriptedModel, ws: &Workspace, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let home = tempfile::tempdir().unwrap();
-    let mut cmd = run_command(model, home.path(), ws.path(), &["--output-format", "json"]);
-    cmd.args(args).args(["-p", "use the tools"]);
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    Output::of(cmd).await
-}
-
-fn tool_names(body: &Value) -> Vec<String> {
-    body["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap().to_string())
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
