@@ -61,6 +61,8 @@ pub enum ServerError {
     Died { server: String, why: String },
     #[error("MCP server `{server}` answered with an error: {why}")]
     Protocol { server: String, why: String },
+    #[error("the call to MCP server `{server}` was interrupted by the user")]
+    Interrupted { server: String },
 }
 
 /// What `mcp_status` reports for a server.
@@ -179,7 +181,16 @@ impl McpServer {
             }
         };
         let params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
-        let outcome = tokio::time::timeout(self.timeouts.call, peer.call_tool(params)).await;
+        let mut interrupts = ctx.interrupt_signal();
+        // An interrupt ends the wait; the server keeps running (a late answer is dropped).
+        let outcome = tokio::select! {
+            outcome = tokio::time::timeout(self.timeouts.call, peer.call_tool(params)) => outcome,
+            Ok(()) = interrupts.changed() => {
+                return Err(ServerError::Interrupted {
+                    server: self.config.name.clone(),
+                });
+            }
+        };
         match outcome {
             Ok(Ok(result)) => Ok(serde_json::to_value(&result).unwrap_or(Value::Null)),
             Ok(Err(ServiceError::McpError(e))) => Err(ServerError::Protocol {
