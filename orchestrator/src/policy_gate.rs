@@ -203,7 +203,9 @@ impl ToolGate for PolicyGate {
             Ok(pre) => pre,
             Err(denied) => return denied,
         };
-        let verdict = self.engine.decide(&call.name, &pre.input, call.read_only);
+        let verdict = self
+            .engine
+            .decide_as(&call.name, call.kind, &pre.input, call.read_only);
         // Why this order: a deny rule is the operator's and the user's hard line; no hook
         // (the repository's included) can allow past it.
         let outcome = match verdict.decision {

@@ -176,6 +176,39 @@ impl AgentClient {
         Ok(stream.map(|item| item.map_err(|s| AgentError::from_status(&s))))
     }
 
+    /// Starts a long-lived command whose stdin is fed from `stdin` as it yields chunks (each
+    /// at most 64 KiB; the end of `stdin` closes the command's). The stream yields its
+    /// output (stdout whole, uncapped) and ends with one Exit event; dropping it kills the
+    /// command.
+    pub async fn exec_interactive<S>(
+        &mut self,
+        req: ExecRequest,
+        stdin: S,
+    ) -> Result<impl Stream<Item = Result<ExecEvent, AgentError>> + use<S>, AgentError>
+    where
+        S: Stream<Item = Vec<u8>> + Send + 'static,
+    {
+        let timeout = match req.timeout_ms {
+            0 => limits::MAX_INTERACTIVE_TIMEOUT_MS,
+            ms => ms.min(limits::MAX_INTERACTIVE_TIMEOUT_MS),
+        };
+        let deadline = Duration::from_millis(timeout) + EXEC_DEADLINE_SLACK;
+        let first = ExecInput {
+            input: Some(exec_input::Input::Start(req)),
+        };
+        let rest = stdin.map(|data| ExecInput {
+            input: Some(exec_input::Input::Stdin(data)),
+        });
+        let input = futures::stream::iter([first]).chain(rest);
+        let stream = self
+            .inner
+            .exec_interactive(with_deadline(input, deadline))
+            .await
+            .map_err(|s| AgentError::from_status(&s))?
+            .into_inner();
+        Ok(stream.map(|item| item.map_err(|s| AgentError::from_status(&s))))
+    }
+
     /// Runs a command to completion, collecting its output (stdout and stderr interleaved
     /// as they came) and its exit status.
     pub async fn exec_collect(

@@ -42,6 +42,10 @@ pub const MAX_READ_RESPONSE_BYTES: usize = 256 * 1024;
 pub const DEFAULT_EXEC_TIMEOUT_MS: u64 = 120_000;
 /// Exec: the longest timeout allowed (10 minutes).
 pub const MAX_EXEC_TIMEOUT_MS: u64 = 600_000;
+/// ExecInteractive: the longest a long-lived command (an MCP server) may run, and its
+/// default (a day: a session's servers live as long as the session, and a dead one is
+/// restarted by the controller).
+pub const MAX_INTERACTIVE_TIMEOUT_MS: u64 = 24 * 60 * 60 * 1000;
 /// Exec: characters of output kept in the result before it is cut.
 pub const DEFAULT_OUTPUT_LIMIT_CHARS: u64 = 30_000;
 /// Exec: the most bytes in one streamed chunk.

@@ -191,6 +191,50 @@ impl SandboxAgent for AgentService {
         Ok(Response::new(stream))
     }
 
+    type ExecInteractiveStream = ExecStream;
+
+    async fn exec_interactive(
+        &self,
+        req: Request<tonic::Streaming<ExecInput>>,
+    ) -> Result<Response<Self::ExecInteractiveStream>, Status> {
+        self.gate(&req)?;
+        let mut input = req.into_inner();
+        let start = match input.message().await? {
+            Some(ExecInput {
+                input: Some(exec_input::Input::Start(start)),
+            }) => start,
+            _ => {
+                return Err(AgentError::invalid(
+                    "the first message of an interactive exec must be its start request",
+                )
+                .into());
+            }
+        };
+        // Bounded: the controller waits when the command reads slowly.
+        let (tx, rx) = tokio::sync::mpsc::channel(16);
+        let stream = self
+            .executor
+            .start_interactive(start, rx, self.cwd.clone())
+            .await?;
+        tokio::spawn(async move {
+            // Forwards input until the controller closes its side (or the call ends, which
+            // drops the stream); a second start or an oversized chunk ends the input.
+            while let Ok(Some(msg)) = input.message().await {
+                match msg.input {
+                    Some(exec_input::Input::Stdin(data))
+                        if data.len() <= limits::MAX_CHUNK_BYTES =>
+                    {
+                        if tx.send(data).await.is_err() {
+                            break;
+                        }
+                    }
+                    _ => break,
+                }
+            }
+        });
+        Ok(Response::new(stream))
+    }
+
     async fn glob(&self, req: Request<GlobRequest>) -> Result<Response<GlobResponse>, Status> {
         self.gate(&req)?;
         let resolver = self.resolver.clone();

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::permissions::{Decision, Engine, Verdict};
+use crate::permissions::{Decision, Engine, ToolKind, Verdict};
 use crate::tools::ToolOutput;
 
 /// One tool call, as a gate sees it.
@@ -26,6 +26,8 @@ pub struct ToolCallInfo {
     pub input: Value,
     /// The tool only reads (it never changes files or runs commands).
     pub read_only: bool,
+    /// What the tool does, as far as the permission rules care.
+    pub kind: ToolKind,
 }
 
 /// What a gate decided about a call.
@@ -59,7 +61,9 @@ pub struct RulesGate(pub Arc<Engine>);
 #[tonic::async_trait]
 impl ToolGate for RulesGate {
     async fn before(&self, call: &ToolCallInfo) -> GateVerdict {
-        let verdict = self.0.decide(&call.name, &call.input, call.read_only);
+        let verdict = self
+            .0
+            .decide_as(&call.name, call.kind, &call.input, call.read_only);
         match verdict.decision {
             Decision::Allow => GateVerdict::Allow {
                 input: call.input.clone(),

@@ -12,6 +12,7 @@ mod compact;
 mod context_report;
 pub mod gate;
 pub mod prompt;
+mod shared;
 mod tool_turn;
 
 use std::path::PathBuf;
@@ -33,6 +34,7 @@ pub use gate::{
     GateVerdict, LoopObserver, NoObserver, PromptVerdict, RulesGate, StopVerdict, ToolCallInfo,
     ToolGate,
 };
+pub use shared::LoopShared;
 
 /// How one loop runs.
 #[derive(Debug, Clone)]
@@ -48,6 +50,8 @@ pub struct LoopConfig {
     pub cwd: PathBuf,
     /// The CLAUDE.md text (re-injected after compaction).
     pub memory: Option<String>,
+    /// Custom slash commands (`.claude/commands/*.md`): `/name args` runs as its body.
+    pub commands: Vec<crate::slash_commands::CustomCommand>,
     /// Today's date as YYYY-MM-DD.
     pub today: String,
 }
@@ -62,6 +66,7 @@ impl LoopConfig {
             compact_at: 0.8,
             cwd: cwd.into(),
             memory: None,
+            commands: Vec::new(),
             today: crate::session::record::now_rfc3339()[..10].to_string(),
         }
     }
@@ -111,6 +116,8 @@ pub struct AgentLoop {
     /// taken at the start, so the cached prefix stays identical from turn to turn and no
     /// process is spawned per request.
     system: Vec<SystemBlock>,
+    /// The model override and context usage a client's control requests see.
+    shared: LoopShared,
 }
 
 /// How many times in a row the loop asks the model to go on after it hit max_tokens.
@@ -137,6 +144,7 @@ impl AgentLoop {
             messages: Vec::new(),
             events: None,
             context_tokens: 0,
+            shared: LoopShared::default(),
             system: prompt::system_blocks(&config.cwd, config.memory.as_deref(), &config.today),
             config,
         }
@@ -158,6 +166,25 @@ impl AgentLoop {
     pub fn with_events(mut self, events: mpsc::UnboundedSender<LoopEvent>) -> Self {
         self.events = Some(events);
         self
+    }
+
+    /// The handle a client's control requests act through (`set_model`,
+    /// `get_context_usage`).
+    pub fn shared(&self) -> LoopShared {
+        self.shared.record_usage(self.context_report());
+        self.shared.clone()
+    }
+
+    /// The model of the next call: the one a client chose, else the configured one.
+    pub fn model_name(&self) -> String {
+        self.shared
+            .model()
+            .unwrap_or_else(|| self.config.model.clone())
+    }
+
+    /// Whether `/name` is one of the session's custom commands.
+    pub fn has_command(&self, name: &str) -> bool {
+        self.config.commands.iter().any(|c| c.name == name)
     }
 
     pub fn session_id(&self) -> &str {
@@ -238,6 +265,8 @@ impl AgentLoop {
             }
             _ => {}
         }
+        let expanded = crate::slash_commands::expand_prompt(&self.config.commands, prompt);
+        let prompt = expanded.as_deref().unwrap_or(prompt);
         match self.observer.user_prompt(prompt).await {
             PromptVerdict::Block { reason } => {
                 return self.finish(
@@ -307,6 +336,7 @@ impl AgentLoop {
                 + reply.usage.cache_read_input_tokens
                 + reply.usage.cache_creation_input_tokens
                 + reply.usage.output_tokens;
+            self.shared.record_usage(self.context_report());
             let message = reply.to_message();
             self.record(RecordBody::Assistant {
                 message: message.clone(),
@@ -423,7 +453,7 @@ impl AgentLoop {
 
     fn request(&self) -> MessagesRequest {
         let mut req = MessagesRequest::new(
-            self.config.model.clone(),
+            self.model_name(),
             self.config.max_tokens,
             self.messages.clone(),
         );

@@ -47,6 +47,7 @@ pub(crate) async fn plan(
             name: name.clone(),
             input: input.clone(),
             read_only,
+            kind: tools.kind_of(name),
         };
         let mut run_input = input.clone();
         let mut refused = None;

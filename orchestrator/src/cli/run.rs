@@ -177,6 +177,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         // First: it tags the prompt's record with its transcript uuid (rewind_files).
         observers.extend(stream.prompt_uuids());
         stream.set_checkpoints(h.checkpoints.clone(), Some(h.sandbox.clone()));
+        stream.set_mcp(h.mcp.clone());
     }
     // On a terminal, the user answers the questions (and the terminal shows the events).
     let (tui, prompter) = if interactive {
@@ -319,6 +320,7 @@ fn init_record(h: &SessionHandles, tools: &[String]) -> serde_json::Value {
         h.engine.mode().as_str(),
     );
     init["workspace_trust"] = h.settings.trust_record();
+    init["mcp_servers"] = serde_json::Value::from(h.mcp.init_entries());
     init
 }
 

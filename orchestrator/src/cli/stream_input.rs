@@ -213,11 +213,20 @@ impl StreamSession {
             rewinder: None,
             hooks: Some(hooks.set.clone()),
             prompt_uuids: Arc::new(PromptUuids::default()),
+            mcp_status: None,
+            loop_shared: None,
         });
         self.prompt_over_stdio.then(|| {
             Arc::new(SdkPrompter::new(self.controller.clone()).with_interrupts(interrupts))
                 as Arc<dyn PermissionPrompter>
         })
+    }
+
+    /// `mcp_status` reports these servers.
+    pub fn set_mcp(&mut self, mcp: cordon::mcp::McpSet) {
+        if let Some(controls) = &mut self.controls {
+            controls.mcp_status = Some(Arc::new(move || mcp.status()));
+        }
     }
 
     /// `rewind_files` restores the workspace from these checkpoints.

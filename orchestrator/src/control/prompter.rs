@@ -114,6 +114,7 @@ mod tests {
             name: "Write".into(),
             input: json!({"file_path": "/w/a", "content": "x"}),
             read_only: false,
+            kind: crate::permissions::ToolKind::Edit,
         }
     }
 

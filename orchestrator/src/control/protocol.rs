@@ -61,6 +61,14 @@ pub enum Request {
         user_message_id: String,
         dry_run: bool,
     },
+    /// The MCP servers and their state.
+    McpStatus,
+    /// The model for the next calls; `None` goes back to the default.
+    SetModel {
+        model: Option<String>,
+    },
+    /// What occupies the context window.
+    GetContextUsage,
     /// A subtype we do not implement: answered with an error naming it.
     Unsupported {
         subtype: String,
@@ -200,6 +208,15 @@ fn parse_request(request: &Value) -> Result<Request, ParseError> {
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
         },
+        "mcp_status" => Request::McpStatus,
+        "get_context_usage" => Request::GetContextUsage,
+        "set_model" => Request::SetModel {
+            model: request
+                .get("model")
+                .and_then(Value::as_str)
+                .filter(|m| !m.is_empty() && *m != "default")
+                .map(str::to_string),
+        },
         other => Request::Unsupported {
             subtype: other.into(),
         },
@@ -311,8 +328,8 @@ mod tests {
             Inbound::Request { request: Request::SetPermissionMode { mode }, .. } if mode == "plan"
         ));
         assert!(matches!(
-            parse(r#"{"type":"control_request","request_id":"r","request":{"subtype":"mcp_status"}}"#),
-            Inbound::Request { request: Request::Unsupported { subtype }, .. } if subtype == "mcp_status"
+            parse(r#"{"type":"control_request","request_id":"r","request":{"subtype":"mcp_reconnect"}}"#),
+            Inbound::Request { request: Request::Unsupported { subtype }, .. } if subtype == "mcp_reconnect"
         ));
         assert_eq!(
             parse(

@@ -13,7 +13,7 @@ use tokio::sync::{mpsc, watch};
 use super::channel::Controller;
 use super::protocol::{self, Inbound, Request};
 use super::{records, sdk_hooks};
-use crate::agent::{AgentLoop, LoopEvent, RunOutcome};
+use crate::agent::{AgentLoop, LoopEvent, LoopShared, RunOutcome};
 use crate::hooks::HookSet;
 use crate::permissions::PermissionMode;
 
@@ -74,7 +74,15 @@ pub struct SessionControls {
     /// Where the client's hook callbacks are registered (`initialize`).
     pub hooks: Option<Arc<HookSet>>,
     pub prompt_uuids: Arc<PromptUuids>,
+    /// The session's MCP servers (`mcp_status`).
+    pub mcp_status: Option<McpStatusFn>,
+    /// The loop's model override and context usage (`set_model`, `get_context_usage`);
+    /// [`serve`] fills it from the loop it runs.
+    pub loop_shared: Option<LoopShared>,
 }
+
+/// Answers `mcp_status` with the servers' state.
+pub type McpStatusFn = Arc<dyn Fn() -> Value + Send + Sync>;
 
 /// Reads the client's lines until EOF: answers to our requests go to the controller,
 /// prompts and requests to `events`. At EOF every open request of ours fails.
@@ -145,6 +153,25 @@ pub async fn handle_request(
             Some(r) => r.rewind(&user_message_id, dry_run).await,
             None => Err("file checkpoints are not enabled for this session".into()),
         },
+        Request::McpStatus => Ok(controls
+            .mcp_status
+            .as_ref()
+            .map_or_else(|| json!({"mcpServers": []}), |f| f())),
+        Request::SetModel { model } => match &controls.loop_shared {
+            Some(shared) => {
+                shared.set_model(model.clone());
+                Ok(json!({"model": model}))
+            }
+            None => Err("this session's model cannot change".into()),
+        },
+        Request::GetContextUsage => match controls
+            .loop_shared
+            .as_ref()
+            .and_then(LoopShared::context_usage)
+        {
+            Some(report) => Ok(context_usage(&report)),
+            None => Err("no context usage yet".into()),
+        },
         Request::Unsupported { subtype } => {
             Err(format!("unsupported control request subtype: {subtype}"))
         }
@@ -185,6 +212,23 @@ fn initialize(
     })
 }
 
+/// The `get_context_usage` answer: categories with their estimated tokens, the total and
+/// the window (Claude Code's field names).
+fn context_usage(report: &crate::agent::ContextReport) -> Value {
+    let total: u64 = report.categories.iter().map(|(_, n)| n).sum();
+    let total = total.max(report.measured_tokens);
+    json!({
+        "categories": report.categories.iter()
+            .map(|(name, tokens)| json!({"name": name, "tokens": tokens}))
+            .collect::<Vec<_>>(),
+        "totalTokens": total,
+        "maxTokens": report.context_window,
+        "rawMaxTokens": report.context_window,
+        "percentage": (total as f64 * 100.0 / report.context_window.max(1) as f64),
+        "measuredTokens": report.measured_tokens,
+    })
+}
+
 fn set_mode(controls: &SessionControls, mode: &str) -> Result<Value, String> {
     let parsed = <PermissionMode as clap::ValueEnum>::from_str(mode, false)
         .map_err(|_| format!("unknown permission mode {mode:?}"))?;
@@ -214,6 +258,9 @@ pub async fn serve(
     interrupts: &mut watch::Receiver<u64>,
     info: &RecordInfo,
 ) -> Option<RunOutcome> {
+    let mut controls = controls.clone();
+    controls.loop_shared = Some(agent.shared());
+    let controls = &controls;
     let mut queued: VecDeque<Event> = VecDeque::new();
     let mut input_open = true;
     let mut last = None;

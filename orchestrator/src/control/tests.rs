@@ -27,6 +27,10 @@ fn controls(hooks: Option<Arc<HookSet>>) -> (SessionControls, Probe) {
         rewinder: None,
         hooks,
         prompt_uuids: Arc::default(),
+        mcp_status: Some(Arc::new(
+            || serde_json::json!({"mcpServers": [{"name": "t"}]}),
+        )),
+        loop_shared: Some(crate::agent::LoopShared::default()),
     };
     (controls, Probe { interrupts, mode })
 }
@@ -100,11 +104,50 @@ async fn unsupported_requests_and_rewind_without_checkpoints_are_errors() {
     assert_eq!(r["subtype"], "error");
     let r = answer(
         &controls,
-        r#"{"type":"control_request","request_id":"r","request":{"subtype":"mcp_status"}}"#,
+        r#"{"type":"control_request","request_id":"r","request":{"subtype":"mcp_reconnect"}}"#,
     )
     .await;
     assert_eq!(r["subtype"], "error");
-    assert!(r["error"].as_str().unwrap().contains("mcp_status"));
+    assert!(r["error"].as_str().unwrap().contains("mcp_reconnect"));
+}
+
+#[tokio::test]
+async fn mcp_status_set_model_and_context_usage_answer() {
+    let (controls, _) = controls(None);
+    let r = answer(
+        &controls,
+        r#"{"type":"control_request","request_id":"r","request":{"subtype":"mcp_status"}}"#,
+    )
+    .await;
+    assert_eq!(r["response"]["mcpServers"][0]["name"], "t");
+    let r = answer(
+        &controls,
+        r#"{"type":"control_request","request_id":"r","request":{"subtype":"set_model","model":"claude-x"}}"#,
+    )
+    .await;
+    assert_eq!(r["subtype"], "success");
+    let shared = controls.loop_shared.clone().unwrap();
+    assert_eq!(shared.model().as_deref(), Some("claude-x"));
+    // Before the loop reported any usage there is none to give.
+    let r = answer(
+        &controls,
+        r#"{"type":"control_request","request_id":"r","request":{"subtype":"get_context_usage"}}"#,
+    )
+    .await;
+    assert_eq!(r["subtype"], "error");
+    shared.record_usage(crate::agent::ContextReport {
+        context_window: 1000,
+        measured_tokens: 0,
+        categories: vec![("system prompt".into(), 100)],
+    });
+    let r = answer(
+        &controls,
+        r#"{"type":"control_request","request_id":"r","request":{"subtype":"get_context_usage"}}"#,
+    )
+    .await;
+    assert_eq!(r["response"]["totalTokens"], 100);
+    assert_eq!(r["response"]["maxTokens"], 1000);
+    assert_eq!(r["response"]["categories"][0]["name"], "system prompt");
 }
 
 #[tokio::test]

@@ -12,7 +12,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use serde_json::Value;
 
 use crate::agent::gate::ToolCallInfo;
-use crate::permissions::{Decision, Engine, Rule, ScopedRule};
+use crate::permissions::kind::input_path;
+use crate::permissions::{Decision, Engine, Rule, ScopedRule, ToolKind};
 
 /// Characters that would make a path a pattern (or end the rule) rather than name it.
 const PATTERN_CHARS: &[char] = &['*', '?', '[', ']', '{', '}', '\\', '(', ')', '!'];
@@ -58,10 +59,10 @@ impl SessionRules {
         if rules.is_empty() {
             return false;
         }
-        let alone = engine.decide(&call.name, &call.input, call.read_only);
+        let alone = engine.decide_as(&call.name, call.kind, &call.input, call.read_only);
         alone.decision == Decision::Ask
             && with_rules(engine, &rules, source)
-                .decide(&call.name, &call.input, call.read_only)
+                .decide_as(&call.name, call.kind, &call.input, call.read_only)
                 .decision
                 == Decision::Allow
     }
@@ -94,7 +95,7 @@ pub fn suggest(
     // When the rules themselves do not ask (a hook asked, or a plan awaits approval), no
     // allow rule would spare the question.
     if engine
-        .decide(&call.name, &call.input, call.read_only)
+        .decide_as(&call.name, call.kind, &call.input, call.read_only)
         .decision
         != Decision::Ask
     {
@@ -104,8 +105,12 @@ pub fn suggest(
     if rules.is_empty() {
         return rules;
     }
-    let verdict =
-        with_rules(engine, &rules, source).decide(&call.name, &call.input, call.read_only);
+    let verdict = with_rules(engine, &rules, source).decide_as(
+        &call.name,
+        call.kind,
+        &call.input,
+        call.read_only,
+    );
     if verdict.decision == Decision::Allow {
         rules
     } else {
@@ -115,9 +120,9 @@ pub fn suggest(
 
 fn candidates(engine: &Engine, call: &ToolCallInfo, workspace: &Path) -> Vec<String> {
     let str_field = |k: &str| call.input.get(k).and_then(Value::as_str).unwrap_or("");
-    match call.name.as_str() {
+    match (call.kind, call.name.as_str()) {
         // Each simple command the rules ask about, exactly as written.
-        "Bash" => engine
+        (ToolKind::Exec, _) => engine
             .explain_bash(str_field("command"))
             .parts
             .into_iter()
@@ -128,24 +133,19 @@ fn candidates(engine: &Engine, call: &ToolCallInfo, workspace: &Path) -> Vec<Str
             .filter(|part| !part.contains(['(', ')', '*']) && !part.trim().is_empty())
             .map(|part| format!("Bash({})", part.trim()))
             .collect(),
-        "Edit" | "Write" | "MultiEdit" | "NotebookEdit" => {
-            let key = if call.name == "NotebookEdit" {
-                "notebook_path"
-            } else {
-                "file_path"
-            };
-            path_rule(Path::new(str_field(key)), workspace)
+        (ToolKind::Edit, _) => {
+            path_rule(Path::new(input_path(&call.input).unwrap_or("")), workspace)
                 .into_iter()
                 .collect()
         }
         // A plan's approval is a question of its own, never a standing rule.
-        "ExitPlanMode" => Vec::new(),
-        "WebFetch" => url_host(str_field("url"))
-            .map(|host| format!("WebFetch(domain:{host})"))
+        (_, "ExitPlanMode") => Vec::new(),
+        (ToolKind::Network, _) if !str_field("url").is_empty() => url_host(str_field("url"))
+            .map(|host| format!("{}(domain:{host})", call.name))
             .into_iter()
             .collect(),
         // Other tools (MCP tools, ...): the tool itself.
-        name if !name.contains(['(', ')']) => vec![name.to_string()],
+        (_, name) if !name.contains(['(', ')']) => vec![name.to_string()],
         _ => Vec::new(),
     }
 }
@@ -190,6 +190,7 @@ mod tests {
             name: name.into(),
             input,
             read_only: false,
+            kind: crate::permissions::ToolKind::of_name(name),
         }
     }
 

@@ -126,6 +126,7 @@ mod tests {
             name: "Bash".into(),
             input: json!({"command": "make"}),
             read_only: false,
+            kind: crate::permissions::ToolKind::Exec,
         }
     }
 

@@ -212,6 +212,9 @@ impl Running {
                 Some(Command::Rewind) => self.rewind().await,
                 Some(Command::Permissions) => self.permissions().await,
                 Some(Command::Trust) => self.trust(),
+                Some(Command::Unknown(name)) if agent.has_command(&name) => {
+                    self.turn(agent, &line).await
+                }
                 Some(Command::Unknown(name)) => self
                     .screen
                     .error(&format!("unknown command /{name}; /help lists them")),

@@ -27,6 +27,7 @@ use serde_json::Value;
 
 use super::PermissionMode;
 use super::bash_rules::{self, Part, spec_matches};
+use super::kind::{ToolKind, input_path};
 use super::paths::{self, Anchors, PathPattern};
 use super::read_only::{command_name, is_read_only, runs_configured_programs};
 use super::rules::{Rule, RuleError, split_rule_list, wildcard};
@@ -171,19 +172,21 @@ enum PathKind {
     Edit,
 }
 
-fn path_kind(tool: &str) -> Option<PathKind> {
-    match tool {
-        "Read" | "Glob" | "Grep" | "NotebookRead" | "LS" => Some(PathKind::Read),
-        "Edit" | "Write" | "MultiEdit" | "NotebookEdit" => Some(PathKind::Edit),
+fn path_kind(kind: ToolKind) -> Option<PathKind> {
+    match kind {
+        ToolKind::Read => Some(PathKind::Read),
+        ToolKind::Edit => Some(PathKind::Edit),
         _ => None,
     }
 }
 
-/// Which tools a path rule of `rule_tool` covers.
-fn rule_covers(rule_tool: &str, tool: &str) -> bool {
+/// Whether a path rule written for `rule_tool` covers a call of `tool` (of `kind`): `Read`
+/// rules cover every reading tool, `Edit` and `Write` rules every editing tool, any other
+/// path rule (`Glob(...)`) its own tool only.
+fn rule_covers(rule_tool: &str, tool: &str, kind: ToolKind) -> bool {
     match rule_tool {
-        "Read" => matches!(tool, "Read" | "Glob" | "Grep" | "NotebookRead" | "LS"),
-        "Edit" | "Write" => matches!(tool, "Edit" | "Write" | "MultiEdit" | "NotebookEdit"),
+        "Read" => kind == ToolKind::Read,
+        "Edit" | "Write" => kind == ToolKind::Edit,
         other => other == tool,
     }
 }
@@ -265,12 +268,22 @@ impl Engine {
 
     /// Whether `tool` with `input` may run. `read_only` is the tool's own claim (ignored for
     /// Bash, whose commands are classified after parsing).
+    ///
+    /// The tool's kind is looked up by name ([`ToolKind::of_name`]); callers that hold the
+    /// tool itself use [`Engine::decide_as`] with the kind it reports.
     pub fn decide(&self, tool: &str, input: &Value, read_only: bool) -> Verdict {
-        if tool == "Bash" {
+        self.decide_as(tool, ToolKind::of_name(tool), input, read_only)
+    }
+
+    /// Whether `tool` of `kind` with `input` may run: an [`ToolKind::Exec`] call's command
+    /// is checked part by part against `Bash(...)` rules; Read and Edit kinds against path
+    /// rules; everything else by name.
+    pub fn decide_as(&self, tool: &str, kind: ToolKind, input: &Value, read_only: bool) -> Verdict {
+        if kind == ToolKind::Exec {
             let command = input.get("command").and_then(Value::as_str).unwrap_or("");
             return self.explain_bash(command).verdict;
         }
-        let verdict = self.decide_tool(tool, input, read_only);
+        let verdict = self.decide_tool(tool, kind, input, read_only);
         self.finish(verdict)
     }
 
@@ -301,6 +314,7 @@ impl Engine {
         &self,
         r: &ScopedRule,
         tool: &str,
+        kind: ToolKind,
         input: &Value,
         candidates: &[PathBuf],
         all_paths: bool,
@@ -308,8 +322,8 @@ impl Engine {
         let Some(spec) = &r.rule.specifier else {
             return r.rule.names_tool(tool);
         };
-        if path_kind(tool).is_some() && path_kind(&r.rule.tool).is_some() {
-            if !rule_covers(&r.rule.tool, tool) || candidates.is_empty() {
+        if kind.has_path() && ToolKind::path_rule_kind(&r.rule.tool).is_some() {
+            if !rule_covers(&r.rule.tool, tool, kind) || candidates.is_empty() {
                 return false;
             }
             let hit = |p: &PathBuf| self.path_rule_matches(r, spec, p);
@@ -322,7 +336,7 @@ impl Engine {
         if r.rule.tool != tool {
             return false;
         }
-        if tool == "WebFetch" {
+        if kind == ToolKind::Network {
             let Some(domain) = spec.strip_prefix("domain:") else {
                 return false;
             };
@@ -342,17 +356,15 @@ impl Engine {
         false
     }
 
-    fn input_paths(&self, tool: &str, input: &Value) -> Vec<PathBuf> {
-        let field = match tool {
-            "Glob" | "Grep" | "LS" => "path",
-            "NotebookEdit" | "NotebookRead" => "notebook_path",
-            _ => "file_path",
-        };
-        match input.get(field).and_then(Value::as_str) {
-            Some(p) if !p.is_empty() => self.resolve_candidates(p),
-            // Glob and Grep default to the working directory.
-            _ if matches!(tool, "Glob" | "Grep" | "LS") => paths::candidates(&self.cfg.cwd),
-            _ => Vec::new(),
+    fn input_paths(&self, kind: ToolKind, input: &Value) -> Vec<PathBuf> {
+        if !kind.has_path() {
+            return Vec::new();
+        }
+        match input_path(input) {
+            Some(p) => self.resolve_candidates(p),
+            // A reading tool without a path (Glob, Grep) searches the working directory.
+            None if kind == ToolKind::Read => paths::candidates(&self.cfg.cwd),
+            None => Vec::new(),
         }
     }
 
@@ -363,13 +375,13 @@ impl Engine {
         }
     }
 
-    fn decide_tool(&self, tool: &str, input: &Value, read_only: bool) -> Verdict {
-        let candidates = self.input_paths(tool, input);
+    fn decide_tool(&self, tool: &str, kind: ToolKind, input: &Value, read_only: bool) -> Verdict {
+        let candidates = self.input_paths(kind, input);
         if let Some(r) = self
             .cfg
             .deny
             .iter()
-            .find(|r| self.tool_rule_matches(r, tool, input, &candidates, false))
+            .find(|r| self.tool_rule_matches(r, tool, kind, input, &candidates, false))
         {
             return Verdict::new(
                 Decision::Deny,
@@ -391,7 +403,7 @@ impl Engine {
             .cfg
             .ask
             .iter()
-            .find(|r| self.tool_rule_matches(r, tool, input, &candidates, false))
+            .find(|r| self.tool_rule_matches(r, tool, kind, input, &candidates, false))
         {
             return Verdict::new(
                 Decision::Ask,
@@ -399,14 +411,14 @@ impl Engine {
                 Some(r.origin.clone()),
             );
         }
-        if let Some(r) = self.allowing_rule(tool, input, &candidates) {
+        if let Some(r) = self.allowing_rule(tool, kind, input, &candidates) {
             return Verdict::new(
                 Decision::Allow,
                 format!("allowed by rule {}", r.origin),
                 Some(r.origin.clone()),
             );
         }
-        self.mode_verdict(tool, read_only, path_kind(tool), &candidates)
+        self.mode_verdict(tool, read_only, path_kind(kind), &candidates)
     }
 
     /// An allow rule for the call; for path tools every candidate (the path and its
@@ -414,6 +426,7 @@ impl Engine {
     fn allowing_rule(
         &self,
         tool: &str,
+        kind: ToolKind,
         input: &Value,
         candidates: &[PathBuf],
     ) -> Option<&ScopedRule> {
@@ -421,21 +434,20 @@ impl Engine {
             .cfg
             .allow
             .iter()
-            .find(|r| self.tool_rule_matches(r, tool, input, candidates, true));
+            .find(|r| self.tool_rule_matches(r, tool, kind, input, candidates, true));
         if first.is_some() || candidates.len() < 2 {
             return first;
         }
         let covered = candidates.iter().all(|c| {
-            self.cfg
-                .allow
-                .iter()
-                .any(|r| self.tool_rule_matches(r, tool, input, std::slice::from_ref(c), true))
+            self.cfg.allow.iter().any(|r| {
+                self.tool_rule_matches(r, tool, kind, input, std::slice::from_ref(c), true)
+            })
         });
         if covered {
             self.cfg
                 .allow
                 .iter()
-                .find(|r| self.tool_rule_matches(r, tool, input, &candidates[..1], true))
+                .find(|r| self.tool_rule_matches(r, tool, kind, input, &candidates[..1], true))
         } else {
             None
         }
@@ -518,17 +530,17 @@ impl Engine {
                     .unwrap_or_else(|| Verdict::new(Decision::Ask, why, None)),
             });
         }
-        let tool = if kind == PathKind::Edit {
-            "Edit"
+        let (tool, tool_kind) = if kind == PathKind::Edit {
+            ("Edit", ToolKind::Edit)
         } else {
-            "Read"
+            ("Read", ToolKind::Read)
         };
         let input = Value::Null;
         if let Some(r) = self
             .cfg
             .deny
             .iter()
-            .find(|r| self.tool_rule_matches(r, tool, &input, &candidates, false))
+            .find(|r| self.tool_rule_matches(r, tool, tool_kind, &input, &candidates, false))
         {
             return Some(Verdict::new(
                 Decision::Deny,
@@ -541,7 +553,7 @@ impl Engine {
                 .cfg
                 .ask
                 .iter()
-                .find(|r| self.tool_rule_matches(r, tool, &input, &candidates, false))
+                .find(|r| self.tool_rule_matches(r, tool, tool_kind, &input, &candidates, false))
                 .map(|r| {
                     Verdict::new(
                         Decision::Ask,
@@ -550,7 +562,12 @@ impl Engine {
                     )
                 });
         }
-        let mut v = self.decide_tool("Edit", &serde_json::json!({"file_path": path}), false);
+        let mut v = self.decide_tool(
+            "Edit",
+            ToolKind::Edit,
+            &serde_json::json!({"file_path": path}),
+            false,
+        );
         v.reason = format!("writing `{path}`: {}", v.reason);
         Some(v)
     }

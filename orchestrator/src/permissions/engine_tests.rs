@@ -227,6 +227,43 @@ fn web_fetch_and_mcp() {
 }
 
 #[test]
+fn tools_named_at_run_time_are_routed_by_their_kind() {
+    let e = engine(
+        PermissionMode::Default,
+        &["Read(/src/**)"],
+        &[],
+        &["Read(/secret/**)", "Edit(/locked/**)", "Bash(rm *)"],
+    );
+    use super::super::ToolKind;
+    let decide = |name: &str, kind: ToolKind, input: serde_json::Value, ro: bool| {
+        e.decide_as(name, kind, &input, ro).decision
+    };
+    // A reading tool no rule names (an MCP tool of kind read, say) is covered by Read rules.
+    let read = |p: &str| decide("NotebookPeek", ToolKind::Read, json!({"path": p}), true);
+    assert_eq!(read("/ws/secret/key"), Decision::Deny);
+    assert_eq!(read("/ws/src/main.rs"), Decision::Allow);
+    // An editing tool by any name is covered by Edit rules.
+    let edit = decide(
+        "ApplyPatch",
+        ToolKind::Edit,
+        json!({"file_path": "/ws/locked/a"}),
+        false,
+    );
+    assert_eq!(edit, Decision::Deny);
+    // An exec tool's command is checked part by part against Bash rules.
+    let exec = |c: &str| decide("Shell", ToolKind::Exec, json!({"command": c}), false);
+    assert_eq!(exec("ls && rm -rf x"), Decision::Deny);
+    // Kind `other` is matched by name only: path rules never reach it.
+    let other = decide(
+        "mcp__fs__read",
+        ToolKind::Other,
+        json!({"path": "/ws/secret/key"}),
+        false,
+    );
+    assert_eq!(other, Decision::Ask);
+}
+
+#[test]
 fn bare_deny_removes_the_tool_and_specifier_deny_does_not() {
     let e = engine(
         PermissionMode::Default,

@@ -11,6 +11,7 @@
 //! - [`options`]: options read the way getopt_long reads them (abbreviations included).
 //! - [`read_only`]: commands that never need permission.
 //! - [`paths`]: gitignore-style path patterns for Read / Edit / Write.
+//! - [`kind`]: [`ToolKind`], what a tool does as far as rules care; the engine routes on it.
 //! - [`engine`]: the [`Engine`] (`decide`, `offers`, `set_mode`, `explain_bash`).
 //!
 //! # Example
@@ -31,6 +32,7 @@
 
 pub mod bash_rules;
 pub mod engine;
+pub mod kind;
 pub mod options;
 #[doc(hidden)]
 pub mod parser_oracle;
@@ -43,6 +45,7 @@ pub mod wrappers;
 pub use engine::{
     BashExplanation, Decision, Engine, EngineConfig, ModeError, RuleOrigin, ScopedRule, Verdict,
 };
+pub use kind::ToolKind;
 pub use rules::{Rule, RuleError, split_rule_list};
 
 /// How permission prompts are resolved in a headless run.

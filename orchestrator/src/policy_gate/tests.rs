@@ -40,6 +40,7 @@ fn bash(command: &str) -> ToolCallInfo {
         name: "Bash".into(),
         input: json!({ "command": command }),
         read_only: false,
+        kind: crate::permissions::ToolKind::Exec,
     }
 }
 

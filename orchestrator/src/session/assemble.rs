@@ -111,6 +111,8 @@ pub struct SessionHandles {
     pub resumed_messages: usize,
     /// The session continues an earlier one (the SessionStart hook's "resume").
     pub resumed: bool,
+    /// The session's MCP servers (stdio ones run inside its sandbox).
+    pub mcp: crate::mcp::McpSet,
 }
 
 impl SessionHandles {
@@ -123,7 +125,9 @@ impl SessionHandles {
             tracing::warn!(error = %e, "could not update the session index");
         }
         let sandbox = self.sandbox.clone();
+        let mcp = self.mcp.clone();
         async move {
+            mcp.stop_all().await;
             if let Err(e) = sandbox.destroy().await {
                 tracing::warn!(error = %e, "sandbox teardown reported an error");
             }
@@ -137,6 +141,8 @@ struct LoopInputs {
     transcript: Transcript,
     history: Vec<Message>,
     config: LoopConfig,
+    /// Tools beside the built-ins: TodoWrite, Skill, and the MCP servers' tools.
+    extra_tools: ToolRegistry,
 }
 
 /// A session whose sandbox runs, waiting for its front end's parts.
@@ -210,6 +216,17 @@ impl SessionEnv {
             Arc::new(move || mode_engine.mode().as_str().to_string()),
         ));
         let observer = Arc::new(HookObserver::new(hooks.clone()));
+        // MCP servers: stdio ones start inside the sandbox; their tools join the built-ins.
+        let mcp = crate::mcp::McpSet::for_session(settings, &workspace);
+        let mut extra_tools = ToolRegistry::new();
+        extra_tools.register(Arc::new(
+            crate::tools::todo_write::TodoWriteTool::default(),
+        ));
+        let skills = crate::tools::skill::load(&workspace, self.user_home.as_deref());
+        if let Some(skill_tool) = crate::tools::skill::SkillTool::new(skills) {
+            extra_tools.register(Arc::new(skill_tool));
+        }
+        mcp.connect_into(&ctx, &mut extra_tools).await;
         let checkpoints = Checkpoints::open(&self.home, &session_id, &workspace)?
             .with_budget(settings.checkpoint_budget_bytes());
         let config = self.loop_config(&model_name);
@@ -231,12 +248,14 @@ impl SessionEnv {
                 transcript_path,
                 resumed_messages,
                 resumed,
+                mcp,
             },
             inputs: LoopInputs {
                 model,
                 transcript,
                 history,
                 config,
+                extra_tools,
             },
         })
     }
@@ -281,6 +300,8 @@ impl SessionEnv {
         if let Some(window) = self.context_window {
             config.context_window = window;
         }
+        config.commands =
+            crate::slash_commands::load(&self.workspace, self.user_home.as_deref());
         config.memory = prompt::memory_text(
             &self.workspace,
             &prompt::memory_files(&self.workspace, self.user_home.as_deref()),
@@ -304,11 +325,16 @@ impl Prepared {
         wrap: impl FnOnce(Arc<dyn ToolGate>) -> Arc<dyn ToolGate>,
     ) -> (AgentLoop, SessionHandles) {
         let Prepared { handles, inputs } = self;
-        let tools = tools_for_mode(
+        let mut tools = tools_for_mode(
             &handles.engine,
             front.prompter.clone(),
             front.exit_plan_mode,
         );
+        for name in inputs.extra_tools.names() {
+            if let Some(tool) = inputs.extra_tools.get(name) {
+                tools.register(tool.clone());
+            }
+        }
         let mut observers = front.observers;
         observers.push(handles.observer.clone());
         observers.push(Arc::new(

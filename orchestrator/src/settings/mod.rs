@@ -748,7 +748,7 @@ const REPOSITORY_FILE_MAX: u64 = 1024 * 1024;
 /// host file must not be read on the host. A missing file is `None`; a refused one (a
 /// link, a FIFO, too large, not text) is `None` with a warning naming it, so a hostile
 /// repository cannot stop a session from starting; other read errors are errors.
-fn repository_file(
+pub(crate) fn repository_file(
     workspace: &Path,
     path: &Path,
     warnings: &mut Vec<String>,

@@ -30,6 +30,11 @@ const USED: &[(&str, Kind)] = &[
     ("trustedDirectories", Kind::StringList),
     ("allowHeadlessTrust", Kind::Bool),
     ("checkpointStoreMaxMiB", Kind::Number),
+    ("mcpServers", Kind::Object),
+    ("enableAllProjectMcpServers", Kind::Bool),
+    ("enabledMcpjsonServers", Kind::StringList),
+    ("disabledMcpjsonServers", Kind::StringList),
+    ("deniedMcpServers", Kind::Any),
 ];
 
 /// Claude Code keys Cordon accepts silently and does not use (yet).
@@ -48,11 +53,7 @@ const KNOWN_UNUSED: &[(&str, Kind)] = &[
     ("outputStyle", Kind::String),
     ("forceLoginMethod", Kind::String),
     ("forceLoginOrgUUID", Kind::String),
-    ("enableAllProjectMcpServers", Kind::Bool),
-    ("enabledMcpjsonServers", Kind::StringList),
-    ("disabledMcpjsonServers", Kind::StringList),
     ("allowedMcpServers", Kind::Any),
-    ("deniedMcpServers", Kind::Any),
     ("companyAnnouncements", Kind::StringList),
     ("spinnerTipsEnabled", Kind::Bool),
     ("alwaysThinkingEnabled", Kind::Bool),

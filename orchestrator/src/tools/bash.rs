@@ -56,6 +56,10 @@ impl Tool for BashTool {
         false
     }
 
+    fn kind(&self) -> super::ToolKind {
+        super::ToolKind::Exec
+    }
+
     async fn call(&self, ctx: &ToolContext, input: Value) -> ToolOutput {
         if bool_field(&input, "run_in_background") == Some(true) {
             return ToolOutput::error(

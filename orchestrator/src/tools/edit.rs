@@ -52,6 +52,10 @@ impl Tool for EditTool {
         false
     }
 
+    fn kind(&self) -> super::ToolKind {
+        super::ToolKind::Edit
+    }
+
     async fn call(&self, ctx: &ToolContext, input: Value) -> ToolOutput {
         let file_path = str_field(&input, "file_path");
         let path = match absolute_path("Edit", "file_path", file_path, ctx.workspace()) {

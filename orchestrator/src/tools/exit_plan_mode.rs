@@ -73,6 +73,7 @@ impl Tool for ExitPlanModeTool {
             name: "ExitPlanMode".into(),
             input: input.clone(),
             read_only: true,
+            kind: super::ToolKind::Other,
         };
         match prompter
             .ask(&call, "the plan needs approval to leave plan mode")

@@ -42,6 +42,10 @@ impl Tool for GlobTool {
         true
     }
 
+    fn kind(&self) -> super::ToolKind {
+        super::ToolKind::Read
+    }
+
     async fn call(&self, ctx: &ToolContext, input: Value) -> ToolOutput {
         let req = GlobRequest {
             pattern: str_field(&input, "pattern").to_string(),

@@ -69,6 +69,10 @@ impl Tool for GrepTool {
         true
     }
 
+    fn kind(&self) -> super::ToolKind {
+        super::ToolKind::Read
+    }
+
     async fn call(&self, ctx: &ToolContext, input: Value) -> ToolOutput {
         let req = request(&input);
         let head_limit = req.head_limit;

@@ -9,7 +9,10 @@
 //! - [`ToolRegistry`]: the set offered to the model; validates input before every call.
 //! - [`context::ToolContext`]: the session's agent client, read-state and interrupt signal.
 //! - [`schema`]: the hand-written validator every input passes first.
-//! - one file per tool: [`read`], [`write`], [`edit`], [`bash`], [`glob`], [`grep`].
+//! - [`spec`]: [`ToolSpec`] and [`ToolKind`]: a tool's runtime name, schema and the
+//!   permission kind the engine routes on.
+//! - one file per tool: [`read`], [`write`], [`edit`], [`bash`], [`glob`], [`grep`],
+//!   [`todo_write`]; MCP tools live in [`crate::mcp`].
 //!
 //! # Example
 //!
@@ -33,6 +36,9 @@ pub mod glob;
 pub mod grep;
 pub mod read;
 pub mod schema;
+pub mod skill;
+pub mod spec;
+pub mod todo_write;
 pub mod write;
 
 use std::path::{Component, Path, PathBuf};
@@ -42,6 +48,7 @@ use sandbox_agent::{AgentError, ErrorCode};
 use serde_json::{Value, json};
 
 pub use context::{FileStamp, Interrupter, ReadState, ToolContext};
+pub use spec::{ToolKind, ToolSpec};
 
 /// The content of one `tool_result` block.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,14 +76,30 @@ impl ToolOutput {
 /// One tool the model may call.
 #[tonic::async_trait]
 pub trait Tool: Send + Sync {
-    /// The name the model calls it by (Claude Code's).
-    fn name(&self) -> &'static str;
+    /// The name the model calls it by (Claude Code's for built-ins; chosen at run time for
+    /// MCP and sub-agent tools).
+    fn name(&self) -> &str;
     /// What it does and its limits, in our own words.
-    fn description(&self) -> &'static str;
+    fn description(&self) -> &str;
     /// JSON Schema of the input; [`schema::validate`] enforces it before `call`.
     fn input_schema(&self) -> Value;
     /// True when the tool never changes anything (may run concurrently with others).
     fn is_read_only(&self) -> bool;
+    /// What it does as far as the permission rules care; the engine routes on it. Tools
+    /// that neither read nor edit files nor run commands keep the default.
+    fn kind(&self) -> ToolKind {
+        ToolKind::Other
+    }
+    /// Name, description, schema and kind in one value.
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: self.name().into(),
+            description: self.description().into(),
+            input_schema: self.input_schema(),
+            kind: self.kind(),
+            read_only: self.is_read_only(),
+        }
+    }
     /// False for tools that never touch the sandbox (no restart is needed to run them).
     fn uses_sandbox(&self) -> bool {
         true
@@ -140,8 +163,14 @@ impl ToolRegistry {
         self.tools.iter().find(|t| t.name() == name)
     }
 
-    pub fn names(&self) -> Vec<&'static str> {
+    pub fn names(&self) -> Vec<&str> {
         self.tools.iter().map(|t| t.name()).collect()
+    }
+
+    /// The permission kind of the tool called `name` (by name alone when it is not here).
+    pub fn kind_of(&self, name: &str) -> ToolKind {
+        self.get(name)
+            .map_or_else(|| ToolKind::of_name(name), |t| t.kind())
     }
 
     /// The `tools` array of a Messages API request: `{name, description, input_schema}`.

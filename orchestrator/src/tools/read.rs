@@ -49,6 +49,10 @@ impl Tool for ReadTool {
         true
     }
 
+    fn kind(&self) -> super::ToolKind {
+        super::ToolKind::Read
+    }
+
     async fn call(&self, ctx: &ToolContext, input: Value) -> ToolOutput {
         let path = match absolute_path(
             "Read",

@@ -22,6 +22,8 @@ pub const KNOWN_KEYWORDS: &[&str] = &[
     "minLength",
     "description",
     "$schema",
+    // Not checked here: a tool with array fields decodes them into typed items itself.
+    "items",
 ];
 
 /// Checks `input` against `schema` (an object schema with typed properties). The error

@@ -47,6 +47,10 @@ impl Tool for WriteTool {
         false
     }
 
+    fn kind(&self) -> super::ToolKind {
+        super::ToolKind::Edit
+    }
+
     async fn call(&self, ctx: &ToolContext, input: Value) -> ToolOutput {
         let file_path = str_field(&input, "file_path");
         let path = match absolute_path("Write", "file_path", file_path, ctx.workspace()) {

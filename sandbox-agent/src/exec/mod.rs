@@ -122,6 +122,48 @@ impl Executor {
         cwd: Arc<Mutex<PathBuf>>,
     ) -> Result<EventStream, AgentError> {
         validate(&req)?;
+        let stdin = Stdin::Bytes(req.stdin.clone());
+        self.start_with(req, stdin, cwd).await
+    }
+
+    /// Starts a long-lived command whose stdin is fed from `stdin` while it runs (closed
+    /// when the sender side is dropped). Its stdout is streamed whole, never capped.
+    pub async fn start_interactive(
+        &self,
+        mut req: ExecRequest,
+        stdin: mpsc::Receiver<Vec<u8>>,
+        cwd: Arc<Mutex<PathBuf>>,
+    ) -> Result<EventStream, AgentError> {
+        if !req.stdin.is_empty() {
+            return Err(AgentError::invalid(
+                "an interactive exec takes its stdin from the input stream, not the request",
+            ));
+        }
+        if req.timeout_ms > limits::MAX_INTERACTIVE_TIMEOUT_MS {
+            return Err(AgentError::invalid(format!(
+                "timeout_ms {} is over the interactive maximum of {}",
+                req.timeout_ms,
+                limits::MAX_INTERACTIVE_TIMEOUT_MS
+            )));
+        }
+        let timeout_ms = match req.timeout_ms {
+            0 => limits::MAX_INTERACTIVE_TIMEOUT_MS,
+            t => t,
+        };
+        // Checked against the ordinary limits with an ordinary timeout; the long one is
+        // applied below.
+        req.timeout_ms = 0;
+        validate(&req)?;
+        req.timeout_ms = timeout_ms;
+        self.start_with(req, Stdin::Stream(stdin), cwd).await
+    }
+
+    async fn start_with(
+        &self,
+        req: ExecRequest,
+        stdin: Stdin,
+        cwd: Arc<Mutex<PathBuf>>,
+    ) -> Result<EventStream, AgentError> {
         if let Some(disk) = &self.disk {
             let disk = disk.clone();
             tokio::task::spawn_blocking(move || disk.check())
@@ -167,7 +209,7 @@ impl Executor {
             env: spawn::merge_env(base, &req.env, &marker),
             program,
             cwd: start_cwd.clone(),
-            stdin: !req.stdin.is_empty(),
+            stdin: stdin.is_open(),
             limits,
             child_filter: self.child_filter.clone(),
         };
@@ -188,6 +230,7 @@ impl Executor {
             0 => limits::DEFAULT_OUTPUT_LIMIT_CHARS,
             l => l,
         };
+        let interactive = matches!(stdin, Stdin::Stream(_));
         let log_path = state_dir.join(format!("exec-{}-{}.log", sanitize(&exec_id), marker));
         let (tx, rx) = mpsc::channel(8);
         let job = Job {
@@ -195,7 +238,8 @@ impl Executor {
             marker,
             spec,
             started,
-            stdin: req.stdin,
+            stdin,
+            interactive,
             deadline: started_at + Duration::from_millis(timeout_ms),
             started_at,
             cap: OutputCap::new(output_limit, log_path),
@@ -314,13 +358,51 @@ fn sanitize(id: &str) -> String {
         .collect()
 }
 
+/// Where a command's standard input comes from.
+enum Stdin {
+    /// These bytes, then end of file (none: /dev/null).
+    Bytes(Vec<u8>),
+    /// Chunks as the controller sends them; end of file when the sender is gone.
+    Stream(mpsc::Receiver<Vec<u8>>),
+}
+
+impl Stdin {
+    fn is_open(&self) -> bool {
+        match self {
+            Self::Bytes(b) => !b.is_empty(),
+            Self::Stream(_) => true,
+        }
+    }
+
+    /// Feeds the command's stdin until the source ends or the command stops reading.
+    async fn feed(self, mut sender: pipe::Sender) {
+        use tokio::io::AsyncWriteExt;
+        // A command that never reads its stdin is fine: the write fails or is dropped
+        // with the task when the pipe closes.
+        match self {
+            Self::Bytes(data) => {
+                let _ = sender.write_all(&data).await;
+            }
+            Self::Stream(mut rx) => {
+                while let Some(chunk) = rx.recv().await {
+                    if sender.write_all(&chunk).await.is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// One running command and everything its driver needs.
 struct Job {
     exec_id: String,
     marker: String,
     spec: SpawnSpec,
     started: spawn::Started,
-    stdin: Vec<u8>,
+    stdin: Stdin,
+    /// A long-lived command talking over its pipes: stdout is passed on whole.
+    interactive: bool,
     deadline: Instant,
     started_at: Instant,
     cap: OutputCap,
@@ -363,15 +445,10 @@ impl Job {
         let mut stdout = receiver(self.started.child.stdout.take());
         let mut stderr = receiver(self.started.child.stderr.take());
         if let Some(stdin) = self.started.child.stdin.take()
-            && let Ok(mut sender) = pipe::Sender::from_owned_fd(OwnedFd::from(stdin))
+            && let Ok(sender) = pipe::Sender::from_owned_fd(OwnedFd::from(stdin))
         {
-            let data = std::mem::take(&mut self.stdin);
-            tokio::spawn(async move {
-                use tokio::io::AsyncWriteExt;
-                // A command that never reads its stdin is fine: the write fails or is
-                // dropped with the task when the pipe closes.
-                let _ = sender.write_all(&data).await;
-            });
+            let source = std::mem::replace(&mut self.stdin, Stdin::Bytes(Vec::new()));
+            tokio::spawn(source.feed(sender));
         }
         // Wait for the leader to exit without reaping it: its pid stays reserved while
         // the rest of its tree is killed.
@@ -474,6 +551,14 @@ impl Job {
     }
 
     async fn output(&mut self, stream: output_chunk::Stream, data: &[u8], abandoned: bool) {
+        if self.interactive && stream == output_chunk::Stream::Stdout {
+            // The protocol stream of a long-lived command: every byte matters and none is
+            // kept on disk. Stderr still goes through the cap (it is only for people).
+            if !abandoned {
+                let _ = self.tx.send(Ok(chunk(stream, data.to_vec()))).await;
+            }
+            return;
+        }
         let streamed = self.cap.accept(data);
         if !streamed.is_empty() && !abandoned {
             let _ = self.tx.send(Ok(chunk(stream, streamed))).await;

@@ -163,6 +163,51 @@ async fn stdin_is_fed_then_closed() {
 }
 
 #[tokio::test]
+async fn an_interactive_exec_answers_each_line_and_streams_stdout_uncapped() {
+    let f = fx();
+    let (tx, rx) = mpsc::channel(4);
+    let mut req = argv(&["cat"]);
+    req.timeout_ms = 0;
+    req.output_limit = 10;
+    let mut stream = f
+        .exec
+        .start_interactive(req, rx, f.cwd.clone())
+        .await
+        .unwrap();
+    // A request, its answer, then the next: the pipe stays open between them.
+    for line in ["first line, longer than the output limit\n", "second\n"] {
+        tx.send(line.as_bytes().to_vec()).await.unwrap();
+        let mut got = Vec::new();
+        while got.len() < line.len() {
+            match stream.next().await.unwrap().unwrap().event {
+                Some(exec_event::Event::Output(c)) => got.extend_from_slice(&c.data),
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert_eq!(String::from_utf8(got).unwrap(), line);
+    }
+    // Closing the input closes its stdin: cat exits.
+    drop(tx);
+    let exit = loop {
+        if let Some(exec_event::Event::Exit(e)) = stream.next().await.unwrap().unwrap().event {
+            break e;
+        }
+    };
+    assert_eq!(exit.code, Some(0));
+    assert!(!exit.truncated);
+    // Stdin bytes in the request itself are refused for an interactive exec.
+    let (_tx, rx) = mpsc::channel(1);
+    let mut req = argv(&["cat"]);
+    req.stdin = b"x".to_vec();
+    assert!(
+        f.exec
+            .start_interactive(req, rx, f.cwd.clone())
+            .await
+            .is_err()
+    );
+}
+
+#[tokio::test]
 async fn timeout_kills_a_double_forked_setsid_tree() {
     let f = fx();
     let m = marker();

@@ -1,0 +1,357 @@
+//! One MCP server of a session: started on first need, its tools listed, calls sent with a
+//! time limit, and restarted on the next call after it crashed, hung or sent garbage.
+//!
+//! A failed call never ends the session: the model gets an error result saying what
+//! happened to the server (its exit and the tail of its stderr for a stdio server).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use rmcp::model::{CallToolRequestParams, Tool as McpToolDef};
+use rmcp::service::{NotificationContext, RoleClient, RunningService};
+use rmcp::{ClientHandler, ServiceError, ServiceExt};
+use serde_json::Value;
+use tokio::sync::Mutex;
+
+use super::config::{ServerConfig, Transport};
+use super::pipe::{self, PipeGuard};
+use crate::tools::ToolContext;
+
+/// Limits for one server's life.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    /// Starting and initializing the server, and listing its tools (`MCP_TIMEOUT`).
+    pub connect: Duration,
+    /// One tool call (`MCP_TOOL_TIMEOUT`).
+    pub call: Duration,
+}
+
+impl Timeouts {
+    /// Claude Code's variables, in milliseconds; defaults 30 s to connect, 10 min a call.
+    pub fn from_env() -> Self {
+        let ms = |name: &str, default: u64| {
+            std::env::var(name)
+                .ok()
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .filter(|ms| *ms > 0)
+                .map_or(Duration::from_millis(default), Duration::from_millis)
+        };
+        Self {
+            connect: ms("MCP_TIMEOUT", 30_000),
+            call: ms("MCP_TOOL_TIMEOUT", 600_000),
+        }
+    }
+}
+
+/// Why a server could not be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ServerError {
+    #[error("MCP server `{server}` could not be started: {why}")]
+    Start { server: String, why: String },
+    #[error("MCP server `{server}` did not finish starting within {secs} s")]
+    StartTimedOut { server: String, secs: u64 },
+    #[error(
+        "MCP server `{server}` did not answer within {secs} s; it was stopped and will be restarted on the next call"
+    )]
+    CallTimedOut { server: String, secs: u64 },
+    #[error(
+        "MCP server `{server}` failed during the call ({why}); it will be restarted on the next call"
+    )]
+    Died { server: String, why: String },
+    #[error("MCP server `{server}` answered with an error: {why}")]
+    Protocol { server: String, why: String },
+    #[error("the call to MCP server `{server}` was interrupted by the user")]
+    Interrupted { server: String },
+}
+
+/// What `mcp_status` reports for a server.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Pending,
+    Connected,
+    Failed,
+}
+
+/// Marks the tool list stale when the server says it changed.
+#[derive(Debug, Clone, Default)]
+struct Handler {
+    stale: Arc<AtomicBool>,
+}
+
+impl ClientHandler for Handler {
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.stale.store(true, Ordering::Release);
+    }
+}
+
+/// A live connection.
+struct Live {
+    service: RunningService<RoleClient, Handler>,
+    /// Kills the sandboxed process when dropped (stdio only).
+    _guard: Option<PipeGuard>,
+    exit: Option<Arc<std::sync::Mutex<pipe::Exit>>>,
+}
+
+impl Live {
+    /// What became of a connection that failed: the stdio server's exit, else rmcp's word.
+    fn failure(&self, err: &ServiceError) -> String {
+        match &self.exit {
+            Some(exit) => {
+                let exit = exit
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                if exit.status.is_some() || exit.stream_error.is_some() {
+                    return format!("the server {}", exit.describe());
+                }
+                format!("{err}")
+            }
+            None => format!("{err}"),
+        }
+    }
+}
+
+/// One configured server and its connection.
+pub struct McpServer {
+    pub config: ServerConfig,
+    timeouts: Timeouts,
+    handler: Handler,
+    live: Mutex<Option<Live>>,
+    state: std::sync::Mutex<(Status, Option<String>, Vec<McpToolDef>)>,
+    starts: std::sync::atomic::AtomicU64,
+}
+
+impl McpServer {
+    pub fn new(config: ServerConfig, timeouts: Timeouts) -> Self {
+        Self {
+            config,
+            timeouts,
+            handler: Handler::default(),
+            live: Mutex::new(None),
+            state: std::sync::Mutex::new((Status::Pending, None, Vec::new())),
+            starts: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    /// The status, the last error, and the tools last listed.
+    pub fn snapshot(&self) -> (Status, Option<String>, Vec<McpToolDef>) {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    fn set(&self, status: Status, error: Option<String>, tools: Option<Vec<McpToolDef>>) {
+        let mut s = self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        s.0 = status;
+        s.1 = error;
+        if let Some(tools) = tools {
+            s.2 = tools;
+        }
+    }
+
+    /// Starts the server (if it is not running) and lists its tools.
+    pub async fn connect(&self, ctx: &ToolContext) -> Result<Vec<McpToolDef>, ServerError> {
+        let mut live = self.live.lock().await;
+        self.ensure(&mut live, ctx).await?;
+        Ok(self.snapshot().2)
+    }
+
+    /// Calls `tool` with `arguments`; the result as JSON (`{content, isError, ...}`).
+    pub async fn call(
+        &self,
+        ctx: &ToolContext,
+        tool: &str,
+        arguments: serde_json::Map<String, Value>,
+    ) -> Result<Value, ServerError> {
+        let peer = {
+            let mut live = self.live.lock().await;
+            self.ensure(&mut live, ctx).await?;
+            match live.as_ref() {
+                Some(l) => l.service.peer().clone(),
+                None => return Err(self.died("the connection was lost".into())),
+            }
+        };
+        let params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
+        let mut interrupts = ctx.interrupt_signal();
+        // An interrupt ends the wait; the server keeps running (a late answer is dropped).
+        let outcome = tokio::select! {
+            outcome = tokio::time::timeout(self.timeouts.call, peer.call_tool(params)) => outcome,
+            Ok(()) = interrupts.changed() => {
+                return Err(ServerError::Interrupted {
+                    server: self.config.name.clone(),
+                });
+            }
+        };
+        match outcome {
+            Ok(Ok(result)) => Ok(serde_json::to_value(&result).unwrap_or(Value::Null)),
+            Ok(Err(ServiceError::McpError(e))) => Err(ServerError::Protocol {
+                server: self.config.name.clone(),
+                why: e.message.to_string(),
+            }),
+            Ok(Err(e)) => {
+                let why = self.drop_live(|l| l.failure(&e)).await;
+                self.set(Status::Failed, Some(why.clone()), None);
+                Err(self.died(why))
+            }
+            Err(_) => {
+                self.drop_live(|_| String::new()).await;
+                let err = ServerError::CallTimedOut {
+                    server: self.config.name.clone(),
+                    secs: self.timeouts.call.as_secs(),
+                };
+                self.set(Status::Failed, Some(err.to_string()), None);
+                Err(err)
+            }
+        }
+    }
+
+    /// How many times the server was started (for tests and status).
+    pub fn starts(&self) -> u64 {
+        self.starts.load(Ordering::Relaxed)
+    }
+
+    /// Stops the server (the session ends).
+    pub async fn stop(&self) {
+        if let Some(live) = self.live.lock().await.take() {
+            let mut service = live.service;
+            let _ = service.close_with_timeout(Duration::from_secs(1)).await;
+        }
+    }
+
+    fn died(&self, why: String) -> ServerError {
+        ServerError::Died {
+            server: self.config.name.clone(),
+            why,
+        }
+    }
+
+    /// Drops the live connection (killing a stdio server); returns `describe` of it.
+    async fn drop_live(&self, describe: impl FnOnce(&Live) -> String) -> String {
+        let mut live = self.live.lock().await;
+        let why = live.as_ref().map(describe).unwrap_or_default();
+        *live = None;
+        why
+    }
+
+    /// A running, initialized server in `live`, its tools listed (again, when it said
+    /// they changed).
+    async fn ensure(&self, live: &mut Option<Live>, ctx: &ToolContext) -> Result<(), ServerError> {
+        if live.as_ref().is_some_and(|l| l.service.is_closed()) {
+            *live = None;
+        }
+        if live.is_none() {
+            let started = tokio::time::timeout(self.timeouts.connect, self.start(ctx)).await;
+            let started = match started {
+                Ok(r) => r,
+                Err(_) => Err(ServerError::StartTimedOut {
+                    server: self.config.name.clone(),
+                    secs: self.timeouts.connect.as_secs(),
+                }),
+            };
+            match started {
+                Ok(l) => *live = Some(l),
+                Err(e) => {
+                    self.set(Status::Failed, Some(e.to_string()), None);
+                    return Err(e);
+                }
+            }
+            self.handler.stale.store(true, Ordering::Release);
+        }
+        if self.handler.stale.swap(false, Ordering::AcqRel)
+            && let Some(l) = live.as_ref()
+        {
+            let listed =
+                tokio::time::timeout(self.timeouts.connect, l.service.peer().list_all_tools())
+                    .await;
+            match listed {
+                Ok(Ok(tools)) => self.set(Status::Connected, None, Some(tools)),
+                Ok(Err(e)) => {
+                    let why = l.failure(&e);
+                    *live = None;
+                    let err = ServerError::Start {
+                        server: self.config.name.clone(),
+                        why: format!("listing its tools failed: {why}"),
+                    };
+                    self.set(Status::Failed, Some(err.to_string()), None);
+                    return Err(err);
+                }
+                Err(_) => {
+                    *live = None;
+                    let err = ServerError::StartTimedOut {
+                        server: self.config.name.clone(),
+                        secs: self.timeouts.connect.as_secs(),
+                    };
+                    self.set(Status::Failed, Some(err.to_string()), None);
+                    return Err(err);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn start(&self, ctx: &ToolContext) -> Result<Live, ServerError> {
+        let n = self.starts.fetch_add(1, Ordering::Relaxed);
+        let fail = |why: String| ServerError::Start {
+            server: self.config.name.clone(),
+            why,
+        };
+        match &self.config.transport {
+            Transport::Stdio { command, args, env } => {
+                let mut env: std::collections::HashMap<String, String> =
+                    env.clone().into_iter().collect();
+                env.insert(
+                    "CLAUDE_PROJECT_DIR".into(),
+                    ctx.workspace().display().to_string(),
+                );
+                let id = format!("mcp-{}-{n}-{}", self.config.name, uuid::Uuid::new_v4());
+                let id: String = id.chars().take(128).collect();
+                let p = pipe::spawn(ctx, &id, command, args, env)
+                    .await
+                    .map_err(|e| fail(e.message.clone()))?;
+                let exit = p.exit.clone();
+                match self.handler.clone().serve((p.read, p.write)).await {
+                    Ok(service) => Ok(Live {
+                        service,
+                        _guard: Some(p.guard),
+                        exit: Some(exit),
+                    }),
+                    Err(e) => {
+                        drop(p.guard);
+                        let exit = exit
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner);
+                        let why = if exit.status.is_some() || exit.stream_error.is_some() {
+                            format!("it {}", exit.describe())
+                        } else {
+                            format!("initialization failed: {e}")
+                        };
+                        Err(fail(why))
+                    }
+                }
+            }
+            Transport::Http { url, headers } => {
+                let transport = super::http::transport(url, headers).map_err(fail)?;
+                let service = self
+                    .handler
+                    .clone()
+                    .serve(transport)
+                    .await
+                    .map_err(|e| fail(format!("initialization failed: {e}")))?;
+                Ok(Live {
+                    service,
+                    _guard: None,
+                    exit: None,
+                })
+            }
+        }
+    }
+}

@@ -1,0 +1,44 @@
+//! What Claude Code users' repositories describe, run end to end with the real `cordon`
+//! binary, the local sandbox and the scripted model: MCP servers (`.mcp.json`), custom
+//! slash commands (`.claude/commands`), skills (`.claude/skills`) and the task list.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "reach/commands.rs"]
+mod commands;
+#[path = "reach/mcp.rs"]
+mod mcp;
+
+use cordon_tests::Workspace;
+use cordon_tests::agent::{Output, run_command};
+use cordon_tests::scripted_model::ScriptedModel;
+use serde_json::Value;
+
+/// `cordon run -p "use the tools"` in `ws` with `args` and `env`, JSON output.
+async fn run(model: &ScriptedModel, ws: &Workspace, args: &[&str], env: &[(&str, &str)]) -> Output {
+    run_prompt(model, ws, args, env, "use the tools").await
+}
+
+async fn run_prompt(
+    model: &ScriptedModel,
+    ws: &Workspace,
+    args: &[&str],
+    env: &[(&str, &str)],
+    prompt: &str,
+) -> Output {
+    let home = tempfile::tempdir().unwrap();
+    let mut cmd = run_command(model, home.path(), ws.path(), &["--output-format", "json"]);
+    cmd.args(args).args(["-p", prompt]);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    Output::of(cmd).await
+}
+
+fn tool_names(body: &Value) -> Vec<String> {
+    body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect()
+}
