@@ -359,7 +359,7 @@ impl Job {
         let mut stdout = receiver(self.started.child.stdout.take());
         let mut stderr = receiver(self.started.child.stderr.take());
         if let Some(stdin) = self.started.child.stdin.take()
-            && let Ok(mut sender) = pipe::Sender::from_owned_fd(OwnedFd::from(stdin))
+            && let Ok(mut sender) = pipe::Sender::from_owned_fd(stdin)
         {
             let data = std::mem::take(&mut self.stdin);
             tokio::spawn(async move {
