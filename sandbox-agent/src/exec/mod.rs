@@ -445,7 +445,7 @@ impl Job {
         let mut stdout = receiver(self.started.child.stdout.take());
         let mut stderr = receiver(self.started.child.stderr.take());
         if let Some(stdin) = self.started.child.stdin.take()
-            && let Ok(sender) = pipe::Sender::from_owned_fd(OwnedFd::from(stdin))
+            && let Ok(sender) = pipe::Sender::from_owned_fd(stdin)
         {
             let source = std::mem::replace(&mut self.stdin, Stdin::Bytes(Vec::new()));
             tokio::spawn(source.feed(sender));

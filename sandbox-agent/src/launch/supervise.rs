@@ -260,10 +260,10 @@ fn run_session(
         | libc::CLONE_NEWUTS
         | libc::CLONE_NEWNET
         | libc::CLONE_NEWCGROUP;
-    let entry = match cgroup.map(SessionCgroup::entry).transpose() {
-        Ok(entry) => entry,
-        Err(e) => return Err(LaunchError::Limits(e)),
-    };
+    let entry = cgroup
+        .map(SessionCgroup::entry)
+        .transpose()
+        .map_err(LaunchError::Limits)?;
     let (ret, born_inside) = clone_init(flags, entry.as_ref())?;
     if ret == 0 {
         let mut close: Vec<RawFd> = vec![go_w.as_raw_fd(), err_r.as_raw_fd(), alive_w.as_raw_fd()];
