@@ -1,12 +1,14 @@
-//! What the Docker backend's per-command cgroups cost an exec, side by side in one run:
+//! What host integrity costs the Docker backend, side by side in one run:
 //! - exec of `true` through the agent, each command in a cgroup of its own (the default
 //!   when Cordon runs as root, `orchestrator/src/sandbox/docker/exec_cgroup.rs`);
 //! - the same with `DockerConfig::exec_cgroups` off (the agent's namespace sweep instead);
 //! - `docker exec CONTAINER true`, the engine's own way in (the issue's baseline);
-//! - a claim to ready with and without making the per-command parent.
+//! - a session to ready with and without making the per-command parent;
+//! - a session to ready on a workspace holding the hard-link cap's worth of files linked
+//!   outside it (one read-only bind each, injected) against the same workspace without.
 //!
-//! The two sessions alternate in rounds, so load shifts hit both alike.
-//! `cargo bench -p cordon-tests --bench docker_exec_kill` (needs Docker, root and the
+//! The sessions alternate in rounds, so load shifts hit both alike.
+//! `cargo bench -p cordon-tests --bench docker_integrity` (needs Docker, root and the
 //! static agent: images/build-agent.sh). Prints one line per measure; asserts nothing.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a failed bench step panics with its message
 
@@ -61,7 +63,7 @@ async fn execs(sandbox: &Sandbox, round: usize, into: &mut Vec<Duration>) {
 
 async fn run() {
     if !docker::probe().await.reachable {
-        println!("docker_exec_kill: SKIPPED, docker unreachable");
+        println!("docker_integrity: SKIPPED, docker unreachable");
         return;
     }
     docker::build_images(ImageSet::Minimal, |_| {})
@@ -128,6 +130,47 @@ async fn run() {
     );
     a.destroy().await.expect("destroy");
     b.destroy().await.expect("destroy");
+    linked_starts(&with).await;
+}
+
+/// A session to ready on a workspace with the cap's worth of files linked outside it,
+/// against an empty workspace, alternated.
+async fn linked_starts(backend: &DockerBackend) {
+    let cap = sandbox_agent::hostside::hardlinks::DEFAULT_CAP;
+    let base = tempfile::tempdir_in("/var/tmp").unwrap();
+    let (store, linked, plain) = (
+        base.path().join("store"),
+        base.path().join("linked"),
+        base.path().join("plain"),
+    );
+    for d in [&store, &linked, &plain] {
+        std::fs::create_dir(d).unwrap();
+    }
+    for i in 0..cap {
+        let src = store.join(format!("f{i}"));
+        std::fs::write(&src, "x").unwrap();
+        std::fs::hard_link(&src, linked.join(format!("f{i:05}"))).unwrap();
+    }
+    let (mut with_links, mut without) = (Vec::new(), Vec::new());
+    for i in 0..STARTS {
+        for (ws, into) in [(&linked, &mut with_links), (&plain, &mut without)] {
+            let t = Instant::now();
+            let s = backend
+                .start_cold(&SandboxSpec::new(format!("links-{i}"), ws))
+                .await
+                .expect("start");
+            into.push(t.elapsed());
+            s.destroy().await.expect("destroy");
+        }
+    }
+    let (w, o) = (p50(with_links), p50(without));
+    println!(
+        "session to ready: {} with {cap} hard-linked files (read-only binds), {} without \
+         (+{:.0} us per bind)",
+        ms(w),
+        ms(o),
+        w.saturating_sub(o).as_secs_f64() * 1e6 / f64::from(u32::try_from(cap).unwrap_or(u32::MAX))
+    );
 }
 
 fn main() {
