@@ -389,7 +389,17 @@ fn toolchain_lines(workspace: &Path) -> Vec<Check> {
             detail: "none shown: no home directory".into(),
         }];
     };
-    let e = crate::toolchains::resolve(&crate::toolchains::POLICY, &facts, &Default::default());
+    let policy = match crate::toolchains::policy() {
+        Ok(p) => p,
+        Err(e) => {
+            return vec![Check {
+                name: "toolchains (local)",
+                status: Status::Warn,
+                detail: format!("none shown: {e}"),
+            }];
+        }
+    };
+    let e = crate::toolchains::resolve(policy, &facts, &Default::default());
     let list = |paths: &mut dyn Iterator<Item = &PathBuf>| {
         let v: Vec<String> = paths.map(|p| p.display().to_string()).collect();
         if v.is_empty() {
@@ -400,7 +410,7 @@ fn toolchain_lines(workspace: &Path) -> Vec<Check> {
     };
     let mut secrets: Vec<&PathBuf> = e.toolchains.view.hidden.iter().collect();
     let home = &facts.home;
-    let policy_secrets: Vec<PathBuf> = crate::toolchains::POLICY
+    let policy_secrets: Vec<PathBuf> = policy
         .secrets
         .iter()
         .map(|s| home.join(s.path.trim_start_matches("~/")))

@@ -11,7 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::workspace_fs::{Workspace, read_own_file};
+use sandbox_agent::beneath::{WorkspaceReader as Workspace, read_own_file};
 
 /// The workspace's commands, relative to it; also the user's, relative to their home.
 pub const DIR: &str = ".claude/commands";

@@ -5,6 +5,7 @@
 //!
 //! Run: `cargo bench -p cordon-tests --bench toolchains` (uses the debug or release
 //! `cordon` next to this bench; build it first).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a failed bench step panics with its message
 
 use std::path::Path;
 use std::process::{Command, Stdio};

@@ -3,7 +3,7 @@
 //! tears the sandbox down; exits non-zero when the run ended in error.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 

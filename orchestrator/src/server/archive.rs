@@ -16,8 +16,8 @@ use std::path::Path;
 use nix::fcntl::OFlag;
 use nix::sys::stat::{FileStat, Mode, SFlag};
 
-use crate::beneath::Beneath;
 use crate::permissions::Engine;
+use sandbox_agent::beneath::Beneath;
 
 use super::errors::ApiError;
 

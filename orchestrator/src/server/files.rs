@@ -9,8 +9,8 @@ use std::path::Path;
 use axum::http::StatusCode;
 use serde_json::json;
 
-use crate::beneath::Beneath;
 use crate::permissions::{Decision, Engine};
+use sandbox_agent::beneath::Beneath;
 use sandbox_agent::beneath::{ReadError as WorkspaceFsError, WorkspaceReader as Workspace};
 
 use super::errors::ApiError;

@@ -219,9 +219,7 @@ impl SessionEnv {
         // MCP servers: stdio ones start inside the sandbox; their tools join the built-ins.
         let mcp = crate::mcp::McpSet::for_session(settings, &workspace);
         let mut extra_tools = ToolRegistry::new();
-        extra_tools.register(Arc::new(
-            crate::tools::todo_write::TodoWriteTool::default(),
-        ));
+        extra_tools.register(Arc::new(crate::tools::todo_write::TodoWriteTool::default()));
         let skills = crate::tools::skill::load(&workspace, self.user_home.as_deref());
         if let Some(skill_tool) = crate::tools::skill::SkillTool::new(skills) {
             extra_tools.register(Arc::new(skill_tool));
@@ -300,8 +298,7 @@ impl SessionEnv {
         if let Some(window) = self.context_window {
             config.context_window = window;
         }
-        config.commands =
-            crate::slash_commands::load(&self.workspace, self.user_home.as_deref());
+        config.commands = crate::slash_commands::load(&self.workspace, self.user_home.as_deref());
         config.memory = prompt::memory_text(
             &self.workspace,
             &prompt::memory_files(&self.workspace, self.user_home.as_deref()),

@@ -16,7 +16,7 @@
 mod policy;
 mod resolve;
 
-pub use policy::{POLICY, Policy};
+pub use policy::{Policy, policy};
 pub use resolve::{Exposure, Refused, resolve};
 
 use std::path::{Path, PathBuf};
@@ -73,8 +73,15 @@ pub fn for_session(settings: &Settings, cordon_home: &Path, workspace: &Path) ->
     let Some(facts) = HostFacts::from_env(cordon_home, workspace) else {
         return Toolchains::default();
     };
+    let policy = match policy() {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::warn!("no toolchains shown: {e}");
+            return Toolchains::default();
+        }
+    };
     let adjust = resolve::Adjustments::from_settings(settings, &facts.home);
-    let exposure = resolve(&POLICY, &facts, &adjust);
+    let exposure = resolve(policy, &facts, &adjust);
     match exposure.create_caches() {
         Ok(()) => exposure.toolchains,
         Err(e) => {

@@ -9,10 +9,15 @@ use serde::Deserialize;
 
 const TEXT: &str = include_str!("../../../policies/toolchains.json");
 
-/// The shipped policy. The text is compiled in and checked by a unit test, so a parse
-/// failure here is a build defect, not an input error.
-pub static POLICY: LazyLock<Policy> =
-    LazyLock::new(|| Policy::parse(TEXT).expect("policies/toolchains.json is valid"));
+static POLICY: LazyLock<Result<Policy, String>> = LazyLock::new(|| Policy::parse(TEXT));
+
+/// The shipped policy (compiled in, checked by a unit test). Should it ever fail to parse,
+/// callers show nothing of the home: failing closed.
+pub fn policy() -> Result<&'static Policy, String> {
+    POLICY
+        .as_ref()
+        .map_err(|e| format!("policies/toolchains.json: {e}"))
+}
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -2,7 +2,11 @@ use std::path::{Path, PathBuf};
 
 use super::policy::Policy;
 use super::resolve::{Adjustments, resolve};
-use super::{HostFacts, POLICY};
+use super::{HostFacts, policy};
+
+fn policy_ok() -> &'static Policy {
+    policy().unwrap()
+}
 
 struct Home {
     _dir: tempfile::TempDir,
@@ -51,14 +55,14 @@ fn home() -> Home {
 
 #[test]
 fn the_shipped_policy_parses_and_every_entry_says_why() {
-    assert!(!POLICY.roots.is_empty());
-    assert!(POLICY.secrets.iter().any(|s| s.path == "~/.ssh"));
+    assert!(!policy_ok().roots.is_empty());
+    assert!(policy_ok().secrets.iter().any(|s| s.path == "~/.ssh"));
 }
 
 #[test]
 fn toolchains_are_shown_and_the_home_and_its_secrets_are_not() {
     let h = home();
-    let e = resolve(&POLICY, &h.facts, &Adjustments::default());
+    let e = resolve(policy_ok(), &h.facts, &Adjustments::default());
     let ro = &e.toolchains.view.read_only;
     for shown in [".cargo/bin", ".rustup", ".pyenv", ".local/bin"] {
         assert!(ro.contains(&h.home.join(shown)), "{shown} not in {ro:?}");
@@ -100,7 +104,7 @@ fn secrets_inside_a_shown_root_are_hidden_and_secret_roots_refused() {
         allow_read: vec![h.home.join(".cargo"), h.home.join(".ssh"), h.home.clone()],
         deny_read: vec![h.home.join(".pyenv/creds")],
     };
-    let e = resolve(&POLICY, &h.facts, &adjust);
+    let e = resolve(policy_ok(), &h.facts, &adjust);
     let view = &e.toolchains.view;
     assert!(view.read_only.contains(&h.home.join(".cargo")));
     assert!(
@@ -130,7 +134,7 @@ fn a_root_reached_through_a_symlink_is_shown_at_its_real_path() {
     // A link into the secrets is refused, whatever its name.
     std::os::unix::fs::symlink(h.home.join(".ssh"), h.home.join("sshbin")).unwrap();
     facts.path.insert(0, h.home.join("sshbin"));
-    let e = resolve(&POLICY, &facts, &Adjustments::default());
+    let e = resolve(policy_ok(), &facts, &Adjustments::default());
     assert!(e.toolchains.view.read_only.contains(&real));
     assert!(e.refused.iter().any(|r| r.path == h.home.join("sshbin")));
     let path = &e
@@ -148,7 +152,7 @@ fn the_workspace_and_cordon_home_are_never_roots() {
     let h = home();
     let mut facts = h.facts.clone();
     facts.path = vec![h.home.join("work"), h.home.join(".cordon")];
-    let e = resolve(&POLICY, &facts, &Adjustments::default());
+    let e = resolve(policy_ok(), &facts, &Adjustments::default());
     assert!(
         !e.toolchains
             .view

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::{Tool, ToolContext, ToolOutput, str_field};
 use crate::slash_commands::split_frontmatter;
-use crate::workspace_fs::{Workspace, read_own_file};
+use sandbox_agent::beneath::{WorkspaceReader as Workspace, read_own_file};
 
 /// The skills folder, relative to the workspace or the user's home.
 pub const DIR: &str = ".claude/skills";

@@ -44,15 +44,15 @@ mod acl;
 pub mod adopt;
 pub mod container;
 pub mod devcontainer;
-pub mod exec_cgroup;
 pub mod elf_deps;
+pub mod exec_cgroup;
 pub mod footprint;
 pub mod images;
 pub mod masks;
 pub mod pool;
 pub mod seccomp_profile;
-pub mod user_image;
 mod server_image;
+pub mod user_image;
 
 pub use images::{ImageSet, build_images};
 

@@ -53,7 +53,7 @@ pub(super) async fn build_server(
     ));
     let context =
         server_context(&cordon, agent, &ca, &libs).map_err(setup("assemble build context"))?;
-    build(docker, SERVER, context, &want, progress).await?;
+    build(docker, Some(SERVER), context, &want, progress).await?;
     Ok(Built {
         image: SERVER.into(),
         rebuilt: true,

@@ -28,6 +28,7 @@ fn call(id: &str, command: &str) -> ToolCallInfo {
         name: "Bash".into(),
         input: json!({"command": command}),
         read_only: false,
+        kind: crate::permissions::ToolKind::Exec,
     }
 }
 
