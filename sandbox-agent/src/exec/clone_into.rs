@@ -25,7 +25,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::confine::sys;
 
 /// Whether clone3 may still work here; cleared at its first refusal.
-static USABLE: AtomicBool = AtomicBool::new(true);
+///
+/// Off for now: merged with the interactive exec and the hook runner, commands born this
+/// way were killed by SIGKILL right after they started (tests `hooks::
+/// a_hook_that_times_out_does_not_block` and the MCP restart test), cause not yet found.
+/// Commands enter their cgroup by a write until it is.
+static USABLE: AtomicBool = AtomicBool::new(false);
 
 /// Whether a spawn should try [`spawn`] at all.
 pub fn usable() -> bool {
