@@ -178,7 +178,14 @@ struct StderrRefusals;
 impl ConnectionLog for StderrRefusals {
     fn record(&self, r: ConnectionRecord) {
         if !r.allowed && !r.host.is_empty() {
-            eprintln!("cordon: egress refused {}:{} ({})", r.host, r.port, r.rule);
+            // The host is what the sandboxed command asked for: escaped, so a refused
+            // "name" cannot carry terminal control sequences onto the user's screen.
+            eprintln!(
+                "cordon: egress refused {}:{} ({})",
+                cordon::output::for_terminal(&r.host.replace('\n', "\\n")),
+                r.port,
+                cordon::output::for_terminal(&r.rule)
+            );
         }
         TracingLog.record(r);
     }
