@@ -147,14 +147,23 @@ impl Session {
     /// Runs `script` while another call, `beside`, runs too (as concurrent tool calls
     /// do); returns `script`'s output and status once both ended.
     pub fn sh_beside(&mut self, beside: &str, script: &str) -> (String, ExitStatus) {
-        let (a, b) = (self.request(beside), self.request(script));
+        self.sh_both(beside, script).1
+    }
+
+    /// Runs two scripts at once, each in its own call; both outputs and exit statuses.
+    pub fn sh_both(&mut self, a: &str, b: &str) -> ((String, ExitStatus), (String, ExitStatus)) {
+        let (a, b) = (self.request(a), self.request(b));
         let client = self.sandbox.as_ref().expect("running").client.clone();
         let (mut ca, mut cb) = (client.clone(), client);
-        let (_, (out, status)) = self.rt.block_on(async move {
+        let ((oa, sa), (ob, sb)) = self.rt.block_on(async move {
             let (ra, rb) = tokio::join!(ca.exec_collect(a), cb.exec_collect(b));
-            (ra.expect("the call beside ran"), rb.expect("the call ran"))
+            (
+                ra.expect("the first call ran"),
+                rb.expect("the second call ran"),
+            )
         });
-        (String::from_utf8_lossy(&out).into_owned(), status)
+        let text = |o: Vec<u8>| String::from_utf8_lossy(&o).into_owned();
+        ((text(oa), sa), (text(ob), sb))
     }
 }
 

@@ -709,6 +709,17 @@ pub fn a_pid_hopper_is_gone_before_the_next_call(backend: Backend) {
         out.contains("second") && status.code == Some(0),
         "{out} {status:?}"
     );
+    // The hopper's call slot was killed whole; the next commands that land in it run
+    // (regression: children born in a killed cgroup by clone3 were SIGKILLed at birth).
+    for round in 0..3 {
+        let (a, b) = session.sh_both("sleep 0.2; echo a", "sleep 0.2; echo b");
+        for (out, status, want) in [(a.0, a.1, "a"), (b.0, b.1, "b")] {
+            assert!(
+                out.contains(want) && status.code == Some(0),
+                "round {round}: {out:?} {status:?}"
+            );
+        }
+    }
     assert!(host_processes_matching(&tag).is_empty());
 }
 

@@ -35,6 +35,7 @@ use std::fs::File;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -60,6 +61,9 @@ pub struct Slot {
     entry: File,
     /// The slot directory itself (`O_PATH`), for `clone3(CLONE_INTO_CGROUP)`; v2 only.
     dir_fd: Option<File>,
+    /// Whether a command may still be born in the slot by clone3: cleared by the slot's
+    /// first `cgroup.kill` (see [`Lease::cgroup_fd`]).
+    births: AtomicBool,
     control: File,
     method: KillMethod,
 }
@@ -79,12 +83,14 @@ impl ExecSlots {
         for i in (0..count).rev() {
             let name = format!("exec-{i}");
             let dir = cfg.dir.join(&name);
-            match std::fs::create_dir(&dir) {
-                Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
-                    return Err(io_err("creating the command cgroup", &dir)(e));
-                }
-                _ => {}
-            }
+            // A slot left by an earlier agent of the session may have been killed, which
+            // would make clone3 births into it die (see `Lease::cgroup_fd`): only a slot
+            // made here offers clone3.
+            let fresh = match std::fs::create_dir(&dir) {
+                Ok(()) => true,
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => false,
+                Err(e) => return Err(io_err("creating the command cgroup", &dir)(e)),
+            };
             let (control, entry, dir_fd) = match cfg.kill {
                 KillMethod::CgroupKill => (
                     open(&dir.join("cgroup.kill"), false)?,
@@ -101,6 +107,7 @@ impl ExecSlots {
                 name,
                 entry,
                 dir_fd,
+                births: AtomicBool::new(fresh),
                 dir,
                 control,
                 method: cfg.kill,
@@ -167,9 +174,21 @@ impl Lease {
         self.slot().entry.as_raw_fd()
     }
 
-    /// The slot's directory, for a child started straight inside it (v2 only).
+    /// The slot's directory, for a child started straight inside it (v2 only), while
+    /// that is still safe here.
+    ///
+    /// Why not after a kill: the kernel (seen on 6.18) records in each fork the kill
+    /// generation of the *parent's* cgroup, before it looks at `CLONE_INTO_CGROUP`'s
+    /// target, then compares it with the target's after the fork; once a slot has been
+    /// killed the two differ for good, and every child born in it by clone3 is SIGKILLed
+    /// at birth. A child that enters by a write was forked in the agent's own cgroup,
+    /// so the write path is unaffected; a killed slot uses it from then on.
     pub fn cgroup_fd(&self) -> Option<RawFd> {
-        self.slot().dir_fd.as_ref().map(AsRawFd::as_raw_fd)
+        let slot = self.slot();
+        if !slot.births.load(Ordering::Relaxed) {
+            return None;
+        }
+        slot.dir_fd.as_ref().map(AsRawFd::as_raw_fd)
     }
 
     /// The slot's name (for logs).
@@ -189,6 +208,9 @@ impl Lease {
         let slot = self.slot();
         match slot.method {
             KillMethod::CgroupKill => {
+                // Before the write: a kill that half happened still moves the kernel's
+                // kill generation (see `cgroup_fd`).
+                slot.births.store(false, Ordering::Relaxed);
                 if let Err(e) = slot.control.write_at(b"1", 0) {
                     tracing::warn!(slot = %slot.name, error = %e, "cgroup.kill failed");
                 }

@@ -26,11 +26,11 @@ use crate::confine::sys;
 
 /// Whether clone3 may still work here; cleared at its first refusal.
 ///
-/// Off for now: merged with the interactive exec and the hook runner, commands born this
-/// way were killed by SIGKILL right after they started (tests `hooks::
-/// a_hook_that_times_out_does_not_block` and the MCP restart test), cause not yet found.
-/// Commands enter their cgroup by a write until it is.
-static USABLE: AtomicBool = AtomicBool::new(false);
+/// A slot that has been killed is never used here (children born in it would be
+/// SIGKILLed by the kernel at birth: `Lease::cgroup_fd` says why); that, not this
+/// switch, is what keeps a timed-out hook or a restarted MCP server from killing the
+/// next command of its slot.
+static USABLE: AtomicBool = AtomicBool::new(true);
 
 /// Whether a spawn should try [`spawn`] at all.
 pub fn usable() -> bool {

@@ -162,3 +162,62 @@ fn a_command_is_born_in_its_slot() {
     drop(slots);
     t.remove_and_check();
 }
+
+/// Regression (the clone3 path was switched off for it): after a slot has been killed,
+/// the kernel SIGKILLs every child born in it by clone3, so a killed slot offers no
+/// directory for clone3 and its next command, entering by a write, runs to its end.
+#[test]
+fn the_next_command_of_a_killed_slot_runs() {
+    use crate::exec::clone_into::{self, Prepared};
+    let Some(t) = TestCgroup::new("slots-killed-next", &SessionLimits::default()) else {
+        return;
+    };
+    let Some((dir, KillMethod::CgroupKill)) = t.cg.exec_dir() else {
+        eprintln!("skipping: no v2 per-command cgroups here");
+        return;
+    };
+    let cfg = ExecCgroupConfig {
+        dir: dir.to_path_buf(),
+        kill: KillMethod::CgroupKill,
+    };
+    let slots = Arc::new(ExecSlots::prepare(&cfg, 1).unwrap());
+    let env = [("PATH".to_string(), "/usr/bin:/bin".to_string())];
+    let what = Prepared::new(&["true".to_string()], &env, Path::new("/"), false).unwrap();
+    // Never killed: born in the slot.
+    let lease = slots.acquire().unwrap();
+    let fd = lease.cgroup_fd().expect("a fresh v2 slot offers clone3");
+    if let Ok(child) = clone_into::spawn(fd, &what, &|| Ok(())) {
+        assert_eq!(finish(child).1, 0);
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let script = |name: &str, body: &str| {
+        let path = tmp.path().join(name);
+        std::fs::write(&path, body).unwrap();
+        path
+    };
+    let (sleep, exit) = (
+        script("sleep.sh", "sleep 30\n"),
+        script("exit.sh", "exit 0\n"),
+    );
+    // A leftover, killed with the slot.
+    let mut sleeper = spawn_in(lease.entry_fd(), &sleep);
+    assert!(lease.kill_all(), "slot did not empty");
+    let _ = sleeper.wait();
+    drop(lease);
+    let lease = slots.acquire().unwrap();
+    assert_eq!(
+        lease.cgroup_fd(),
+        None,
+        "a killed slot must not offer clone3"
+    );
+    for _ in 0..3 {
+        let mut next = spawn_in(lease.entry_fd(), &exit);
+        assert!(
+            next.wait().unwrap().success(),
+            "the next command was killed"
+        );
+    }
+    drop(lease);
+    drop(slots);
+    t.remove_and_check();
+}
