@@ -140,7 +140,7 @@ fn prepare_slots(config: &AgentConfig) -> Result<Option<Arc<ExecSlots>>, String>
     let Some(cfg) = &config.exec_cgroup else {
         return Ok(None);
     };
-    match ExecSlots::prepare(cfg, SLOT_COUNT) {
+    match ExecSlots::prepare(cfg, cfg.slots.clamp(1, SLOT_COUNT)) {
         Ok(slots) => Ok(Some(Arc::new(slots))),
         Err(e) if config.best_effort => {
             tracing::warn!("no per-command cgroups: {e}");

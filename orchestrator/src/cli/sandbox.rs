@@ -81,6 +81,8 @@ async fn run(args: SandboxArgs) -> anyhow::Result<ExitCode> {
     spec.denied_read = args.deny_read.iter().map(|p| workspace.join(p)).collect();
     spec.denied_write = args.deny_write.iter().map(|p| workspace.join(p)).collect();
     spec.image = args.image;
+    // One command: one per-command cgroup to make and remove, not a session's worth.
+    spec.concurrent_commands = 1;
     let settings = Settings::load(
         &workspace,
         CliSettings {

@@ -163,6 +163,7 @@ impl LocalBackend {
             limits: spec.limits,
             lifeline_fd: None,
             host: spec.toolchains.view.clone(),
+            concurrent_commands: spec.concurrent_commands,
             agent_env,
             agent: AgentConfig {
                 socket_path: Path::new(SOCKET_DIR_IN_SANDBOX).join(SOCKET_NAME),

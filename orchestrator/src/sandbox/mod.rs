@@ -66,6 +66,9 @@ pub struct SandboxSpec {
     /// and the variables commands start with (local backend; a Docker image carries its
     /// own toolchains and ignores it). Empty by default; see [`crate::toolchains`].
     pub toolchains: crate::toolchains::Toolchains,
+    /// How many commands may run at once (local backend: one per-command cgroup each,
+    /// all made at start). `cordon sandbox` runs one.
+    pub concurrent_commands: usize,
 }
 
 impl SandboxSpec {
@@ -82,6 +85,7 @@ impl SandboxSpec {
             denied_write: Vec::new(),
             limits: Some(SessionLimits::default()),
             toolchains: Default::default(),
+            concurrent_commands: sandbox_agent::cgroup::slots::SLOT_COUNT,
         }
     }
 }

@@ -93,6 +93,14 @@ pub struct ExecCgroupConfig {
     /// The delegated directory, as the agent sees it.
     pub dir: PathBuf,
     pub kill: KillMethod,
+    /// How many commands may run at once: one slot cgroup each, all made at start (the
+    /// confined agent cannot make more later). A one-command sandbox needs one.
+    #[serde(default = "default_slots")]
+    pub slots: usize,
+}
+
+fn default_slots() -> usize {
+    slots::SLOT_COUNT
 }
 
 /// A cgroup step that failed, naming the step and the path.

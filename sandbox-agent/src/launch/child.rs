@@ -344,6 +344,7 @@ fn spawn_agent(ctx: &ChildCtx) -> Result<Pid, String> {
     agent.exec_cgroup = ctx.exec_cgroup.map(|(_, kill)| ExecCgroupConfig {
         dir: EXEC_CGROUP_IN_SANDBOX.into(),
         kill,
+        slots: cfg.concurrent_commands,
     });
     let json = serde_json::to_string(&agent).map_err(|e| format!("agent config: {e}"))?;
     let cstr = |s: &str| CString::new(s).map_err(|_| format!("NUL byte in {s:?}"));

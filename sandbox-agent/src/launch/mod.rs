@@ -98,6 +98,10 @@ pub struct LaunchConfig {
     /// in them hidden, Cordon's caches writable (see [`host_view`]).
     #[serde(default)]
     pub host: host_view::HostView,
+    /// How many commands may run at once in the sandbox (one per-command cgroup each,
+    /// made at start).
+    #[serde(default = "default_concurrent_commands")]
+    pub concurrent_commands: usize,
     /// Extra environment variables for the agent (e.g. its log filter).
     #[serde(default)]
     pub agent_env: Vec<(String, String)>,
@@ -107,6 +111,10 @@ pub struct LaunchConfig {
 
 fn default_uid_base() -> u32 {
     DEFAULT_UID_BASE
+}
+
+fn default_concurrent_commands() -> usize {
+    crate::cgroup::slots::SLOT_COUNT
 }
 
 fn default_tmp_mib() -> u64 {

@@ -212,13 +212,11 @@ fn run_session(
     )?;
     // As host root, the workspace is idmapped: its owner's files appear owned by the
     // sandbox user, and the sandbox user's writes land on disk as the owner.
+    let mut owners = userns::OwnerMaps::default();
     let tree = if ids.privileged() {
-        let ns = userns::new_userns_fd(
-            &format!("{} {} 1\n", meta.uid(), ids.user_host.0),
-            &format!("{} {} 1\n", meta.gid(), ids.user_host.1),
-        )?;
+        let ns = owners.for_owner((meta.uid(), meta.gid()), ids.user_host)?;
         Some(
-            mounts::idmapped_clone(ws, &ns).map_err(|source| LaunchError::Idmap {
+            mounts::idmapped_clone(ws, ns).map_err(|source| LaunchError::Idmap {
                 path: ws.clone(),
                 source,
             })?,
@@ -234,11 +232,8 @@ fn run_session(
             .iter()
             .map(|dir| {
                 let meta = std::fs::metadata(dir).map_err(state_err(dir))?;
-                let ns = userns::new_userns_fd(
-                    &format!("{} {} 1\n", meta.uid(), ids.user_host.0),
-                    &format!("{} {} 1\n", meta.gid(), ids.user_host.1),
-                )?;
-                mounts::idmapped_clone(dir, &ns).map_err(|source| LaunchError::Idmap {
+                let ns = owners.for_owner((meta.uid(), meta.gid()), ids.user_host)?;
+                mounts::idmapped_clone(dir, ns).map_err(|source| LaunchError::Idmap {
                     path: dir.clone(),
                     source,
                 })
@@ -290,7 +285,7 @@ fn run_session(
         });
     }
     let init = Pid::from_raw(ret);
-    drop((go_r, err_w, alive_r, tree, entry, writable_trees));
+    drop((go_r, err_w, alive_r, tree, entry, writable_trees, owners));
     // Into the session's cgroup before the init runs anything: every process of the
     // sandbox is born inside the limits. Born inside already, the init joins the v1
     // parts itself as its first step (no move of a whole process, see `clone_init`).

@@ -102,6 +102,37 @@ pub fn write_maps(
     write("gid_map", gid_map)
 }
 
+/// User namespaces that map one host owner (uid, gid) to the sandbox user, for idmapped
+/// mounts: made once per owner, since each costs a helper process. The workspace and
+/// Cordon's caches usually share one owner, so a session makes one instead of one per
+/// tree.
+#[derive(Default)]
+pub struct OwnerMaps {
+    made: Vec<((u32, u32), OwnedFd)>,
+}
+
+impl OwnerMaps {
+    /// The namespace mapping `owner` to `to` (the sandbox user's host ids).
+    pub fn for_owner(
+        &mut self,
+        owner: (u32, u32),
+        to: (u32, u32),
+    ) -> Result<&OwnedFd, LaunchError> {
+        let i = match self.made.iter().position(|(o, _)| *o == owner) {
+            Some(i) => i,
+            None => {
+                let fd = new_userns_fd(
+                    &format!("{} {} 1\n", owner.0, to.0),
+                    &format!("{} {} 1\n", owner.1, to.1),
+                )?;
+                self.made.push((owner, fd));
+                self.made.len() - 1
+            }
+        };
+        Ok(&self.made[i].1)
+    }
+}
+
 /// Creates a user namespace with the given maps and returns an fd to it (used as the
 /// idmap of an idmapped mount). A short-lived helper child holds the namespace while the
 /// maps are written. The child only makes raw syscalls, so this is sound in any process.

@@ -242,6 +242,7 @@ impl Session {
             exec_cgroup: self.exec_cgroup.as_ref().map(|e| ExecCgroupConfig {
                 dir: EXEC_CGROUP_IN_SANDBOX.into(),
                 kill: e.kill,
+                slots: sandbox_agent::cgroup::slots::SLOT_COUNT,
             }),
             // The orchestrator is outside the container's pid namespace: any peer whose
             // pid the agent can see is a process inside the sandbox, never the controller.

@@ -7,8 +7,9 @@
 //! At a claim (the host is root and the container's init is known), before the agent has
 //! read its configuration:
 //! 1. the container's cgroup is read from `/proc/<init>/cgroup` against the host's mounts;
-//!    the hierarchy used is v2 where it offers `cgroup.kill` (Linux 5.14), else v1's
-//!    freezer, and only a cgroup whose path names the container (never a shared one);
+//!    the hierarchy used is v1's freezer where the container has one (entering it costs
+//!    no RCU grace period, see [`plan`]), else v2 where it offers `cgroup.kill` (Linux
+//!    5.14), and only a cgroup whose path names the container (never a shared one);
 //! 2. `cordon-exec/` is made below it and handed to the sandbox uid (the directory and its
 //!    `cgroup.procs`: the agent makes its slots there, and v2 moves a process only with
 //!    write access to the common ancestor's `cgroup.procs`); the limit files stay root's;
@@ -69,18 +70,26 @@ pub fn plan(mountinfo: &str, cgroup: &str, id: &str) -> Option<ExecCgroup> {
             .is_some_and(|n| !id.is_empty() && n.to_string_lossy().contains(id))
             .then(|| h.own_dir())
     };
-    if let Some(dir) = layout.unified.as_ref().and_then(own)
-        && dir.join("cgroup.kill").exists()
-    {
+    // The v1 freezer first where the container has one (a hybrid host): a command enters
+    // its slot by writing `0` to `tasks`, a move of its one thread that skips the kernel's
+    // threadgroup lock, while a v2 `cgroup.procs` move waits for an RCU grace period (1 to
+    // 11 ms here) and clone3, which avoids it on the local backend, stays refused to the
+    // agent in a container (its namespace counts cannot be capped there).
+    if let Some(dir) = layout.v1("freezer").and_then(own) {
         return Some(ExecCgroup {
             dir: dir.join(EXEC_PARENT),
-            kill: KillMethod::CgroupKill,
+            kill: KillMethod::Freezer,
         });
     }
-    layout.v1("freezer").and_then(own).map(|dir| ExecCgroup {
-        dir: dir.join(EXEC_PARENT),
-        kill: KillMethod::Freezer,
-    })
+    layout
+        .unified
+        .as_ref()
+        .and_then(own)
+        .filter(|dir| dir.join("cgroup.kill").exists())
+        .map(|dir| ExecCgroup {
+            dir: dir.join(EXEC_PARENT),
+            kill: KillMethod::CgroupKill,
+        })
 }
 
 /// Makes the per-command parent of container `id` for `uid` and moves the init's
@@ -177,6 +186,12 @@ mod tests {
                 dir: PathBuf::from("/sys/fs/cgroup/freezer/docker/abc123/cordon-exec"),
                 kill: KillMethod::Freezer
             }
+        );
+        // Named in both: the freezer still (cheaper to enter).
+        let both = "8:pids:/docker/abc123\n6:freezer:/docker/abc123\n0::/docker/abc123\n";
+        assert_eq!(
+            plan(HYBRID, both, "abc123").unwrap().kill,
+            KillMethod::Freezer
         );
         // Another container's id, or a cgroup shared with the host: nothing.
         assert_eq!(plan(HYBRID, cg, "other"), None);

@@ -39,6 +39,7 @@ fn cgroup_kill_ends_a_fork_and_exit_hopper() {
     let cfg = ExecCgroupConfig {
         dir: dir.to_path_buf(),
         kill: method,
+        slots: 2,
     };
     let slots = Arc::new(ExecSlots::prepare(&cfg, 2).unwrap());
     hopper_dies(&slots, &format!("k{}", std::process::id()));
@@ -62,6 +63,7 @@ fn the_v1_freezer_ends_a_fork_and_exit_hopper() {
     let cfg = ExecCgroupConfig {
         dir: dir.clone(),
         kill: KillMethod::Freezer,
+        slots: 2,
     };
     let slots = Arc::new(ExecSlots::prepare(&cfg, 2).unwrap());
     hopper_dies(&slots, &format!("f{}", std::process::id()));
@@ -81,6 +83,7 @@ fn every_slot_busy_means_none_to_acquire() {
     let cfg = ExecCgroupConfig {
         dir: dir.to_path_buf(),
         kill: method,
+        slots: 2,
     };
     let slots = Arc::new(ExecSlots::prepare(&cfg, 1).unwrap());
     let held = slots.acquire().unwrap();
@@ -120,6 +123,7 @@ fn a_command_is_born_in_its_slot() {
     let cfg = ExecCgroupConfig {
         dir: dir.to_path_buf(),
         kill: KillMethod::CgroupKill,
+        slots: 1,
     };
     let slots = Arc::new(ExecSlots::prepare(&cfg, 1).unwrap());
     let lease = slots.acquire().unwrap();
@@ -179,6 +183,7 @@ fn the_next_command_of_a_killed_slot_runs() {
     let cfg = ExecCgroupConfig {
         dir: dir.to_path_buf(),
         kill: KillMethod::CgroupKill,
+        slots: 1,
     };
     let slots = Arc::new(ExecSlots::prepare(&cfg, 1).unwrap());
     let env = [("PATH".to_string(), "/usr/bin:/bin".to_string())];
