@@ -7,6 +7,8 @@
 
 #[path = "hostile_repo/git.rs"]
 mod git;
+#[path = "hostile_repo/host_executed.rs"]
+mod host_executed;
 #[path = "hostile_repo/host_reads.rs"]
 mod host_reads;
 #[path = "hostile_repo/interactive.rs"]
