@@ -21,3 +21,5 @@ mod privilege;
 mod rewind;
 #[path = "hostile_repo/trust.rs"]
 mod trust;
+#[path = "hostile_repo/workspace_choice.rs"]
+mod workspace_choice;
