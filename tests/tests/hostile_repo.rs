@@ -13,6 +13,8 @@ mod host_executed;
 mod host_reads;
 #[path = "hostile_repo/interactive.rs"]
 mod interactive;
+#[path = "hostile_repo/limits.rs"]
+mod limits;
 #[path = "hostile_repo/parser.rs"]
 mod parser;
 #[path = "hostile_repo/privilege.rs"]
