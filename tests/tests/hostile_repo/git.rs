@@ -1,4 +1,5 @@
-//! Git redirection, end to end on the local backend: a scripted model's Bash tries every
+//! Git redirection, end to end (Docker too for the file-level plants and for a repository
+//! made from nothing, where its minimal image has no git): a scripted model's Bash tries every
 //! way to make the host's git run a program (a `commondir` to a config of its own, a
 //! `config.worktree` with `extensions.worktreeConfig` on, a hook in the in-tree
 //! `core.hooksPath` dir, an included config file, a nested repository's and a submodule's
@@ -201,6 +202,22 @@ fn control(git: &HostGit, root: &Path) {
     assert_eq!(ran, ["fsmonitor", "hook"], "the control plants must run");
 }
 
+/// A second session on `ws` (its prompt runs git on the host, and shows the branch), and
+/// then nothing planted has run.
+async fn second_session_runs_nothing(home: &Path, ws: &Path, args: &[&str], marks: &Path) {
+    let again = ScriptedModel::start(vec![Turn::text("again")])
+        .await
+        .unwrap();
+    run_json_ok(&again, home, ws, args, "again").await;
+    assert!(
+        marks_in(marks).is_empty(),
+        "planted commands ran on the host: {:?}",
+        marks_in(marks)
+    );
+    let system = again.requests()[0].body["system"].to_string();
+    assert!(system.contains("Git branch: main"), "{system}");
+}
+
 fn marks_in(dir: &Path) -> Vec<String> {
     std::fs::read_dir(dir)
         .unwrap()
@@ -290,18 +307,7 @@ async fn planted_git_redirections_never_run_on_the_host() {
     git.ok(fresh.path(), &["status"]);
     git.ok(fresh.path(), &["log", "-1"]);
     git.ok(fresh.path(), &["commit", "-q", "--allow-empty", "-m", "h"]);
-    // And a second session, whose prompt runs git on the host.
-    let model3 = ScriptedModel::start(vec![Turn::text("again")])
-        .await
-        .unwrap();
-    run_json_ok(&model3, home.path(), w, &mode, "again").await;
-    assert!(
-        marks_in(&marks).is_empty(),
-        "planted commands ran on the host: {:?}",
-        marks_in(&marks)
-    );
-    let system = model3.requests()[0].body["system"].to_string();
-    assert!(system.contains("Git branch: main"), "{system}");
+    second_session_runs_nothing(home.path(), w, &mode, &marks).await;
     // The ordinary work done inside is all there.
     let log = git.ok(w, &["log", "--format=%s"]);
     for subject in ["host", "main2", "feat", "inside", "start"] {
@@ -446,16 +452,5 @@ async fn a_repository_made_in_a_docker_session_runs_nothing_on_the_host() {
         git.ok(&dir, &["commit", "-q", "--allow-empty", "-m", "host"]);
         git.ok(&dir, &["log", "-1"]);
     }
-    // And a second session, whose prompt runs git on the host.
-    let again = ScriptedModel::start(vec![Turn::text("again")])
-        .await
-        .unwrap();
-    run_json_ok(&again, home.path(), ws.path(), &args, "again").await;
-    assert!(
-        marks_in(&marks).is_empty(),
-        "planted commands ran on the host: {:?}",
-        marks_in(&marks)
-    );
-    let system = again.requests()[0].body["system"].to_string();
-    assert!(system.contains("Git branch: main"), "{system}");
+    second_session_runs_nothing(home.path(), ws.path(), &args, &marks).await;
 }

@@ -219,7 +219,7 @@ async fn docker_files_made_inside_are_the_owners_and_no_acl_is_left() {
     let meta = std::fs::symlink_metadata(ws.join("made/suid")).unwrap();
     assert_eq!(meta.uid(), OWNER);
     assert_eq!(
-        meta.mode() & u32::from(libc::S_ISUID | libc::S_ISGID),
+        meta.mode() & (libc::S_ISUID | libc::S_ISGID),
         0,
         "made/suid is {:o} on the host\n{}",
         meta.mode(),
