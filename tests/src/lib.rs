@@ -79,10 +79,26 @@ pub fn repo_root() -> PathBuf {
 /// a time (a file lock: several test binaries may start together): the static agent and
 /// probe (`images/build-agent.sh`) when missing, then `cordon images build minimal` (a
 /// no-op when the image is current). `Err` only when the Docker engine is unreachable, the
-/// one reason a Docker test may skip; any other failure panics.
+/// one reason a Docker test may skip; any other failure panics. In CI (the environment
+/// variable `CI` set, as CI services set it) an unreachable engine panics too, so CI
+/// cannot pass without running the Docker tests. Every Docker test asks here, directly or
+/// through [`backend_ready`].
 pub fn docker_ready() -> Result<(), String> {
     static READY: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
-    READY.get_or_init(prepare_docker).clone()
+    let ready = READY.get_or_init(prepare_docker).clone();
+    if let Err(why) = &ready {
+        assert!(
+            !in_ci(),
+            "{why}: Docker tests may not skip in CI (CI is set); start the Docker engine"
+        );
+    }
+    ready
+}
+
+/// Whether the tests run in CI: `CI` is set to anything but empty, `0` or `false`.
+fn in_ci() -> bool {
+    std::env::var_os("CI")
+        .is_some_and(|v| !v.is_empty() && v != "0" && !v.eq_ignore_ascii_case("false"))
 }
 
 fn prepare_docker() -> Result<(), String> {
@@ -127,7 +143,8 @@ fn prepare_docker() -> Result<(), String> {
 }
 
 /// Whether tests of `backend` can run here; for Docker, says LOUDLY why not when the
-/// engine is unreachable (the test then returns, passing).
+/// engine is unreachable (the test then returns, passing; in CI it fails instead, see
+/// [`docker_ready`]).
 pub fn backend_ready(backend: Backend) -> bool {
     match backend {
         Backend::Local => true,

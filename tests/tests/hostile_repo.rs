@@ -7,10 +7,14 @@
 
 #[path = "hostile_repo/git.rs"]
 mod git;
+#[path = "hostile_repo/host_executed.rs"]
+mod host_executed;
 #[path = "hostile_repo/host_reads.rs"]
 mod host_reads;
 #[path = "hostile_repo/interactive.rs"]
 mod interactive;
+#[path = "hostile_repo/limits.rs"]
+mod limits;
 #[path = "hostile_repo/parser.rs"]
 mod parser;
 #[path = "hostile_repo/privilege.rs"]
@@ -19,3 +23,5 @@ mod privilege;
 mod rewind;
 #[path = "hostile_repo/trust.rs"]
 mod trust;
+#[path = "hostile_repo/workspace_choice.rs"]
+mod workspace_choice;

@@ -1,4 +1,5 @@
-//! Git redirection, end to end on the local backend: a scripted model's Bash tries every
+//! Git redirection, end to end (Docker too for the file-level plants and for a repository
+//! made from nothing, where its minimal image has no git): a scripted model's Bash tries every
 //! way to make the host's git run a program (a `commondir` to a config of its own, a
 //! `config.worktree` with `extensions.worktreeConfig` on, a hook in the in-tree
 //! `core.hooksPath` dir, an included config file, a nested repository's and a submodule's
@@ -201,6 +202,22 @@ fn control(git: &HostGit, root: &Path) {
     assert_eq!(ran, ["fsmonitor", "hook"], "the control plants must run");
 }
 
+/// A second session on `ws` (its prompt runs git on the host, and shows the branch), and
+/// then nothing planted has run.
+async fn second_session_runs_nothing(home: &Path, ws: &Path, args: &[&str], marks: &Path) {
+    let again = ScriptedModel::start(vec![Turn::text("again")])
+        .await
+        .unwrap();
+    run_json_ok(&again, home, ws, args, "again").await;
+    assert!(
+        marks_in(marks).is_empty(),
+        "planted commands ran on the host: {:?}",
+        marks_in(marks)
+    );
+    let system = again.requests()[0].body["system"].to_string();
+    assert!(system.contains("Git branch: main"), "{system}");
+}
+
 fn marks_in(dir: &Path) -> Vec<String> {
     std::fs::read_dir(dir)
         .unwrap()
@@ -290,18 +307,7 @@ async fn planted_git_redirections_never_run_on_the_host() {
     git.ok(fresh.path(), &["status"]);
     git.ok(fresh.path(), &["log", "-1"]);
     git.ok(fresh.path(), &["commit", "-q", "--allow-empty", "-m", "h"]);
-    // And a second session, whose prompt runs git on the host.
-    let model3 = ScriptedModel::start(vec![Turn::text("again")])
-        .await
-        .unwrap();
-    run_json_ok(&model3, home.path(), w, &mode, "again").await;
-    assert!(
-        marks_in(&marks).is_empty(),
-        "planted commands ran on the host: {:?}",
-        marks_in(&marks)
-    );
-    let system = model3.requests()[0].body["system"].to_string();
-    assert!(system.contains("Git branch: main"), "{system}");
+    second_session_runs_nothing(home.path(), w, &mode, &marks).await;
     // The ordinary work done inside is all there.
     let log = git.ok(w, &["log", "--format=%s"]);
     for subject in ["host", "main2", "feat", "inside", "start"] {
@@ -383,4 +389,68 @@ async fn each_pinned_control_file(backend: &[&str]) {
         "planted commands ran on the host: {:?}",
         marks_in(&marks)
     );
+}
+
+/// A repository made from nothing inside a Docker session, as `git init` would leave it
+/// (the minimal image has no git, so busybox writes the files): its config names an
+/// fsmonitor and a pager, its hooks dir a pre-commit hook, and a nested one the same. The
+/// teardown vetting runs before any host git sees them: the user's `git status` and `git
+/// commit` and a second session (whose prompt runs git on the host) run nothing planted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repository_made_in_a_docker_session_runs_nothing_on_the_host() {
+    if let Err(why) = cordon_tests::docker_ready() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let marks = root.path().join("marks");
+    std::fs::create_dir(&marks).unwrap();
+    let git = HostGit::new(root.path());
+    control(&git, root.path());
+    let ws = Workspace::new();
+    std::fs::write(ws.join("readme.txt"), "no repository yet\n").unwrap();
+    let m = |name: &str| format!("touch {}/{name}", marks.display());
+    let init = |dir: &str, tag: &str| {
+        format!(
+            "mkdir -p {dir}/.git/objects/info {dir}/.git/objects/pack {dir}/.git/refs/heads \
+             {dir}/.git/refs/tags {dir}/.git/hooks && \
+             echo 'ref: refs/heads/main' > {dir}/.git/HEAD && \
+             printf '[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n\
+             \\tfsmonitor = \\\"{}\\\"\\n\\tpager = \\\"{}\\\"\\n' > {dir}/.git/config && \
+             printf '#!/bin/sh\\n{}\\n' > {dir}/.git/hooks/pre-commit && \
+             chmod +x {dir}/.git/hooks/pre-commit && echo INIT {tag}; ",
+            m(&format!("{tag}-fsmonitor")),
+            m(&format!("{tag}-pager")),
+            m(&format!("{tag}-hook"))
+        )
+    };
+    let command = format!("{}{}true", init(".", "root"), init("vendor/x", "nested"));
+    let model = ScriptedModel::start(vec![
+        Turn::tool_use("i1", "Bash", json!({"command": command})),
+        Turn::text("done"),
+    ])
+    .await
+    .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let args = [
+        "--sandbox",
+        "docker",
+        "--permission-mode",
+        "bypassPermissions",
+    ];
+    run_json_ok(&model, home.path(), ws.path(), &args, "init").await;
+    let (_, out, _) = tool_results(&model.requests()[1].body).remove(0);
+    assert!(
+        out.contains("INIT root") && out.contains("INIT nested"),
+        "{out}"
+    );
+
+    // What a user does next on the host, in both repositories.
+    for dir in [ws.path().to_path_buf(), ws.join("vendor/x")] {
+        git.ok(&dir, &["status"]);
+        git.ok(&dir, &["-p", "log", "--all"]);
+        git.ok(&dir, &["commit", "-q", "--allow-empty", "-m", "host"]);
+        git.ok(&dir, &["log", "-1"]);
+    }
+    second_session_runs_nothing(home.path(), ws.path(), &args, &marks).await;
 }

@@ -2,15 +2,16 @@
 //! 5 and 10): CLAUDE.md and settings linked to host secrets never reach the model, a
 //! CLAUDE.md above the workspace is not read, a home directory is refused as a workspace,
 //! tampered run state deletes nothing outside, `CORDON_HOME` is private, and terminal
-//! escapes in the model's answer are shown, not sent. Local backend.
+//! escapes in the model's answer are shown, not sent. The linked files, the refused
+//! workspaces and the private data directory are checked on both backends.
 
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use cordon_tests::Workspace;
-use cordon_tests::agent::{Output, run_command, run_json_ok};
+use cordon_tests::agent::{Output, run_command, run_json_ok, tool_results};
 use cordon_tests::scripted_model::{ScriptedModel, Turn};
+use cordon_tests::{Backend, Workspace, backend_ready};
 use serde_json::json;
 
 /// A scratch directory next to the test workspaces (same filesystem), canonical.
@@ -35,6 +36,18 @@ fn mode(path: &Path) -> u32 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn linked_memory_and_settings_files_and_a_parents_claude_md_never_reach_the_model() {
+    linked_files_never_reach_the_model(Backend::Local).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_linked_memory_and_settings_files_and_a_parents_claude_md_never_reach_the_model() {
+    linked_files_never_reach_the_model(Backend::Docker).await;
+}
+
+async fn linked_files_never_reach_the_model(backend: Backend) {
+    if !backend_ready(backend) {
+        return;
+    }
     let (_outer, root) = scratch();
     let ws = root.join("project");
     std::fs::create_dir_all(ws.join(".claude")).unwrap();
@@ -62,19 +75,36 @@ async fn linked_memory_and_settings_files_and_a_parents_claude_md_never_reach_th
     )
     .unwrap();
 
-    let model = ScriptedModel::start(vec![Turn::text("done")])
-        .await
-        .unwrap();
+    // The model asks for the links too: what its Bash reads through them (inside the
+    // sandbox, where the host's files are not) goes back to it as well.
+    let cat = "cat CLAUDE.md .claude/CLAUDE.md .claude/settings.json; true";
+    let model = ScriptedModel::start(vec![
+        Turn::tool_use("b1", "Bash", json!({"command": cat})),
+        Turn::text("done"),
+    ])
+    .await
+    .unwrap();
     let (_data, home) = scratch();
-    let mut cmd = run_command(&model, &home, &ws, &["--output-format", "json", "-p"]);
+    let args = [
+        "--sandbox",
+        backend.name(),
+        "--output-format",
+        "json",
+        "--permission-mode",
+        "bypassPermissions",
+        "-p",
+    ];
+    let mut cmd = run_command(&model, &home, &ws, &args);
     cmd.env("CORDON_TEST_ENV_MARKER", "ENV-MARKER-91e4")
         .arg("hello");
     let out = Output::of(cmd).await;
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
 
     let requests = model.requests();
-    assert_eq!(requests.len(), 1);
-    let sent = requests[0].body.to_string();
+    assert_eq!(requests.len(), 2);
+    let (_, catted, _) = tool_results(&requests[1].body).remove(0);
+    assert!(catted.contains("CLAUDE.md"), "the Bash call ran: {catted}");
+    let sent: String = requests.iter().map(|r| r.body.to_string()).collect();
     assert!(
         sent.contains("LOCAL-7a3b"),
         "the workspace's own file is read: {sent}"
@@ -101,12 +131,13 @@ async fn linked_memory_and_settings_files_and_a_parents_claude_md_never_reach_th
     }
 }
 
-/// `cordon run` with `HOME` set to `home` (a test directory, never the real one).
-async fn run_with_home(ws: &Path, home: &Path, data: &Path) -> (Output, usize) {
+/// `cordon run` on `backend` with `HOME` set to `home` (a test directory, never the real
+/// one).
+async fn run_with_home(backend: Backend, ws: &Path, home: &Path, data: &Path) -> (Output, usize) {
     let model = ScriptedModel::start(vec![Turn::text("never")])
         .await
         .unwrap();
-    let mut cmd = run_command(&model, data, ws, &["-p"]);
+    let mut cmd = run_command(&model, data, ws, &["--sandbox", backend.name(), "-p"]);
     cmd.env("HOME", home).arg("hello");
     let out = Output::of(cmd).await;
     (out, model.requests().len())
@@ -114,12 +145,24 @@ async fn run_with_home(ws: &Path, home: &Path, data: &Path) -> (Output, usize) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_home_directory_its_parent_and_cordon_home_inside_are_refused() {
+    home_and_cordon_home_are_refused(Backend::Local).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_a_home_directory_its_parent_and_cordon_home_inside_are_refused() {
+    home_and_cordon_home_are_refused(Backend::Docker).await;
+}
+
+async fn home_and_cordon_home_are_refused(backend: Backend) {
+    if !backend_ready(backend) {
+        return;
+    }
     let (_outer, root) = scratch();
     let home = root.join("users/me");
     std::fs::create_dir_all(&home).unwrap();
     let data = root.join("data");
     for ws in [home.clone(), root.join("users")] {
-        let (out, requests) = run_with_home(&ws, &home, &data).await;
+        let (out, requests) = run_with_home(backend, &ws, &home, &data).await;
         assert_ne!(out.code, 0, "{} accepted", ws.display());
         assert!(
             out.stderr
@@ -132,7 +175,7 @@ async fn a_home_directory_its_parent_and_cordon_home_inside_are_refused() {
     }
     // `cordon sandbox` resolves the workspace the same way.
     let out = std::process::Command::new(cordon_tests::cordon_bin())
-        .args(["sandbox", "--workspace"])
+        .args(["sandbox", "--backend", backend.name(), "--workspace"])
         .arg(&home)
         .args(["--", "true"])
         .env("HOME", &home)
@@ -146,7 +189,7 @@ async fn a_home_directory_its_parent_and_cordon_home_inside_are_refused() {
     // Cordon's data directory inside the workspace: refused before anything is made there.
     let ws = root.join("project");
     std::fs::create_dir_all(&ws).unwrap();
-    let (out, requests) = run_with_home(&ws, &home, &ws.join(".cordon")).await;
+    let (out, requests) = run_with_home(backend, &ws, &home, &ws.join(".cordon")).await;
     assert_ne!(out.code, 0);
     assert!(
         out.stderr.contains("set CORDON_HOME outside the workspace"),
@@ -176,8 +219,9 @@ fn open_entries(dir: &Path) -> Vec<String> {
     open
 }
 
-/// A session with one Bash call (a file written, a checkpoint taken) and an answer.
-async fn bash_session(home: &Path, ws: &Path, note: &str) -> Output {
+/// A session on `backend` with one Bash call (a file written, a checkpoint taken) and an
+/// answer.
+async fn bash_session(backend: Backend, home: &Path, ws: &Path, note: &str) -> Output {
     let turns = vec![
         Turn::tool_use(
             "b1",
@@ -187,12 +231,24 @@ async fn bash_session(home: &Path, ws: &Path, note: &str) -> Output {
         Turn::text("done"),
     ];
     let model = ScriptedModel::start(turns).await.unwrap();
-    let args = ["--allowedTools", "Bash", "-p"];
+    let args = ["--sandbox", backend.name(), "--allowedTools", "Bash", "-p"];
     run_json_ok(&model, home, ws, &args, "go").await.0
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cordon_home_and_everything_in_it_are_private_after_a_run() {
+    cordon_home_is_private_after_a_run(Backend::Local).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_cordon_home_and_everything_in_it_are_private_after_a_run() {
+    cordon_home_is_private_after_a_run(Backend::Docker).await;
+}
+
+async fn cordon_home_is_private_after_a_run(backend: Backend) {
+    if !backend_ready(backend) {
+        return;
+    }
     let ws = Workspace::new();
     std::fs::write(ws.join(".env"), "API_TOKEN=hunter2\n").unwrap();
     let (_data, data) = scratch();
@@ -202,7 +258,9 @@ async fn cordon_home_and_everything_in_it_are_private_after_a_run() {
     std::fs::write(home.join("old.txt"), "old").unwrap();
     std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::set_permissions(home.join("old.txt"), std::fs::Permissions::from_mode(0o644)).unwrap();
-    let out = bash_session(&home, ws.path(), "one").await;
+    let out = bash_session(backend, &home, ws.path(), "one").await;
+    let notes = std::fs::read_to_string(ws.join("notes.txt")).unwrap();
+    assert_eq!(notes, "one\n", "the Bash call ran");
     assert!(
         out.stderr
             .contains("tightened the permissions of Cordon's data directory"),
@@ -224,7 +282,7 @@ async fn cordon_home_and_everything_in_it_are_private_after_a_run() {
     assert_eq!(open_entries(&home), Vec::<String>::new());
 
     // Said once: the next run finds it private and says nothing.
-    let out = bash_session(&home, ws.path(), "two").await;
+    let out = bash_session(backend, &home, ws.path(), "two").await;
     assert!(!out.stderr.contains("tightened"), "{}", out.stderr);
     assert_eq!(open_entries(&home), Vec::<String>::new());
 }

@@ -76,6 +76,36 @@ async fn a_setuid_shell_made_by_bash_is_not_setuid_on_the_host() {
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "-rwxr-xr-x");
 }
 
+/// The same on Docker (the minimal image: busybox, no python or install): the chmod
+/// family and a setgid mkdir are refused, and what reaches the host carries no
+/// S_ISUID/S_ISGID, whoever owns it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_a_setuid_shell_made_by_bash_is_not_setuid_on_the_host() {
+    if !backend_ready(Backend::Docker) {
+        return;
+    }
+    let ws = Workspace::new();
+    let text = run_bash_on(
+        Backend::Docker,
+        ws.path(),
+        "cp /bin/busybox x; chmod 6755 x; cp /bin/busybox y; chmod u+s y; chmod g+s y; \
+         cp -p x z; mkdir -m 2755 d; mkdir e; chmod 2755 e; ls -ln",
+    )
+    .await;
+    assert!(text.contains("Operation not permitted"), "{text}");
+    // busybox's `mkdir -m` is a mkdir then a chmod, and `cp -p` a copy then a chmod: the
+    // entry may be there, never its bits.
+    for name in ["x", "y", "z", "d", "e"] {
+        let path = ws.join(name);
+        if matches!(name, "z" | "d") && !path.exists() {
+            continue;
+        }
+        let (mode, _) = mode_and_owner(&path);
+        assert_eq!(mode & 0o6000, 0, "{name}: {mode:o} on the host\n{text}");
+    }
+    assert!(ws.join("x").is_file() && ws.join("e").is_dir(), "{text}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bash_cannot_write_through_a_hard_link_to_a_file_outside() {
     hard_link_to_a_file_outside_is_not_written_through(Backend::Local).await;

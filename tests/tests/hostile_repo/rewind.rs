@@ -194,7 +194,7 @@ async fn docker_files_made_inside_are_the_owners_and_no_acl_is_left() {
             bash(
                 "b1",
                 "mkdir -p made/deep && echo x > made/deep/f && echo y >> existing.txt \
-                 && cp /bin/busybox made/suid && chmod 4755 made/suid; \
+                 && cp /bin/busybox made/suid; chmod 4755 made/suid; chmod u+s,g+s made/suid; \
                  ls -ln made existing.txt",
             ),
             Turn::text("done"),
@@ -215,11 +215,16 @@ async fn docker_files_made_inside_are_the_owners_and_no_acl_is_left() {
         "old\ny\n"
     );
     assert_eq!(acl_entries(ws.path()), "", "ACL entries left on the tree");
-    // A setuid file made inside, if the chmod got through at all, is not setuid to
-    // a sandbox uid: it belongs to the owner, who could have made it anyway.
-    if let Ok(meta) = std::fs::symlink_metadata(ws.join("made/suid")) {
-        assert_eq!(meta.uid(), OWNER);
-    }
+    // The copy is there, the owner's, and carries no privilege bit on the host.
+    let meta = std::fs::symlink_metadata(ws.join("made/suid")).unwrap();
+    assert_eq!(meta.uid(), OWNER);
+    assert_eq!(
+        meta.mode() & (libc::S_ISUID | libc::S_ISGID),
+        0,
+        "made/suid is {:o} on the host\n{}",
+        meta.mode(),
+        out.stdout
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
