@@ -3,6 +3,8 @@
 //! answered over HTTP, exec and files, lifecycle, quotas, malformed input, kill -9.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "server/crash.rs"]
+mod crash;
 #[path = "server/fixture.rs"]
 mod fixture;
 #[path = "server/lifecycle.rs"]

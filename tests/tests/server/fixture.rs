@@ -374,3 +374,57 @@ pub fn ids_are_contiguous(events: &[Ev]) {
         );
     }
 }
+
+/// Tool uses in session `id`'s transcript (under the data directory) without exactly one
+/// tool_result naming them.
+pub fn unanswered_in_transcript(data: &std::path::Path, id: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(data.join("sessions").join(format!("{id}.jsonl")))
+        .unwrap_or_default();
+    let mut uses = std::collections::BTreeMap::<String, usize>::new();
+    let mut results = std::collections::BTreeMap::<String, usize>::new();
+    for line in text.lines() {
+        let v: Value = serde_json::from_str(line).unwrap_or(Value::Null);
+        count_tool_blocks(&v, &mut uses, &mut results);
+    }
+    uses.into_keys()
+        .filter(|k| results.get(k) != Some(&1))
+        .collect()
+}
+
+fn count_tool_blocks(
+    v: &Value,
+    uses: &mut std::collections::BTreeMap<String, usize>,
+    results: &mut std::collections::BTreeMap<String, usize>,
+) {
+    match v {
+        Value::Object(m) => {
+            let id = |field: &str| m.get(field).and_then(Value::as_str).map(String::from);
+            match m.get("type").and_then(Value::as_str) {
+                Some("tool_use") => id("id").map(|id| *uses.entry(id).or_default() += 1),
+                Some("tool_result") => {
+                    id("tool_use_id").map(|id| *results.entry(id).or_default() += 1)
+                }
+                _ => None,
+            };
+            m.values().for_each(|x| count_tool_blocks(x, uses, results));
+        }
+        Value::Array(a) => a.iter().for_each(|x| count_tool_blocks(x, uses, results)),
+        _ => {}
+    }
+}
+
+/// `cordon audit verify --data DIR`: its output; panics unless it passes.
+pub fn audit_verifies(data: &std::path::Path) -> String {
+    let verify = std::process::Command::new(cordon_bin())
+        .args(["audit", "verify", "--data"])
+        .arg(data)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&verify.stdout).into_owned();
+    assert!(
+        verify.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&verify.stderr)
+    );
+    text
+}
