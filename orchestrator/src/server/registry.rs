@@ -70,8 +70,12 @@ impl ServerState {
         }
     }
 
-    /// This state with an audit log and metrics.
+    /// This state with an audit log and metrics; the metrics also watch every session's
+    /// model requests.
     pub fn with_ops(mut self, ops: super::ops::Ops) -> Self {
+        if let Some(m) = &ops.metrics {
+            self.model.observer = Some(crate::model::Observer(m.clone()));
+        }
         self.ops = ops;
         self
     }
