@@ -325,7 +325,17 @@ async fn kill_under_load(server: &mut Server, model: &ScriptedModel, ids: &[Stri
     }));
     model.push_turns(ids.iter().map(|_| Turn::text("done before the kill")));
     let before = model.remaining_turns();
-    message_all(&api, ids, "more").await;
+    // Sent all at once, so that the kill finds every session mid-turn; a post the kill
+    // cuts off is not an error (the message may or may not have been queued).
+    let posts: Vec<_> = ids
+        .iter()
+        .map(|id| {
+            let rb = api
+                .request(reqwest::Method::POST, &format!("/v1/sessions/{id}/messages"))
+                .json(&json!({"content": "more"}));
+            tokio::spawn(rb.send())
+        })
+        .collect();
     let deadline = Instant::now() + fixture::HANG * 4;
     while before - model.remaining_turns() < calls / 4 {
         assert!(Instant::now() < deadline, "the second load never ran");
@@ -335,6 +345,9 @@ async fn kill_under_load(server: &mut Server, model: &ScriptedModel, ids: &[Stri
     let t = Instant::now();
     server.kill_and_restart().await;
     let restart = t.elapsed();
+    for p in posts {
+        let _ = p.await.unwrap();
+    }
     let in_flight: usize = ids
         .iter()
         .map(|id| unanswered_in_transcript(server.data.path(), id).len())

@@ -28,6 +28,8 @@ pub struct Server {
     extra: Vec<String>,
     /// The CA the client trusts (TLS).
     ca: Option<Vec<u8>>,
+    /// `--backend`: the sessions' default.
+    backend: &'static str,
 }
 
 /// `cordon admin ARGS...`; panics unless it succeeds; returns stdout.
@@ -63,6 +65,27 @@ impl Server {
         extra: Vec<String>,
         ca: Option<Vec<u8>>,
     ) -> Server {
+        let mut server = Self::prepare(model, alpha_settings, alpha_quotas, extra, ca);
+        server.launch().await;
+        server
+    }
+
+    /// Sessions on the Docker backend by default.
+    pub async fn start_docker(model: &ScriptedModel) -> Server {
+        let mut server = Self::prepare(model, json!({}), json!({}), Vec::new(), None);
+        server.backend = "docker";
+        server.launch().await;
+        server
+    }
+
+    /// The tenants and keys, not yet serving.
+    fn prepare(
+        model: &ScriptedModel,
+        alpha_settings: Value,
+        alpha_quotas: Value,
+        extra: Vec<String>,
+        ca: Option<Vec<u8>>,
+    ) -> Server {
         let data = tempfile::tempdir().unwrap();
         let d = data.path().to_str().unwrap().to_string();
         admin(&[
@@ -82,7 +105,7 @@ impl Server {
             let out = admin(&["key", "create", "--tenant", tenant, "--data", &d]);
             keys.push((tenant.to_string(), out.lines().last().unwrap().to_string()));
         }
-        let mut server = Server {
+        Server {
             url: String::new(),
             child: None,
             data,
@@ -92,9 +115,8 @@ impl Server {
             keys,
             extra,
             ca,
-        };
-        server.launch().await;
-        server
+            backend: "local",
+        }
     }
 
     pub async fn start(model: &ScriptedModel) -> Server {
@@ -108,7 +130,7 @@ impl Server {
                 "--listen",
                 "127.0.0.1:0",
                 "--backend",
-                "local",
+                self.backend,
                 "--data",
             ])
             .arg(self.data.path())
