@@ -331,7 +331,10 @@ async fn kill_under_load(server: &mut Server, model: &ScriptedModel, ids: &[Stri
         .iter()
         .map(|id| {
             let rb = api
-                .request(reqwest::Method::POST, &format!("/v1/sessions/{id}/messages"))
+                .request(
+                    reqwest::Method::POST,
+                    &format!("/v1/sessions/{id}/messages"),
+                )
                 .json(&json!({"content": "more"}));
             tokio::spawn(rb.send())
         })

@@ -347,6 +347,7 @@ impl Backend for LocalBackend {
         Ok(Sandbox {
             client,
             handle: Box::new(handle),
+            warm: false,
         })
     }
 }

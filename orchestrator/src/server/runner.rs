@@ -49,6 +49,7 @@ pub async fn start(session: &Arc<Session>, state: &ServerState) -> Result<Runtim
         home: state.data.clone(),
         settings,
         backend: session.config.backend,
+        shared_backend: state.sandboxes.clone(),
         image: session.config.request.image.clone(),
         tenant: Some(session.tenant.clone()),
         model: state.model.clone(),

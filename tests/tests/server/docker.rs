@@ -1,7 +1,8 @@
-//! `cordon serve` on the Docker backend, end to end: a session in its own container runs
-//! the model's Bash and Write, its events stream, exec and file reads reach the same
-//! container and workspace, and a DELETE removes the container. Skips loudly only when
-//! Docker is unreachable.
+//! `cordon serve` on the Docker backend, end to end: the server's warm pool fills (seen on
+//! `/metrics`), a session takes one of its containers and runs the model's Bash and
+//! Write, its events stream, exec and file reads reach the same container and
+//! workspace, and a DELETE removes the container. Skips loudly only when Docker is
+//! unreachable.
 
 use cordon_tests::scripted_model::{ScriptedModel, Turn};
 use cordon_tests::{Backend, backend_ready};
@@ -9,20 +10,32 @@ use reqwest::StatusCode;
 use serde_json::json;
 
 use super::fixture::{HANG, Server, every_call_has_its_result};
+use super::ops::{get_text, promtool_accepts, sample};
 
-/// Ids of the containers (running or not) labelled as `session`'s.
-fn containers_of(session: &str) -> Vec<String> {
+/// Whether a container (running or not) passes `filter` (`docker ps --filter`).
+fn any_container(filter: &str) -> bool {
     let out = std::process::Command::new("docker")
-        .args(["ps", "-aq", "--filter"])
-        .arg(format!("label=cordon.session={session}"))
+        .args(["ps", "-aq", "--filter", filter])
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .split_whitespace()
-        .map(String::from)
-        .collect()
+    !String::from_utf8(out.stdout).unwrap().trim().is_empty()
+}
+
+/// Polls `/metrics` until `series` is at least `at_least`; returns the exposition.
+async fn metrics_until(api: &super::fixture::Api, series: &str, at_least: f64) -> String {
+    let deadline = tokio::time::Instant::now() + HANG;
+    loop {
+        let text = get_text(api, "/metrics").await;
+        if sample(&text, series) >= at_least {
+            return text;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{series} never reached {at_least}:\n{text}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -31,8 +44,10 @@ async fn a_docker_session_runs_tools_exec_and_files_and_its_container_goes_with_
         return;
     }
     let model = ScriptedModel::start(vec![]).await.unwrap();
-    let server = Server::start_docker(&model).await;
+    let mut server = Server::start_docker(&model).await;
     let alpha = server.api("alpha");
+    // The server keeps a warm pool of idle containers; `/metrics` shows it filling.
+    metrics_until(&alpha, "cordon_warm_pool_size", 1.0).await;
     let id = alpha
         .create(json!({"backend": "docker", "permission_mode": "acceptEdits"}))
         .await;
@@ -68,12 +83,24 @@ async fn a_docker_session_runs_tools_exec_and_files_and_its_container_goes_with_
         "{results:?}"
     );
     assert!(
-        results[0].data["content"].to_string().contains("in-container"),
+        results[0].data["content"]
+            .to_string()
+            .contains("in-container"),
         "{:?}",
         results[0]
     );
     assert_eq!(events.last().unwrap().data["text"], "done in docker");
-    assert_eq!(containers_of(&id).len(), 1, "one container for the session");
+    // Claiming a warm container needs root (it injects the workspace mount); otherwise
+    // the session started cold.
+    let start = if nix::unistd::geteuid().is_root() {
+        "warm"
+    } else {
+        "cold"
+    };
+    let metrics = get_text(&alpha, "/metrics").await;
+    let series = format!("cordon_sandbox_start_seconds_count{{start=\"{start}\"}}");
+    assert_eq!(sample(&metrics, &series), 1.0, "{metrics}");
+    promtool_accepts(&metrics);
 
     // The sandbox without the model: the same container and workspace.
     let (out, exit) = alpha
@@ -84,6 +111,15 @@ async fn a_docker_session_runs_tools_exec_and_files_and_its_container_goes_with_
         .await;
     assert_eq!(exit["code"], 0, "{out}");
     assert_eq!(out, "from-bash\nwritten\nin-container\n");
+    // The container's hostname is its short id.
+    let (host, _) = alpha
+        .exec(&id, json!({"command": "cat /etc/hostname"}))
+        .await;
+    let container = host.trim().to_string();
+    assert!(
+        any_container(&format!("id={container}")),
+        "no container {container}"
+    );
     let (status, bytes) = alpha
         .get_bytes(&format!("/v1/sessions/{id}/files/written.txt"))
         .await;
@@ -94,11 +130,19 @@ async fn a_docker_session_runs_tools_exec_and_files_and_its_container_goes_with_
     assert_eq!(status, StatusCode::OK, "{view}");
     assert_eq!(view["state"], "ended");
     let deadline = tokio::time::Instant::now() + HANG;
-    while !containers_of(&id).is_empty() {
+    while any_container(&format!("id={container}")) {
         assert!(
             tokio::time::Instant::now() < deadline,
             "the session's container outlived it"
         );
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
+    // A graceful shutdown removes the pool's idle containers too.
+    let pool = format!("name=cordon-pool-{}-", server.pid());
+    assert!(any_container(&pool), "the pool kept no container");
+    assert!(server.terminate().await.success());
+    assert!(
+        !any_container(&pool),
+        "idle pool containers outlived the server"
+    );
 }

@@ -157,6 +157,11 @@ impl Server {
         self.child = Some(child);
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id().unwrap()
+    }
+
     /// SIGTERM; returns the exit status once the server has shut down.
     pub async fn terminate(&mut self) -> std::process::ExitStatus {
         let mut child = self.child.take().unwrap();

@@ -146,11 +146,17 @@ async fn tool_calls_exec_and_answers_are_audited_and_measured() {
         "cordon_tokens_total{kind=\"cache_creation\",tenant=\"alpha\"}",
         "cordon_sandbox_start_seconds_count{start=\"cold\"}",
     ] {
-        assert!(sample(&metrics, series) > 0.0, "no sample of {series} in\n{metrics}");
+        assert!(
+            sample(&metrics, series) > 0.0,
+            "no sample of {series} in\n{metrics}"
+        );
     }
     assert_eq!(sample(&metrics, "cordon_model_retries_total"), 1.0);
     assert_eq!(
-        sample(&metrics, "cordon_tokens_total{kind=\"cache_read\",tenant=\"alpha\"}"),
+        sample(
+            &metrics,
+            "cordon_tokens_total{kind=\"cache_read\",tenant=\"alpha\"}"
+        ),
         7.0
     );
     assert_eq!(sample(&metrics, "cordon_warm_pool_size"), 0.0);
