@@ -135,42 +135,6 @@ async fn lost_in_replay(api: &Api, id: &str) -> usize {
         .count()
 }
 
-/// Tool uses in a transcript without exactly one tool_result naming them.
-fn lost_in_transcript(data: &std::path::Path, id: &str) -> usize {
-    let text = std::fs::read_to_string(data.join("sessions").join(format!("{id}.jsonl")))
-        .unwrap_or_default();
-    let mut uses: HashMap<String, usize> = HashMap::new();
-    let mut results: HashMap<String, usize> = HashMap::new();
-    for line in text.lines() {
-        let v: Value = serde_json::from_str(line).unwrap_or(Value::Null);
-        walk(&v, &mut uses, &mut results);
-    }
-    uses.keys().filter(|k| results.get(*k) != Some(&1)).count()
-}
-
-fn walk(v: &Value, uses: &mut HashMap<String, usize>, results: &mut HashMap<String, usize>) {
-    match v {
-        Value::Object(m) => {
-            match m.get("type").and_then(Value::as_str) {
-                Some("tool_use") => {
-                    if let Some(id) = m.get("id").and_then(Value::as_str) {
-                        *uses.entry(id.into()).or_default() += 1;
-                    }
-                }
-                Some("tool_result") => {
-                    if let Some(id) = m.get("tool_use_id").and_then(Value::as_str) {
-                        *results.entry(id.into()).or_default() += 1;
-                    }
-                }
-                _ => {}
-            }
-            m.values().for_each(|x| walk(x, uses, results));
-        }
-        Value::Array(a) => a.iter().for_each(|x| walk(x, uses, results)),
-        _ => {}
-    }
-}
-
 async fn idle_baseline(api: &Api, id: &str) -> Vec<Duration> {
     let mut out = Vec::new();
     for _ in 0..200 {
@@ -254,7 +218,7 @@ async fn run() {
     let mut lost_transcript = 0;
     for (id, ..) in &outcomes {
         lost_replay += lost_in_replay(&api, id).await;
-        lost_transcript += lost_in_transcript(server.data.path(), id);
+        lost_transcript += unanswered_in_transcript(server.data.path(), id).len();
     }
     let mut starts: Vec<Duration> = outcomes.iter().map(|o| o.1).collect();
     starts.sort();
