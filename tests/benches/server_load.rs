@@ -11,6 +11,12 @@
 //! - lost events: every tool_call has exactly one tool_result in the event stream, in the
 //!   replay from the first event, and in the session's transcript; must be zero.
 //!
+//! Then `kill -9` under that load: every session gets another message (5 more calls
+//! each), the server is SIGKILLed once a quarter of them are done and restarted on the
+//! same data directory. Measured: kill to listening again, and a new message to each of
+//! the 100 sessions until all have answered; checked: every session listed, every tool
+//! call in every transcript with its result, `cordon audit verify` passing.
+//!
 //! Run: `cargo build --release --bins && cargo bench -p cordon-tests --bench server_load`
 //! (or `cargo test --bench server_load` for a debug-build run).
 #![allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)]
@@ -25,12 +31,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use cordon_tests::scripted_model::{Options, ScriptedModel, Turn};
-use fixture::{Api, Server};
+use fixture::{Api, Server, audit_verifies, unanswered_in_transcript};
 use futures::StreamExt;
 use serde_json::{Value, json};
 
 const SESSIONS: usize = 100;
 const CALLS_PER_SESSION: usize = 20;
+const CALLS_BEFORE_KILL: usize = 5;
 
 #[derive(Default)]
 struct Samples {
@@ -128,42 +135,6 @@ async fn lost_in_replay(api: &Api, id: &str) -> usize {
         .count()
 }
 
-/// Tool uses in a transcript without exactly one tool_result naming them.
-fn lost_in_transcript(data: &std::path::Path, id: &str) -> usize {
-    let text = std::fs::read_to_string(data.join("sessions").join(format!("{id}.jsonl")))
-        .unwrap_or_default();
-    let mut uses: HashMap<String, usize> = HashMap::new();
-    let mut results: HashMap<String, usize> = HashMap::new();
-    for line in text.lines() {
-        let v: Value = serde_json::from_str(line).unwrap_or(Value::Null);
-        walk(&v, &mut uses, &mut results);
-    }
-    uses.keys().filter(|k| results.get(*k) != Some(&1)).count()
-}
-
-fn walk(v: &Value, uses: &mut HashMap<String, usize>, results: &mut HashMap<String, usize>) {
-    match v {
-        Value::Object(m) => {
-            match m.get("type").and_then(Value::as_str) {
-                Some("tool_use") => {
-                    if let Some(id) = m.get("id").and_then(Value::as_str) {
-                        *uses.entry(id.into()).or_default() += 1;
-                    }
-                }
-                Some("tool_result") => {
-                    if let Some(id) = m.get("tool_use_id").and_then(Value::as_str) {
-                        *results.entry(id.into()).or_default() += 1;
-                    }
-                }
-                _ => {}
-            }
-            m.values().for_each(|x| walk(x, uses, results));
-        }
-        Value::Array(a) => a.iter().for_each(|x| walk(x, uses, results)),
-        _ => {}
-    }
-}
-
 async fn idle_baseline(api: &Api, id: &str) -> Vec<Duration> {
     let mut out = Vec::new();
     for _ in 0..200 {
@@ -204,7 +175,7 @@ async fn run() {
     .await
     .unwrap();
     let quotas = json!({"max_sessions": SESSIONS + 10, "session_starts_per_minute": 10 * SESSIONS, "exec_per_minute": 10_000});
-    let server = Server::start_with(&model, json!({}), quotas).await;
+    let mut server = Server::start_with(&model, json!({}), quotas).await;
     let api = server.api("alpha");
 
     // Baseline: the same GET on a quiet server.
@@ -247,7 +218,7 @@ async fn run() {
     let mut lost_transcript = 0;
     for (id, ..) in &outcomes {
         lost_replay += lost_in_replay(&api, id).await;
-        lost_transcript += lost_in_transcript(server.data.path(), id);
+        lost_transcript += unanswered_in_transcript(server.data.path(), id).len();
     }
     let mut starts: Vec<Duration> = outcomes.iter().map(|o| o.1).collect();
     starts.sort();
@@ -289,5 +260,118 @@ async fn run() {
         0,
         "no event may be lost"
     );
+    let ids: Vec<String> = outcomes.into_iter().map(|o| o.0).collect();
+    kill_under_load(&mut server, &model, &ids).await;
     model.shutdown().await;
+}
+
+/// Sends `content` to every session in `ids`.
+async fn message_all(api: &Api, ids: &[String], content: &str) {
+    for id in ids {
+        let (status, body) = api
+            .post(
+                &format!("/v1/sessions/{id}/messages"),
+                json!({"content": content}),
+            )
+            .await;
+        assert_eq!(status, reqwest::StatusCode::ACCEPTED, "{id}: {body}");
+    }
+}
+
+/// The `kill -9` step: another message to every session, SIGKILL once a quarter of the
+/// new calls are done, restart, then every session resumes.
+async fn kill_under_load(server: &mut Server, model: &ScriptedModel, ids: &[String]) {
+    let api = server.api("alpha");
+    let calls = ids.len() * CALLS_BEFORE_KILL;
+    model.push_turns((0..calls).map(|i| {
+        let command = format!("sleep 0.1; echo k{i}");
+        Turn::tool_use(format!("k{i}"), "Bash", json!({"command": command}))
+    }));
+    model.push_turns(ids.iter().map(|_| Turn::text("done before the kill")));
+    let before = model.remaining_turns();
+    // Sent all at once, so that the kill finds every session mid-turn; a post the kill
+    // cuts off is not an error (the message may or may not have been queued).
+    let posts: Vec<_> = ids
+        .iter()
+        .map(|id| {
+            let rb = api
+                .request(
+                    reqwest::Method::POST,
+                    &format!("/v1/sessions/{id}/messages"),
+                )
+                .json(&json!({"content": "more"}));
+            tokio::spawn(rb.send())
+        })
+        .collect();
+    let deadline = Instant::now() + fixture::HANG * 4;
+    while before - model.remaining_turns() < calls / 4 {
+        assert!(Instant::now() < deadline, "the second load never ran");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let done_at_kill = before - model.remaining_turns();
+    let t = Instant::now();
+    server.kill_and_restart().await;
+    let restart = t.elapsed();
+    for p in posts {
+        let _ = p.await.unwrap();
+    }
+    let in_flight: usize = ids
+        .iter()
+        .map(|id| unanswered_in_transcript(server.data.path(), id).len())
+        .sum();
+    let api = server.api("alpha");
+    let (_, list) = api.get("/v1/sessions?limit=1000").await;
+    let listed = list["sessions"].as_array().unwrap().len();
+    assert_eq!(
+        listed,
+        ids.len() + 1,
+        "every session listed (and the probe)"
+    );
+
+    model.push_turns(ids.iter().map(|_| Turn::text("done after the kill")));
+    let mut last = Vec::new();
+    for id in ids {
+        let (_, view) = api.get(&format!("/v1/sessions/{id}")).await;
+        last.push(view["last_event_id"].as_u64().unwrap());
+    }
+    let t = Instant::now();
+    message_all(&api, ids, "again").await;
+    let waits: Vec<_> = ids
+        .iter()
+        .zip(last)
+        .map(|(id, last)| {
+            let (api, id) = (api.clone(), id.clone());
+            tokio::spawn(async move {
+                let events = api
+                    .events_until(&id, Some(last), |e| e.kind == "result")
+                    .await;
+                assert_eq!(events.last().unwrap().data["is_error"], false);
+            })
+        })
+        .collect();
+    for w in waits {
+        w.await.unwrap();
+    }
+    let resumed = t.elapsed();
+    let unanswered: usize = ids
+        .iter()
+        .map(|id| unanswered_in_transcript(server.data.path(), id).len())
+        .sum();
+    let verified = audit_verifies(server.data.path());
+    println!(
+        "  kill -9 with {done_at_kill} of {} new model turns handed out ({in_flight} tool calls in flight): \
+         listening again in {}, all {} sessions listed; a message to each answered in {:.2} s",
+        calls + ids.len(),
+        ms(restart),
+        ids.len(),
+        resumed.as_secs_f64(),
+    );
+    println!(
+        "  after the restart: tool calls without a result in the transcripts {unanswered}; audit: {}",
+        verified.lines().last().unwrap_or_default()
+    );
+    assert_eq!(
+        unanswered, 0,
+        "every tool call in a transcript has its result"
+    );
 }

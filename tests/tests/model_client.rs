@@ -500,3 +500,70 @@ async fn server_accepts_bearer_and_beta_query_and_refuses_missing_auth() {
     assert_eq!(seen[1].query.as_deref(), Some("beta=true"));
     assert_eq!(seen[1].body["model"], "claude-scripted");
 }
+
+/// What a [`cordon::model::RequestObserver`] heard, in order.
+#[derive(Default)]
+struct Heard(std::sync::Mutex<Vec<String>>);
+
+impl cordon::model::RequestObserver for Heard {
+    fn attempt_failed(&self, error: &ModelError) {
+        self.0
+            .lock()
+            .unwrap()
+            .push(format!("failed {}", error.kind()));
+    }
+    fn retried(&self) {
+        self.0.lock().unwrap().push("retried".into());
+    }
+    fn finished(&self, _elapsed: Duration, ok: bool) {
+        self.0.lock().unwrap().push(format!("finished ok={ok}"));
+    }
+}
+
+fn observed_client(
+    model: &ScriptedModel,
+    max_retries: u32,
+) -> (ModelClient, std::sync::Arc<Heard>) {
+    let heard = std::sync::Arc::new(Heard::default());
+    let mut config = ModelConfig::new(model.base_url(), Credentials::ApiKey(KEY.into()));
+    config.retry = fast_retries(max_retries);
+    config.observer = Some(cordon::model::Observer(heard.clone()));
+    (ModelClient::new(config).unwrap(), heard)
+}
+
+#[tokio::test]
+async fn the_observer_hears_each_failed_attempt_retry_and_finished_call() {
+    let reply = Reply::text("fine");
+    let model = ScriptedModel::start(vec![
+        Turn::overloaded(),
+        Turn::overloaded_mid_stream(reply.clone(), 0),
+        Turn::Reply(reply.clone()),
+        Turn::overloaded(),
+        Turn::overloaded(),
+    ])
+    .await
+    .unwrap();
+    let (client, heard) = observed_client(&model, 1);
+    // A 529, retried; then a stream cut by an overload event, past the budget of one
+    // retry: the call fails for good. The next call gets the reply at once.
+    assert!(client.complete(&request()).await.is_err());
+    let (client, heard_ok) = observed_client(&model, 3);
+    client.complete(&request()).await.unwrap();
+    assert_eq!(
+        *heard.0.lock().unwrap(),
+        [
+            "failed http_529",
+            "retried",
+            "failed stream_error_event",
+            "finished ok=false"
+        ]
+    );
+    assert_eq!(*heard_ok.0.lock().unwrap(), ["finished ok=true"]);
+    // No retries allowed: the first 529 ends the call.
+    let (client, heard) = observed_client(&model, 0);
+    assert!(client.complete(&request()).await.is_err());
+    assert_eq!(
+        *heard.0.lock().unwrap(),
+        ["failed http_529", "finished ok=false"]
+    );
+}

@@ -1,8 +1,13 @@
-//! `cordon serve` end to end: the real binary on loopback, the local sandbox, the scripted
-//! model. Tenants apart, a turn's events and reconnecting with Last-Event-ID, permissions
-//! answered over HTTP, exec and files, lifecycle, quotas, malformed input, kill -9.
+//! `cordon serve` end to end: the real binary on loopback, the local sandbox (Docker in
+//! [`docker`]), the scripted model. Tenants apart, a turn's events and reconnecting with
+//! Last-Event-ID, permissions answered over HTTP, exec and files, lifecycle, quotas,
+//! malformed input, kill -9 (idle, and under load in [`crash`]).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "server/crash.rs"]
+mod crash;
+#[path = "server/docker.rs"]
+mod docker;
 #[path = "server/fixture.rs"]
 mod fixture;
 #[path = "server/lifecycle.rs"]

@@ -86,6 +86,7 @@ async fn run_session(dir: &std::path::Path, model: ModelConfig) -> anyhow::Resul
         home: cordon::paths::cordon_home()?,
         settings: Settings::load(dir, cli).context("loading the settings")?,
         backend: BackendKind::Local,
+        shared_backend: None,
         image: None,
         tenant: None,
         model,

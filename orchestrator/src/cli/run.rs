@@ -150,6 +150,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         home: cordon::paths::cordon_home()?,
         settings,
         backend: args.sandbox,
+        shared_backend: None,
         image: args.image.clone(),
         tenant: None,
         model: ModelConfig::from_env().context("model configuration")?,

@@ -89,7 +89,20 @@ async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let store = Arc::new(SqliteStore::open(&data).context("opening the database")?);
     let model = ModelConfig::from_env().context("model configuration")?;
     let ops = cordon::server::ops::Ops::open(&data).context("opening the audit log and metrics")?;
-    let state = Arc::new(ServerState::new(store, data, root, model, args.backend).with_ops(ops));
+    // Sessions on the default backend share one kept for the server's life (Docker: its
+    // warm pool); without it (an engine down at start) each session makes its own.
+    let sandboxes = match cordon::sandbox::long_lived(args.backend).await {
+        Ok(backend) => backend,
+        Err(e) => {
+            eprintln!("cordon serve: no warm pool, sessions start cold: {e}");
+            None
+        }
+    };
+    let state = Arc::new(
+        ServerState::new(store, data, root, model, args.backend)
+            .with_ops(ops)
+            .with_sandboxes(sandboxes),
+    );
     let restored = state.restore().context("reading the stored sessions")?;
     let limits = Limits {
         request_timeout: Duration::from_secs(args.request_timeout.max(1)),

@@ -12,7 +12,7 @@
 //! showed. A stream that fails before yielding anything is restarted silently.
 
 use std::collections::VecDeque;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::StreamExt;
@@ -20,6 +20,7 @@ use futures::stream::BoxStream;
 use reqwest::header::{HeaderMap, HeaderValue};
 
 use super::error::{ModelError, chain};
+use super::observe::Observer;
 use super::retry::{RetryPolicy, parse_retry_after};
 use super::stream::{StreamDecoder, StreamEvent};
 use super::types::{AssistantMessage, MessagesRequest};
@@ -63,6 +64,8 @@ pub struct ModelConfig {
     pub connect_timeout: Duration,
     /// Longest silence on an open connection (the API pings while it thinks).
     pub read_timeout: Duration,
+    /// Told of failed attempts, retries and finished calls (the server's metrics).
+    pub observer: Option<Observer>,
 }
 
 impl ModelConfig {
@@ -74,6 +77,7 @@ impl ModelConfig {
             retry: RetryPolicy::default(),
             connect_timeout: Duration::from_secs(30),
             read_timeout: Duration::from_secs(300),
+            observer: None,
         }
     }
 
@@ -192,8 +196,16 @@ impl ModelClient {
     ) -> Result<ModelStream, ModelError> {
         let body = self.request_body(req)?;
         let mut retries = 0;
-        let response = self.open(&body, &mut retries).await?;
+        let began = Instant::now();
+        let response = match self.open(&body, &mut retries).await {
+            Ok(response) => response,
+            Err(err) => {
+                self.finished(began, false);
+                return Err(err);
+            }
+        };
         let state = StreamState {
+            began,
             client: self.clone(),
             body,
             response: Some(response.bytes_stream().boxed()),
@@ -239,8 +251,20 @@ impl ModelClient {
         }
     }
 
-    /// Waits before the next retry, or returns the error that ends the call.
+    /// Tells the observer a call ended (started at `began`).
+    fn finished(&self, began: Instant, ok: bool) {
+        if let Some(Observer(o)) = &self.config.observer {
+            o.finished(began.elapsed(), ok);
+        }
+    }
+
+    /// Waits before the next retry, or returns the error that ends the call. Every failed
+    /// attempt passes here, so this is where the observer hears of them.
     async fn backoff(&self, err: ModelError, retries: &mut u32) -> Result<(), ModelError> {
+        let observer = self.config.observer.as_ref().map(|Observer(o)| o);
+        if let Some(o) = observer {
+            o.attempt_failed(&err);
+        }
         if !err.is_retryable() {
             return Err(err);
         }
@@ -253,6 +277,9 @@ impl ModelClient {
         }
         let delay = policy.delay(*retries, err.retry_after());
         *retries += 1;
+        if let Some(o) = observer {
+            o.retried();
+        }
         tracing::warn!(retry = *retries, delay_ms = delay.as_millis(), error = %err, "retrying model request");
         tokio::time::sleep(delay).await;
         Ok(())
@@ -323,6 +350,8 @@ async fn api_error(mut response: reqwest::Response) -> ModelError {
 
 /// The state behind [`ModelStream`].
 struct StreamState {
+    /// When the call started (for the observer).
+    began: Instant,
     client: ModelClient,
     body: Bytes,
     response: Option<BoxStream<'static, reqwest::Result<Bytes>>>,
@@ -352,6 +381,7 @@ impl StreamState {
                 continue;
             };
             if let Err(err) = self.restart(err).await {
+                self.client.finished(self.began, false);
                 self.done = true;
                 self.response = None;
                 return Some(Err(err));
@@ -370,6 +400,7 @@ impl StreamState {
                 self.decoder.feed(&chunk, &mut self.scratch)?;
                 self.pending.extend(self.scratch.drain(..));
                 if self.decoder.is_finished() {
+                    self.client.finished(self.began, true);
                     self.done = true;
                     self.response = None;
                 }

@@ -7,6 +7,7 @@
 //! - [`client`]: [`ModelClient`] with [`ModelConfig`] from the environment.
 //! - [`retry`]: backoff with full jitter and `retry-after`.
 //! - [`error`]: [`ModelError`], which says whether a failure is retryable.
+//! - [`observe`]: [`RequestObserver`], told of failed attempts, retries and finished calls.
 //!
 //! # Example
 //! ```no_run
@@ -22,6 +23,7 @@
 
 pub mod client;
 pub mod error;
+pub mod observe;
 pub mod retry;
 pub mod sse;
 pub mod stream;
@@ -33,6 +35,7 @@ pub use client::{
     ModelStream,
 };
 pub use error::{ModelError, ToolInputError};
+pub use observe::{Observer, RequestObserver};
 pub use retry::RetryPolicy;
 pub use sse::{SseError, SseEvent, SseParser};
 pub use stream::{MessageAssembler, StreamDecoder, StreamEvent};

@@ -348,6 +348,7 @@ impl Backend for LocalBackend {
         Ok(Sandbox {
             client,
             handle: Box::new(handle),
+            warm: false,
         })
     }
 }

@@ -159,11 +159,15 @@ pub trait SandboxHandle: Send + Sync {
 pub struct Sandbox {
     pub client: AgentClient,
     pub handle: Box<dyn SandboxHandle>,
+    /// Taken from a warm pool (started ahead of its session), not started for it.
+    pub warm: bool,
 }
 
 impl Sandbox {
     pub async fn destroy(self) -> Result<(), SandboxError> {
-        let Sandbox { mut client, handle } = self;
+        let Sandbox {
+            mut client, handle, ..
+        } = self;
         // A polite shutdown first; the handle kills whatever remains either way.
         let _ = client.shutdown().await;
         handle.destroy().await
@@ -175,6 +179,18 @@ impl Sandbox {
 pub trait Backend: Send + Sync {
     fn kind(&self) -> BackendKind;
     async fn start(&self, spec: &SandboxSpec) -> Result<Sandbox, SandboxError>;
+    /// Whether this backend starts `spec` exactly as asked. A backend kept across
+    /// sessions was configured once (the Docker backend's limits and image); a spec it
+    /// would start otherwise goes to a backend made for it.
+    fn starts_as_asked(&self, _spec: &SandboxSpec) -> bool {
+        true
+    }
+    /// Sandboxes started ahead and waiting (`None`: this backend keeps no pool).
+    fn warm_pool_size(&self) -> Option<usize> {
+        None
+    }
+    /// Ends what the backend keeps between sessions (a warm pool's idle containers).
+    async fn shutdown(&self) {}
 }
 
 /// Starts a sandbox for `spec` on the backend of `kind`, configured from the environment.
@@ -188,6 +204,28 @@ pub async fn supervise(
     spec: &SandboxSpec,
 ) -> Result<std::sync::Arc<Supervisor>, SandboxError> {
     Supervisor::start(backend(kind, spec).await?.into(), spec.clone()).await
+}
+
+/// A backend of `kind` to keep across many sessions (a long-lived server): Docker with
+/// its warm pool, the default image built first. `None` for the local backend, which
+/// keeps nothing between sessions.
+pub async fn long_lived(
+    kind: BackendKind,
+) -> Result<Option<std::sync::Arc<dyn Backend>>, SandboxError> {
+    match kind {
+        BackendKind::Local => Ok(None),
+        BackendKind::Docker => {
+            let config = docker::DockerConfig::default();
+            let docker = docker::connect().await?;
+            docker::images::ensure(&docker, &config.default_image, |line| {
+                eprintln!("cordon: {line}");
+            })
+            .await?;
+            Ok(Some(std::sync::Arc::new(
+                docker::DockerBackend::new(config).await?,
+            )))
+        }
+    }
 }
 
 /// The backend of `kind`, configured from the environment, ready to start `spec`.

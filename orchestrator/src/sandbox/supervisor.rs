@@ -36,6 +36,8 @@ pub struct Supervisor {
     /// Set by [`Supervisor::destroy`]: nothing starts a sandbox for this session again.
     closed: AtomicBool,
     restarts: AtomicU32,
+    /// The first sandbox came from a warm pool.
+    started_warm: bool,
 }
 
 impl Supervisor {
@@ -46,6 +48,7 @@ impl Supervisor {
     ) -> Result<Arc<Self>, SandboxError> {
         let sandbox = backend.start(&spec).await?;
         Ok(Arc::new(Self {
+            started_warm: sandbox.warm,
             client: RwLock::new(sandbox.client.clone()),
             current: tokio::sync::Mutex::new(Some(sandbox)),
             backend,
@@ -62,6 +65,11 @@ impl Supervisor {
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// Whether the first sandbox was taken from a warm pool.
+    pub fn started_warm(&self) -> bool {
+        self.started_warm
     }
 
     /// How many times the sandbox was replaced.

@@ -9,7 +9,7 @@
 //! | `cordon_exec_seconds` (histogram) | `outcome` |
 //! | `cordon_permission_decisions_total` | `source`, `decision` |
 //! | `cordon_model_request_seconds` (histogram) | `result` = ok \| error |
-//! | `cordon_model_retries_total`, `cordon_model_errors_total` | `kind` (errors) |
+//! | `cordon_model_retries_total`, `cordon_model_errors_total` (failed attempts) | `kind` (errors: `http_529`...) |
 //! | `cordon_tokens_total` | `tenant`, `kind` = input \| output \| cache_read \| cache_creation |
 //! | `cordon_warm_pool_size` (gauge) | |
 
@@ -187,16 +187,18 @@ impl Metrics {
             .inc();
     }
 
-    /// One model request; `error` names the failure kind (`overloaded`, `http_500`,
-    /// `stream`...) when it failed.
-    pub fn model_request(&self, seconds: f64, error: Option<&str>) {
-        let result = if error.is_some() { "error" } else { "ok" };
+    /// One model call ended, retries included: its message complete, or failed for good.
+    pub fn model_request(&self, seconds: f64, ok: bool) {
+        let result = if ok { "ok" } else { "error" };
         self.model_request
             .with_label_values(&[result])
             .observe(seconds);
-        if let Some(kind) = error {
-            self.model_errors.with_label_values(&[kind]).inc();
-        }
+    }
+
+    /// One model request attempt failed (`kind`: `http_529`, `read_stream`...), retried
+    /// or not.
+    pub fn model_error(&self, kind: &str) {
+        self.model_errors.with_label_values(&[kind]).inc();
     }
 
     pub fn model_retry(&self) {
@@ -232,6 +234,21 @@ impl Metrics {
     /// The `Content-Type` of [`Metrics::render`].
     pub fn content_type() -> &'static str {
         "text/plain; version=0.0.4; charset=utf-8"
+    }
+}
+
+/// The model client's requests, as they happen (set on the server's model configuration).
+impl crate::model::RequestObserver for Metrics {
+    fn attempt_failed(&self, error: &crate::model::ModelError) {
+        self.model_error(&error.kind());
+    }
+
+    fn retried(&self) {
+        self.model_retry();
+    }
+
+    fn finished(&self, elapsed: std::time::Duration, ok: bool) {
+        self.model_request(elapsed.as_secs_f64(), ok);
     }
 }
 

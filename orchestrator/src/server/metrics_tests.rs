@@ -11,8 +11,9 @@ fn exercised() -> Metrics {
     m.tool_call("Read", Outcome::Error, 0.001);
     m.exec(Outcome::TimedOut, 2.0);
     m.permission_decision(DecisionSource::User, AuditDecision::Deny);
-    m.model_request(1.2, None);
-    m.model_request(0.3, Some("overloaded"));
+    m.model_request(1.2, true);
+    m.model_request(0.3, false);
+    m.model_error("http_529");
     m.model_retry();
     m.tokens(
         "acme",
@@ -40,7 +41,7 @@ fn every_named_metric_is_exported() {
         "cordon_permission_decisions_total{decision=\"deny\",source=\"user\"} 1",
         "cordon_model_request_seconds_count{result=\"error\"} 1",
         "cordon_model_retries_total 1",
-        "cordon_model_errors_total{kind=\"overloaded\"} 1",
+        "cordon_model_errors_total{kind=\"http_529\"} 1",
         "cordon_tokens_total{kind=\"cache_creation\",tenant=\"acme\"} 2",
         "cordon_tokens_total{kind=\"cache_read\",tenant=\"acme\"} 3",
         "cordon_warm_pool_size 2",

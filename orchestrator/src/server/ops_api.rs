@@ -21,6 +21,7 @@ pub async fn metrics(State(state): State<AppState>, caller: Caller) -> Result<Re
         return Err(ApiError::not_found("metrics"));
     };
     metrics.set_session_counts(state.session_counts());
+    metrics.set_warm_pool(i64::try_from(state.warm_pool_size()).unwrap_or(i64::MAX));
     let text = only_tenant(&metrics.render(), &caller.tenant);
     Ok(([(header::CONTENT_TYPE, Metrics::content_type())], text).into_response())
 }

@@ -37,6 +37,9 @@ pub struct ServerState {
     closing: tokio::sync::watch::Sender<bool>,
     /// The audit log and metrics ([`ServerState::with_ops`]; none by default).
     pub ops: super::ops::Ops,
+    /// The backend kept for the server's life (Docker and its warm pool), which sessions
+    /// it can start as asked use ([`ServerState::with_sandboxes`]; none by default).
+    pub sandboxes: Option<Arc<dyn crate::sandbox::Backend>>,
 }
 
 /// What a running session lends a request (exec, files).
@@ -67,11 +70,30 @@ impl ServerState {
             sessions: RwLock::new(HashMap::new()),
             closing: tokio::sync::watch::channel(false).0,
             ops: super::ops::Ops::default(),
+            sandboxes: None,
         }
     }
 
-    /// This state with an audit log and metrics.
+    /// This state with a backend kept across sessions (see [`crate::sandbox::long_lived`]).
+    pub fn with_sandboxes(mut self, sandboxes: Option<Arc<dyn crate::sandbox::Backend>>) -> Self {
+        self.sandboxes = sandboxes;
+        self
+    }
+
+    /// Idle sandboxes waiting in the kept backend's warm pool (0 without one).
+    pub fn warm_pool_size(&self) -> usize {
+        self.sandboxes
+            .as_ref()
+            .and_then(|b| b.warm_pool_size())
+            .unwrap_or(0)
+    }
+
+    /// This state with an audit log and metrics; the metrics also watch every session's
+    /// model requests.
     pub fn with_ops(mut self, ops: super::ops::Ops) -> Self {
+        if let Some(m) = &ops.metrics {
+            self.model.observer = Some(crate::model::Observer(m.clone()));
+        }
         self.ops = ops;
         self
     }
@@ -307,10 +329,12 @@ impl ServerState {
         match super::runner::start(session, self).await {
             Ok(rt) => {
                 if let Some(m) = &self.ops.metrics {
-                    m.sandbox_started(
-                        super::metrics::StartKind::Cold,
-                        started.elapsed().as_secs_f64(),
-                    );
+                    let kind = if rt.sandbox.started_warm() {
+                        super::metrics::StartKind::Warm
+                    } else {
+                        super::metrics::StartKind::Cold
+                    };
+                    m.sandbox_started(kind, started.elapsed().as_secs_f64());
                 }
                 let live = Live {
                     ctx: rt.ctx.clone(),
@@ -428,6 +452,10 @@ impl ServerState {
                 self.stop(&session, State::Paused, Some("the server shut down".into()))
                     .await;
             }
+        }
+        // Then the idle sandboxes kept for sessions to come.
+        if let Some(backend) = &self.sandboxes {
+            backend.shutdown().await;
         }
     }
 

@@ -49,6 +49,7 @@ pub async fn start(session: &Arc<Session>, state: &ServerState) -> Result<Runtim
         home: state.data.clone(),
         settings,
         backend: session.config.backend,
+        shared_backend: state.sandboxes.clone(),
         image: session.config.request.image.clone(),
         tenant: Some(session.tenant.clone()),
         model: state.model.clone(),
@@ -147,10 +148,11 @@ async fn turns(
         while let Ok(event) = events.try_recv() {
             forward(&session.events, event);
         }
-        finish(&session.events, &outcome);
+        // Counted before the result goes out, so a client that saw it sees them too.
         if let Some(m) = &metrics {
             m.tokens(&session.tenant, &outcome.usage);
         }
+        finish(&session.events, &outcome);
         let u = &outcome.usage;
         let tokens = u.input_tokens
             + u.output_tokens

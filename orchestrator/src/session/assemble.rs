@@ -56,6 +56,10 @@ pub struct SessionEnv {
     /// The merged settings (the caller decides the layers and the workspace's trust).
     pub settings: Settings,
     pub backend: BackendKind,
+    /// A backend kept across sessions (the server's Docker backend and its warm pool):
+    /// used when it is of `backend`'s kind and starts this session's sandbox as asked;
+    /// otherwise (and when `None`) a backend is made for this session.
+    pub shared_backend: Option<Arc<dyn crate::sandbox::Backend>>,
     /// Docker image (docker backend).
     pub image: Option<String>,
     /// Tenant the sandbox belongs to (labels; the server sets it).
@@ -201,7 +205,12 @@ impl SessionEnv {
             egress.log = Arc::new(log);
             spec = spec.with_egress(egress);
         }
-        let sandbox = crate::sandbox::supervise(self.backend, &spec).await?;
+        let sandbox = match &self.shared_backend {
+            Some(shared) if shared.kind() == self.backend && shared.starts_as_asked(&spec) => {
+                Supervisor::start(shared.clone(), spec).await?
+            }
+            _ => crate::sandbox::supervise(self.backend, &spec).await?,
+        };
         let (ctx, interrupter) = ToolContext::supervised(sandbox.clone(), &workspace);
         let ctx = ctx.with_env(settings.env.clone().into_iter().collect());
         let mode_engine = engine.clone();

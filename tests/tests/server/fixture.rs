@@ -28,6 +28,8 @@ pub struct Server {
     extra: Vec<String>,
     /// The CA the client trusts (TLS).
     ca: Option<Vec<u8>>,
+    /// `--backend`: the sessions' default.
+    backend: &'static str,
 }
 
 /// `cordon admin ARGS...`; panics unless it succeeds; returns stdout.
@@ -63,6 +65,27 @@ impl Server {
         extra: Vec<String>,
         ca: Option<Vec<u8>>,
     ) -> Server {
+        let mut server = Self::prepare(model, alpha_settings, alpha_quotas, extra, ca);
+        server.launch().await;
+        server
+    }
+
+    /// Sessions on the Docker backend by default.
+    pub async fn start_docker(model: &ScriptedModel) -> Server {
+        let mut server = Self::prepare(model, json!({}), json!({}), Vec::new(), None);
+        server.backend = "docker";
+        server.launch().await;
+        server
+    }
+
+    /// The tenants and keys, not yet serving.
+    fn prepare(
+        model: &ScriptedModel,
+        alpha_settings: Value,
+        alpha_quotas: Value,
+        extra: Vec<String>,
+        ca: Option<Vec<u8>>,
+    ) -> Server {
         let data = tempfile::tempdir().unwrap();
         let d = data.path().to_str().unwrap().to_string();
         admin(&[
@@ -82,7 +105,7 @@ impl Server {
             let out = admin(&["key", "create", "--tenant", tenant, "--data", &d]);
             keys.push((tenant.to_string(), out.lines().last().unwrap().to_string()));
         }
-        let mut server = Server {
+        Server {
             url: String::new(),
             child: None,
             data,
@@ -92,9 +115,8 @@ impl Server {
             keys,
             extra,
             ca,
-        };
-        server.launch().await;
-        server
+            backend: "local",
+        }
     }
 
     pub async fn start(model: &ScriptedModel) -> Server {
@@ -108,7 +130,7 @@ impl Server {
                 "--listen",
                 "127.0.0.1:0",
                 "--backend",
-                "local",
+                self.backend,
                 "--data",
             ])
             .arg(self.data.path())
@@ -133,6 +155,11 @@ impl Server {
             .expect("the server exited before listening");
         self.url = line.strip_prefix("listening on ").unwrap().to_string();
         self.child = Some(child);
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id().unwrap()
     }
 
     /// SIGTERM; returns the exit status once the server has shut down.
@@ -373,4 +400,58 @@ pub fn ids_are_contiguous(events: &[Ev]) {
             pair[1]
         );
     }
+}
+
+/// Tool uses in session `id`'s transcript (under the data directory) without exactly one
+/// tool_result naming them.
+pub fn unanswered_in_transcript(data: &std::path::Path, id: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(data.join("sessions").join(format!("{id}.jsonl")))
+        .unwrap_or_default();
+    let mut uses = std::collections::BTreeMap::<String, usize>::new();
+    let mut results = std::collections::BTreeMap::<String, usize>::new();
+    for line in text.lines() {
+        let v: Value = serde_json::from_str(line).unwrap_or(Value::Null);
+        count_tool_blocks(&v, &mut uses, &mut results);
+    }
+    uses.into_keys()
+        .filter(|k| results.get(k) != Some(&1))
+        .collect()
+}
+
+fn count_tool_blocks(
+    v: &Value,
+    uses: &mut std::collections::BTreeMap<String, usize>,
+    results: &mut std::collections::BTreeMap<String, usize>,
+) {
+    match v {
+        Value::Object(m) => {
+            let id = |field: &str| m.get(field).and_then(Value::as_str).map(String::from);
+            match m.get("type").and_then(Value::as_str) {
+                Some("tool_use") => id("id").map(|id| *uses.entry(id).or_default() += 1),
+                Some("tool_result") => {
+                    id("tool_use_id").map(|id| *results.entry(id).or_default() += 1)
+                }
+                _ => None,
+            };
+            m.values().for_each(|x| count_tool_blocks(x, uses, results));
+        }
+        Value::Array(a) => a.iter().for_each(|x| count_tool_blocks(x, uses, results)),
+        _ => {}
+    }
+}
+
+/// `cordon audit verify --data DIR`: its output; panics unless it passes.
+pub fn audit_verifies(data: &std::path::Path) -> String {
+    let verify = std::process::Command::new(cordon_bin())
+        .args(["audit", "verify", "--data"])
+        .arg(data)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&verify.stdout).into_owned();
+    assert!(
+        verify.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&verify.stderr)
+    );
+    text
 }

@@ -3,7 +3,7 @@
 //! `cordon audit verify`), `/metrics` (tenant-scoped, accepted by promtool) and `/readyz`.
 
 use cordon_tests::cordon_bin;
-use cordon_tests::scripted_model::{ScriptedModel, Turn};
+use cordon_tests::scripted_model::{Reply, ReplyUsage, ScriptedModel, Turn};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -26,7 +26,16 @@ async fn tool_calls_exec_and_answers_are_audited_and_measured() {
     let alpha = server.api("alpha");
     let ws = server.tenant_root("alpha").join("repo");
     std::fs::create_dir_all(&ws).unwrap();
+    // The first request is answered 529 once (the client retries it); the last reply
+    // reports cache reads and writes.
+    let cached = ReplyUsage {
+        input_tokens: 10,
+        output_tokens: 5,
+        cache_read_input_tokens: 7,
+        cache_creation_input_tokens: 4,
+    };
     model.push_turns([
+        Turn::overloaded(),
         Turn::tool_use(
             "b1",
             "Bash",
@@ -37,7 +46,7 @@ async fn tool_calls_exec_and_answers_are_audited_and_measured() {
             "Write",
             json!({"file_path": ws.join("a.txt"), "content": "x\n"}),
         ),
-        Turn::text("Done."),
+        Turn::Reply(Reply::text("Done.").usage(cached)),
     ]);
     let id = alpha
         .create(json!({"workspace": "repo", "permission_mode": "default"}))
@@ -124,6 +133,33 @@ async fn tool_calls_exec_and_answers_are_audited_and_measured() {
         assert!(metrics.contains(line), "no {line} in\n{metrics}");
     }
     assert!(metrics.contains("tenant=\"alpha\""), "{metrics}");
+    // Every family has a sample, fed where it happens: the model client's retry and the
+    // failed attempt behind it, the calls' latency, tokens of each kind, the sandbox
+    // start; the warm pool (none on the local backend) is exported.
+    for series in [
+        "cordon_model_retries_total",
+        "cordon_model_errors_total{kind=\"http_529\"}",
+        "cordon_model_request_seconds_count{result=\"ok\"}",
+        "cordon_tokens_total{kind=\"input\",tenant=\"alpha\"}",
+        "cordon_tokens_total{kind=\"output\",tenant=\"alpha\"}",
+        "cordon_tokens_total{kind=\"cache_read\",tenant=\"alpha\"}",
+        "cordon_tokens_total{kind=\"cache_creation\",tenant=\"alpha\"}",
+        "cordon_sandbox_start_seconds_count{start=\"cold\"}",
+    ] {
+        assert!(
+            sample(&metrics, series) > 0.0,
+            "no sample of {series} in\n{metrics}"
+        );
+    }
+    assert_eq!(sample(&metrics, "cordon_model_retries_total"), 1.0);
+    assert_eq!(
+        sample(
+            &metrics,
+            "cordon_tokens_total{kind=\"cache_read\",tenant=\"alpha\"}"
+        ),
+        7.0
+    );
+    assert_eq!(sample(&metrics, "cordon_warm_pool_size"), 0.0);
     promtool_accepts(&metrics);
     let beta_metrics = get_text(&server.api("beta"), "/metrics").await;
     assert!(!beta_metrics.contains("tenant=\"alpha\""), "{beta_metrics}");
@@ -151,7 +187,7 @@ fn alpha_key_id(audit: &Value) -> String {
     key["target"].as_str().unwrap().to_string()
 }
 
-async fn get_text(api: &Api, path: &str) -> String {
+pub async fn get_text(api: &Api, path: &str) -> String {
     let resp = api
         .request(reqwest::Method::GET, path)
         .send()
@@ -161,7 +197,18 @@ async fn get_text(api: &Api, path: &str) -> String {
     resp.text().await.unwrap()
 }
 
-fn promtool_accepts(text: &str) {
+/// The value of `series` (name and labels as exported) in an exposition; panics when
+/// absent.
+pub fn sample(exposition: &str, series: &str) -> f64 {
+    exposition
+        .lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no {series} in\n{exposition}"))
+        .parse()
+        .unwrap()
+}
+
+pub fn promtool_accepts(text: &str) {
     use std::io::Write;
     let Ok(mut child) = std::process::Command::new("promtool")
         .args(["check", "metrics"])

@@ -351,6 +351,7 @@ pub(crate) async fn finish(
         Ok(client) => Ok(Sandbox {
             client,
             handle: Box::new(handle),
+            warm: false,
         }),
         Err(e) => {
             let logs = container::tail_logs(docker, &handle.container_id).await;
@@ -390,6 +391,29 @@ impl Backend for DockerBackend {
             }
         }
         self.start_cold(spec).await
+    }
+
+    /// Sessions get this backend's limits (memory, pids, CPU) and, through the pool,
+    /// its default image: anything else is started by a backend made for the spec.
+    #[allow(clippy::cast_possible_wrap, clippy::cast_precision_loss)]
+    fn starts_as_asked(&self, spec: &SandboxSpec) -> bool {
+        let limits = spec.limits.unwrap_or_default();
+        let image = spec.image.as_deref().unwrap_or(&self.config.default_image);
+        self.config.memory_bytes == limits.memory_bytes as i64
+            && self.config.pids_limit == limits.pids as i64
+            && (self.config.cpus - limits.cpu_millis as f64 / 1000.0).abs() < 1e-9
+            && image == self.config.default_image
+            && spec.egress.is_none()
+    }
+
+    fn warm_pool_size(&self) -> Option<usize> {
+        self.pool.as_ref().map(pool::WarmPool::ready)
+    }
+
+    async fn shutdown(&self) {
+        if let Some(pool) = &self.pool {
+            pool.shutdown().await;
+        }
     }
 }
 

@@ -174,9 +174,9 @@ impl WarmPool {
             remove_slot(inner, slot).await;
         };
         inner.wake.notify_one();
-        claim_slot(&inner.docker, &inner.config, slot, spec)
-            .await
-            .map(Some)
+        let mut sandbox = claim_slot(&inner.docker, &inner.config, slot, spec).await?;
+        sandbox.warm = true;
+        Ok(Some(sandbox))
     }
 
     /// Removes every idle container and stops refilling; returns once the refill task ended.

@@ -114,7 +114,9 @@ async fn a_sandbox_handshakes_runs_confined_and_leaves_nothing_behind() {
     let before = listing(f.workspace.path());
     let spec = spec(&f);
     let sandbox = f.backend.start(&spec).await.unwrap();
-    let Sandbox { mut client, handle } = sandbox;
+    let Sandbox {
+        mut client, handle, ..
+    } = sandbox;
     assert!(handle.is_alive());
     let state_dir = f.home.path().join("run").join(&spec.session_id);
     assert!(state_dir.join("sock").join(SOCKET_NAME).exists());
@@ -180,7 +182,7 @@ async fn dropping_the_handle_kills_everything() {
     let f = fixture();
     let before = listing(f.workspace.path());
     let spec = spec(&f);
-    let Sandbox { client, handle } = f.backend.start(&spec).await.unwrap();
+    let Sandbox { client, handle, .. } = f.backend.start(&spec).await.unwrap();
     let launcher = f.backend_pid_of(&*handle);
     let procs = descendants(launcher);
     drop(handle);
