@@ -189,32 +189,37 @@ fn main() {
 
     println!("== 3. whole process `cordon sandbox -- true` (target: <= 1.5x bwrap)");
     let ws_path = ws.path().to_path_buf();
-    let cordon = summary(
-        "cordon sandbox --workspace WS -- true",
-        time_command(60, || {
-            let mut c = Command::new(&cordon_bin);
-            c.arg("sandbox")
-                .arg("--workspace")
-                .arg(&ws_path)
-                .args(["--", "true"]);
-            c
-        }),
-    );
-    let bwrap_ok = Path::new("/usr/bin/bwrap").exists();
-    if bwrap_ok {
-        let bwrap = summary(
-            "baseline: bwrap --unshare-all --ro-bind / / true",
-            time_command(60, || {
-                let mut c = Command::new("bwrap");
-                c.args(["--unshare-all", "--ro-bind", "/", "/", "true"]);
-                c
-            }),
+    let cordon_cmd = || {
+        let mut c = Command::new(&cordon_bin);
+        c.arg("sandbox")
+            .arg("--workspace")
+            .arg(&ws_path)
+            .args(["--", "true"]);
+        c
+    };
+    if !Path::new("/usr/bin/bwrap").exists() {
+        summary(
+            "cordon sandbox --workspace WS -- true",
+            time_command(60, cordon_cmd),
         );
-        println!(
-            "   ratio cordon/bwrap at p50: {:.2}",
-            cordon.as_secs_f64() / bwrap.as_secs_f64()
-        );
-    } else {
         println!("   bwrap is not installed (apt-get install bubblewrap): no baseline");
+        return;
     }
+    let bwrap_cmd = || {
+        let mut c = Command::new("bwrap");
+        c.args(["--unshare-all", "--ro-bind", "/", "/", "true"]);
+        c
+    };
+    // Alternating, one of each per round, so both sides see the same machine load.
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    for _ in 0..80 {
+        ours.extend(time_command(1, cordon_cmd));
+        theirs.extend(time_command(1, bwrap_cmd));
+    }
+    let cordon = summary("cordon sandbox --workspace WS -- true", ours);
+    let bwrap = summary("baseline: bwrap --unshare-all --ro-bind / / true", theirs);
+    println!(
+        "   ratio cordon/bwrap at p50: {:.2}",
+        cordon.as_secs_f64() / bwrap.as_secs_f64()
+    );
 }
