@@ -11,6 +11,8 @@ mod git;
 mod host_reads;
 #[path = "hostile_repo/interactive.rs"]
 mod interactive;
+#[path = "hostile_repo/modes.rs"]
+mod modes;
 #[path = "hostile_repo/parser.rs"]
 mod parser;
 #[path = "hostile_repo/privilege.rs"]

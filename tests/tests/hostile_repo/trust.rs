@@ -15,7 +15,7 @@ use cordon_tests::{Workspace, cordon_bin};
 use serde_json::{Value, json};
 
 /// Managed settings that turn the sandbox auto-allow off (the strict mode).
-fn strict() -> Value {
+pub(super) fn strict() -> Value {
     json!({"sandbox": {"autoAllowBashIfSandboxed": false}})
 }
 
