@@ -506,3 +506,43 @@ async fn everything_an_untrusted_repository_sets_to_widen_is_reported_once() {
         );
     }
 }
+
+/// A repository's `permissions.additionalDirectories` adds a working directory for the
+/// rules only once the workspace is trusted: in acceptEdits mode a redirect into that
+/// directory is an edit in the working directories then, and needs approval before (so,
+/// headless, it is denied and nothing is written). The sandbox does not mount additional
+/// directories (the workspace is its only writable tree), so the allowed write itself
+/// fails there: what this checks is the permission decision, and that an unhonoured
+/// directory is never written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repository_additional_directory_needs_trust() {
+    let other = Workspace::new();
+    let dir = other.path().display().to_string();
+    let repo = Repo::new(&json!({"permissions": {"additionalDirectories": [dir]}}));
+    repo.managed(&strict());
+    let target = other.join("out.txt");
+    let command = format!("echo reached > {}", target.display());
+    let honoured = |_: &Repo, a: &Attempt| {
+        let allowed = !a.result.0.contains("needs approval");
+        assert!(
+            allowed || !target.exists(),
+            "written unallowed: {:?}",
+            a.result
+        );
+        assert!(allowed || a.result.1, "{:?}", a.result);
+        allowed
+    };
+    let reset = |_: &Repo| {
+        let _ = std::fs::remove_file(other.join("out.txt"));
+    };
+    let args = ["--permission-mode", "acceptEdits"];
+    check_widening(
+        &repo,
+        "permissions.additionalDirectories",
+        &command,
+        &args,
+        honoured,
+        reset,
+    )
+    .await;
+}
