@@ -30,6 +30,14 @@ async fn run(ws: &Workspace, commands: &[String], args: &[&str]) -> Vec<(String,
         .collect()
 }
 
+/// Each command was refused (an error result) and its marker `m{i}` does not exist.
+fn assert_none_ran(ws: &Workspace, commands: &[String], results: &[(String, bool)], what: &str) {
+    for (i, (cmd, (text, is_error))) in commands.iter().zip(results).enumerate() {
+        assert!(is_error, "{cmd:?} ran: {text}");
+        assert!(!ws.join(&format!("m{i}")).exists(), "{cmd:?} {what}");
+    }
+}
+
 /// Plan mode runs read-only commands only. Each of these passed as read-only before; bash
 /// runs the `touch` in every one of them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -54,13 +62,7 @@ async fn plan_mode_runs_no_command_hidden_from_the_parser() {
     .map(String::from)
     .to_vec();
     let results = run(&ws, &commands, &["--permission-mode", "plan"]).await;
-    for (i, (cmd, (text, is_error))) in commands.iter().zip(&results).enumerate() {
-        assert!(is_error, "{cmd:?} ran: {text}");
-        assert!(
-            !ws.join(&format!("m{i}")).exists(),
-            "{cmd:?} ran its hidden command"
-        );
-    }
+    assert_none_ran(&ws, &commands, &results, "ran its hidden command");
 }
 
 /// A plain here-document is still read-only: plan mode runs it (the control case).
@@ -103,13 +105,7 @@ async fn deny_rules_see_through_wrappers_in_bypass_mode() {
         "--disallowedTools=Bash(touch *)",
     ];
     let results = run(&ws, &commands, &args).await;
-    for (i, (cmd, (text, is_error))) in commands.iter().zip(&results).enumerate() {
-        assert!(is_error, "{cmd:?} ran: {text}");
-        assert!(
-            !ws.join(&format!("m{i}")).exists(),
-            "{cmd:?} evaded the deny rule"
-        );
-    }
+    assert_none_ran(&ws, &commands, &results, "evaded the deny rule");
     // The rule does not catch everything: an unrelated command still runs.
     let ok = run(&ws, &["echo fine".to_string()], &args).await;
     assert!(!ok[0].1, "{ok:?}");
@@ -167,13 +163,7 @@ async fn plan_mode_runs_no_abbreviated_option_or_planted_git_config() {
     let ws = Workspace::new();
     let commands = abbreviation_and_git_dir_attacks(&ws);
     let results = run(&ws, &commands, &["--permission-mode", "plan"]).await;
-    for (i, (cmd, (text, is_error))) in commands.iter().zip(&results).enumerate() {
-        assert!(is_error, "{cmd:?} ran: {text}");
-        assert!(
-            !ws.join(&format!("m{i}")).exists(),
-            "{cmd:?} ran its planted command"
-        );
-    }
+    assert_none_ran(&ws, &commands, &results, "ran its planted command");
     // Plain forms of the same commands are still read-only.
     let plain = ["git status".to_string(), "git grep -n x".to_string()];
     for (cmd, (text, is_error)) in plain
