@@ -5,6 +5,8 @@
 //! `hostile_repo/` (a crate root looks for modules beside itself, hence the paths).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "hostile_repo/additional_dirs.rs"]
+mod additional_dirs;
 #[path = "hostile_repo/git.rs"]
 mod git;
 #[path = "hostile_repo/host_reads.rs"]

@@ -5,7 +5,8 @@
 //! Cordon image first. With allowed domains (`--allow-domain`, or
 //! `sandbox.network.allowedDomains` in any settings layer) the command gets egress through
 //! the session's proxy; every refused connection is reported on stderr, and so is what an
-//! untrusted workspace's own settings lost.
+//! untrusted workspace's own settings lost. The settings' additional directories are
+//! writable beside the workspace, as in a session.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -95,8 +96,9 @@ async fn run(args: SandboxArgs) -> anyhow::Result<ExitCode> {
     if let Some(notice) = settings.untrusted_notice() {
         eprintln!("cordon: {notice}");
     }
-    // The same limits a session of `cordon run` gets.
+    // The same limits and additional directories a session of `cordon run` gets.
     spec.limits = Some(settings.sandbox_limits());
+    spec.additional_dirs = settings.additional_directories();
     if spec.image.is_none() && args.backend == BackendKind::Docker {
         spec.image = cordon::sandbox::docker::devcontainer::image_for_session(
             &workspace,

@@ -36,6 +36,7 @@ pub mod mounts;
 pub mod protected;
 pub mod state;
 mod supervise;
+pub mod trees;
 pub mod userns;
 
 pub use protected::{EntryKind, ProtectedPath};
@@ -98,6 +99,12 @@ pub struct LaunchConfig {
     /// in them hidden, Cordon's caches writable (see [`host_view`]).
     #[serde(default)]
     pub host: host_view::HostView,
+    /// Directories beside the workspace the session may write
+    /// (`permissions.additionalDirectories`): absolute, canonical, outside the workspace;
+    /// each mounted read-write at its own path and protected as the workspace is (see
+    /// [`trees`]).
+    #[serde(default)]
+    pub additional: Vec<PathBuf>,
     /// Extra environment variables for the agent (e.g. its log filter).
     #[serde(default)]
     pub agent_env: Vec<(String, String)>,
@@ -156,7 +163,8 @@ impl LaunchConfig {
         for p in self.denied_read.iter().chain(&self.denied_write) {
             denied::relative(&self.workspace, p)?;
         }
-        self.host.validate(&self.workspace, &self.state_dir)
+        self.host.validate(&self.workspace, &self.state_dir)?;
+        trees::validate(self)
     }
 }
 
