@@ -242,6 +242,43 @@ mod tests {
         );
     }
 
+    /// A dead session's additional directory gets its placeholders removed from its own
+    /// record (`extra-0/`), only beneath it: one that record names in the workspace stays.
+    #[test]
+    fn a_dead_sessions_additional_directory_is_cleaned_beneath_itself() {
+        let run = tempfile::tempdir().unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        let ws = ws.path().canonicalize().unwrap();
+        let extra = tempfile::tempdir().unwrap();
+        let extra = extra.path().canonicalize().unwrap();
+        std::fs::write(extra.join(".bashrc"), "").unwrap();
+        std::fs::write(ws.join(".profile"), "").unwrap();
+        let dead = run.path().join("dead");
+        std::fs::create_dir_all(dead.join("extra-0")).unwrap();
+        std::fs::write(dead.join(PID_FILE), "1 1\n").unwrap();
+        let config = serde_json::json!({
+            "session_id": "s",
+            "state_dir": dead,
+            "workspace": ws,
+            "additional": [extra],
+            "agent": {
+                "socket_path": "/run/cordon/agent.sock",
+                "workspace": ws,
+                "tmp_dir": "/tmp",
+            },
+        });
+        std::fs::write(dead.join(LAUNCH_CONFIG), config.to_string()).unwrap();
+        let records = serde_json::json!([
+            {"path": extra.join(".bashrc"), "kind": "file"},
+            {"path": ws.join(".profile"), "kind": "file"},
+        ]);
+        std::fs::write(dead.join("extra-0/placeholders.json"), records.to_string()).unwrap();
+        sweep_stale(run.path());
+        assert!(!dead.exists());
+        assert!(!extra.join(".bashrc").exists(), "its placeholder went");
+        assert!(ws.join(".profile").exists(), "outside its directory: kept");
+    }
+
     /// A launch config recording `/` as the workspace makes no path removable.
     #[test]
     fn a_state_recording_root_as_the_workspace_removes_nothing() {

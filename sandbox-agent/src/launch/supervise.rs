@@ -4,7 +4,7 @@
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use nix::sys::signal::{SigSet, Signal, kill};
@@ -14,7 +14,7 @@ use nix::unistd::Pid;
 
 use super::child::{self, ChildCtx};
 use super::userns::{self, IdPlan};
-use super::{LaunchConfig, LaunchError, denied, mounts, state, trees};
+use super::{LaunchConfig, LaunchError, denied, state, trees};
 use crate::cgroup::{Layout, SessionCgroup};
 use crate::confine::sys;
 
@@ -184,14 +184,7 @@ fn run_session(
             .iter()
             .map(|dir| {
                 let meta = std::fs::metadata(dir).map_err(state_err(dir))?;
-                let ns = userns::new_userns_fd(
-                    &format!("{} {} 1\n", meta.uid(), ids.user_host.0),
-                    &format!("{} {} 1\n", meta.gid(), ids.user_host.1),
-                )?;
-                mounts::idmapped_clone(dir, &ns).map_err(|source| LaunchError::Idmap {
-                    path: dir.clone(),
-                    source,
-                })
+                trees::idmapped_for_sandbox(dir, &meta, &ids)
             })
             .collect::<Result<Vec<_>, _>>()?
     } else {

@@ -63,13 +63,12 @@ pub fn all(cfg: &LaunchConfig) -> Vec<(PathBuf, PathBuf)> {
 pub fn validate(cfg: &LaunchConfig) -> Result<(), LaunchError> {
     let bad = |p: &Path, why: &str| {
         Err(LaunchError::Config(format!(
-            "additional directory {}: {why}",
+            "additional directory (permissions.additionalDirectories) {}: {why}",
             p.display()
         )))
     };
     let overlap = |a: &Path, b: &Path| a.starts_with(b) || b.starts_with(a);
     let host = cfg.host.read_only.iter().chain(&cfg.host.writable);
-    let host: Vec<&PathBuf> = host.collect();
     for (i, p) in cfg.additional.iter().enumerate() {
         let normal = p.is_absolute()
             && p.components()
@@ -83,7 +82,7 @@ pub fn validate(cfg: &LaunchConfig) -> Result<(), LaunchError> {
         if cfg.additional[..i].iter().any(|o| overlap(p, o)) {
             return bad(p, "overlaps another additional directory");
         }
-        if host.iter().any(|h| overlap(p, h)) {
+        if host.clone().any(|h| overlap(p, h)) {
             return bad(p, "overlaps a toolchain or cache the sandbox shows");
         }
         let own = mounts::SYSTEM_DIRS.iter().chain(SANDBOX_OWN);
@@ -127,16 +126,7 @@ pub fn prepare(
     // As host root, the tree is idmapped: its owner's files appear owned by the sandbox
     // user, and the sandbox user's writes land on disk as the owner.
     let tree = if ids.privileged() {
-        let ns = userns::new_userns_fd(
-            &format!("{} {} 1\n", meta.uid(), ids.user_host.0),
-            &format!("{} {} 1\n", meta.gid(), ids.user_host.1),
-        )?;
-        Some(
-            mounts::idmapped_clone(path, &ns).map_err(|source| LaunchError::Idmap {
-                path: path.to_path_buf(),
-                source,
-            })?,
-        )
+        Some(idmapped_for_sandbox(path, &meta, ids)?)
     } else {
         None
     };
@@ -145,6 +135,24 @@ pub fn prepare(
         plan,
         linked,
         tree,
+    })
+}
+
+/// A clone of the host directory `path` (whose metadata is `meta`) idmapped so that its
+/// owner's files are the sandbox user's and what the sandbox writes lands as the owner's.
+/// Needs host root.
+pub fn idmapped_for_sandbox(
+    path: &Path,
+    meta: &std::fs::Metadata,
+    ids: &IdPlan,
+) -> Result<OwnedFd, LaunchError> {
+    let ns = userns::new_userns_fd(
+        &format!("{} {} 1\n", meta.uid(), ids.user_host.0),
+        &format!("{} {} 1\n", meta.gid(), ids.user_host.1),
+    )?;
+    mounts::idmapped_clone(path, &ns).map_err(|source| LaunchError::Idmap {
+        path: path.to_path_buf(),
+        source,
     })
 }
 
