@@ -54,6 +54,32 @@ pub enum LocationError {
     Stat { workspace: PathBuf, why: String },
 }
 
+impl LocationError {
+    /// Why the directory was refused, without naming it as a workspace (for the other
+    /// directories checked by the same policy, see [`crate::sandbox::additional`]).
+    pub fn reason(&self) -> String {
+        match self {
+            LocationError::Root => "it is /, every file this user can write".into(),
+            LocationError::HomeOrAncestor { home, .. } => format!(
+                "it is the home directory {} or contains it, so a session could rewrite your shell, git and ssh configuration",
+                home.display()
+            ),
+            LocationError::ContainsCordonHome { cordon_home, .. } => format!(
+                "it contains Cordon's data directory {}",
+                cordon_home.display()
+            ),
+            LocationError::InsideCordonHome { cordon_home, .. } => format!(
+                "it is inside Cordon's data directory {}",
+                cordon_home.display()
+            ),
+            LocationError::SharedDirectory { mode, .. } => format!(
+                "every local user may write to it (mode {mode:o}), so others could plant files there"
+            ),
+            LocationError::Stat { why, .. } => why.clone(),
+        }
+    }
+}
+
 /// The locations a workspace must keep clear of, resolved once.
 #[derive(Debug, Clone, Default)]
 pub struct Forbidden {

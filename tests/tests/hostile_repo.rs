@@ -5,6 +5,8 @@
 //! `hostile_repo/` (a crate root looks for modules beside itself, hence the paths).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "hostile_repo/additional_dirs.rs"]
+mod additional_dirs;
 #[path = "hostile_repo/git.rs"]
 mod git;
 #[path = "hostile_repo/host_executed.rs"]
@@ -15,6 +17,8 @@ mod host_reads;
 mod interactive;
 #[path = "hostile_repo/limits.rs"]
 mod limits;
+#[path = "hostile_repo/modes.rs"]
+mod modes;
 #[path = "hostile_repo/parser.rs"]
 mod parser;
 #[path = "hostile_repo/privilege.rs"]

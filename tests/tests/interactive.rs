@@ -511,3 +511,56 @@ async fn allow_always_and_permissions_removal_keep_a_trusted_workspace_trusted()
     assert_eq!(local, json!({"permissions": {"allow": []}}));
     exit(pty);
 }
+
+/// `/compact` typed at the prompt: the model is asked for a summary, the screen says the
+/// conversation was compacted, and the next prompt goes out after the summary alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compact_at_the_prompt_summarises_the_conversation() {
+    let ws = Workspace::new();
+    let turns = vec![
+        Turn::text("Noted: the colour is teal."),
+        Turn::text("SUMMARY: the user said the colour is teal."),
+        Turn::text("After compaction."),
+    ];
+    let (model, _home, mut pty) = start(&ws, turns, &[]).await;
+    pty.line("remember the colour teal");
+    pty.wait_for("Noted: the colour is teal.");
+    pty.wait_for("[default] > ");
+    pty.line("/compact");
+    pty.wait_for("compacted the conversation");
+    pty.wait_for("[default] > ");
+    let requests = model.requests();
+    assert_eq!(requests.len(), 2, "one summary request");
+    let asked = requests[1].body["messages"].to_string();
+    assert!(
+        asked.contains("replaced by a summary"),
+        "not a summary request: {asked}"
+    );
+    assert!(asked.contains("remember the colour teal"), "{asked}");
+    pty.line("what next?");
+    pty.wait_for("After compaction.");
+    let next = model.requests()[2].body["messages"].clone();
+    let first = next[0].to_string();
+    assert!(
+        first.contains("SUMMARY: the user said the colour is teal."),
+        "{next}"
+    );
+    assert!(
+        !next.to_string().contains("Noted: the colour is teal."),
+        "the old turns were sent again: {next}"
+    );
+    exit(pty);
+}
+
+/// Ctrl-C at an empty prompt says how to exit; a second one exits (status 0).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_ctrl_c_at_an_empty_prompt_exits() {
+    let ws = Workspace::new();
+    let (model, _home, mut pty) = start(&ws, vec![], &[]).await;
+    pty.send(key::CTRL_C);
+    pty.wait_for("press Ctrl-C again to exit");
+    pty.send(key::CTRL_C);
+    let status = pty.wait_exit();
+    assert!(status.success(), "{status}: {}", pty.screen());
+    assert!(model.requests().is_empty(), "nothing reached the model");
+}

@@ -10,7 +10,9 @@
 //!
 //! Commands: generated ones (the issue's bypasses with variants, every followed wrapper
 //! around every kind of command, and random compositions of operators, substitutions,
-//! quotes and here-documents) and a corpus of lines from this host's real shell scripts
+//! quotes and here-documents), every command of the permission rule table
+//! (`cordon::permissions::rule_table`: its rows, the bypass attempts generated from its
+//! prefixes, the disguises deny rules must catch, the read-only bypasses) and a corpus of lines from this host's real shell scripts
 //! (`/usr/bin`, `/etc`, Debian maintainer scripts). Corpus lines are run only when harmless
 //! even without a sandbox: no program named by path, no file written, no wrapper or
 //! directory change.
@@ -19,6 +21,7 @@
 
 mod differential;
 
+use cordon::permissions::rule_table;
 use cordon_tests::differential::{BashOracle, Reported, Tally, compare, harmless, reported};
 use cordon_tests::{Workspace, cordon_bin};
 use differential::{corpus, generated};
@@ -32,13 +35,14 @@ const COMMAND_TIMEOUT: u32 = 5;
 #[test]
 fn every_program_bash_starts_is_reported() {
     let generated = generated();
+    let table = rule_table::commands();
     let kept: Vec<String> = corpus().into_iter().filter(|c| harmless(c)).collect();
     // An even sample, so the run stays short (every line takes a few milliseconds).
     let step = kept.len().div_ceil(CORPUS_LINES).max(1);
     let corpus: Vec<String> = kept.into_iter().step_by(step).collect();
     let mut to_run = Vec::new();
     let mut not_understood = 0;
-    for cmd in generated.iter().chain(&corpus) {
+    for cmd in generated.iter().chain(&table).chain(&corpus) {
         match reported(cmd) {
             Reported::NotUnderstood => not_understood += 1,
             Reported::Names { names, computed } => to_run.push((cmd.clone(), names, computed)),
@@ -65,11 +69,13 @@ fn every_program_bash_starts_is_reported() {
     } = tally;
     let timed_out = outcomes.iter().filter(|o| o.timed_out).count();
     eprintln!(
-        "parser differential: {} commands compared ({} generated, {} corpus lines kept), \
+        "parser differential: {} commands compared ({} generated, {} from the rule table, \
+         {} corpus lines kept), \
          {} not understood (not run), {} programs started, {} covered only by a part not \
          understood (computed name or unfollowed wrapper), {} timed out, {} misses",
         to_run.len(),
         generated.len(),
+        table.len(),
         corpus.len(),
         not_understood,
         started,

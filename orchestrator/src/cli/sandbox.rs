@@ -4,7 +4,9 @@
 //! exit status through (a signal N gives 128+N). The docker backend builds a missing
 //! Cordon image first. With allowed domains (`--allow-domain`, or
 //! `sandbox.network.allowedDomains` in any settings layer) the command gets egress through
-//! the session's proxy; every refused connection is reported on stderr.
+//! the session's proxy; every refused connection is reported on stderr, and so is what an
+//! untrusted workspace's own settings lost. The settings' additional directories are
+//! writable beside the workspace, as in a session.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -92,8 +94,13 @@ async fn run(args: SandboxArgs) -> anyhow::Result<ExitCode> {
         },
     )
     .context("reading the settings")?;
-    // The same limits a session of `cordon run` gets.
+    // What an untrusted workspace's own settings lost (network domains, say), as a run says.
+    if let Some(notice) = settings.untrusted_notice() {
+        eprintln!("cordon: {notice}");
+    }
+    // The same limits and additional directories a session of `cordon run` gets.
     spec.limits = Some(settings.sandbox_limits());
+    spec.additional_dirs = settings.additional_directories();
     if spec.image.is_none() && args.backend == BackendKind::Docker {
         spec.image = cordon::sandbox::docker::devcontainer::image_for_session(
             &workspace,

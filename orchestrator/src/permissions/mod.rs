@@ -38,6 +38,8 @@ pub mod options;
 pub mod parser_oracle;
 pub mod paths;
 pub mod read_only;
+#[doc(hidden)]
+pub mod rule_table;
 pub mod rules;
 pub mod shell;
 pub mod wrappers;

@@ -11,9 +11,12 @@
 //! Besides program wrappers, the shell's own ways of running a string are followed: `eval`
 //! (its arguments joined by spaces are a script), `trap ACTION SIG` (ACTION runs later),
 //! `alias NAME=VALUE` (VALUE runs where NAME is used, once aliases are on), `bash -c BODY`;
-//! and `find -exec ... ;` whose commands become parts of their own.
+//! and `find -exec ... ;` whose commands become parts of their own. Builtins that evaluate
+//! an argument as arithmetic or an array subscript (`test -v 'a[$(cmd)]'`) are unresolved
+//! in those forms ([`evaluating`]).
 
 mod builtins;
+mod evaluating;
 
 use builtins::{alias, eval, find, shell_body, trap};
 
@@ -161,6 +164,8 @@ fn layer_for(name: &str, words: &[Word]) -> Layer {
         "bash" | "sh" | "dash" | "zsh" | "ksh" | "mksh" | "rbash" | "posh" => {
             shell_body(words, name)
         }
+        "test" | "[" | "printf" | "wait" | "read" | "unset" | "declare" | "typeset" | "local"
+        | "readonly" | "export" | "let" => evaluating::check(name, words),
         n if UNFOLLOWED.contains(&n) => Err("runs a command this check does not follow".into()),
         _ => Ok(Layer::Plain),
     };

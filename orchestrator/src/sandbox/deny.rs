@@ -14,7 +14,8 @@
 //! Limits (the tool-level rules still apply in every case):
 //! - files created after the start that match a glob are not covered in the kernel;
 //! - only paths inside the workspace are bound (outside it the sandbox sees only system
-//!   directories); a rule covering the whole workspace is left to the tool level;
+//!   directories); a rule covering the whole workspace is left to the tool level, and so
+//!   is one inside an additional directory (`permissions.additionalDirectories`);
 //! - the docker backend applies the same masks as extra mounts in the container spec.
 
 use std::collections::BTreeSet;

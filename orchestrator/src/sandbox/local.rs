@@ -137,6 +137,7 @@ impl LocalBackend {
         &self,
         spec: &SandboxSpec,
         workspace: &Path,
+        additional: &[PathBuf],
         state_dir: &Path,
     ) -> LaunchConfig {
         let mut agent_env = Vec::new();
@@ -164,19 +165,27 @@ impl LocalBackend {
             lifeline_fd: None,
             host: spec.toolchains.view.clone(),
             concurrent_commands: spec.concurrent_commands,
+            additional: additional.to_vec(),
             agent_env,
             agent: AgentConfig {
                 socket_path: Path::new(SOCKET_DIR_IN_SANDBOX).join(SOCKET_NAME),
                 workspace: workspace.to_path_buf(),
                 tmp_dir: PathBuf::from("/tmp"),
-                // Cordon's tool caches: writable for commands (Landlock) as mounted.
-                extra_writable: spec.toolchains.view.writable.clone(),
+                // Cordon's tool caches and the additional directories: writable for
+                // commands (Landlock) and file operations as mounted.
+                extra_writable: spec
+                    .toolchains
+                    .view
+                    .writable
+                    .iter()
+                    .chain(additional)
+                    .cloned()
+                    .collect(),
                 extra_readable: spec.toolchains.view.read_only.clone(),
                 command_env: spec.toolchains.env.clone(),
-                protected_paths: self
-                    .protected
-                    .iter()
-                    .map(|p| workspace.join(&p.path))
+                protected_paths: std::iter::once(workspace)
+                    .chain(additional.iter().map(PathBuf::as_path))
+                    .flat_map(|tree| self.protected.iter().map(|p| tree.join(&p.path)))
                     .chain(spec.denied_write.iter().cloned())
                     .collect(),
                 network: spec.network,
@@ -202,6 +211,7 @@ impl LocalBackend {
             });
         }
         let workspace = super::checked_workspace(&spec.workspace, &self.home)?;
+        let additional = super::checked_additional(spec, &workspace, &self.home)?;
         let run = paths::run_dir(&self.home);
         paths::prepare_home(&self.home).map_err(setup("preparing the data directory"))?;
         paths::private_dir(&run).map_err(setup("creating the run dir"))?;
@@ -212,7 +222,7 @@ impl LocalBackend {
             .mode(0o700)
             .create(&state_dir)
             .map_err(setup("creating the session state dir"))?;
-        let spawned = self.spawn_in(spec, &workspace, &state_dir);
+        let spawned = self.spawn_in(spec, &workspace, &additional, &state_dir);
         if spawned.is_err() {
             state::cleanup_session(&state_dir);
         }
@@ -223,11 +233,12 @@ impl LocalBackend {
         &self,
         spec: &SandboxSpec,
         workspace: &Path,
+        additional: &[PathBuf],
         state_dir: &Path,
     ) -> Result<LocalHandle, SandboxError> {
         let (life_r, life_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
             .map_err(|e| setup("creating the lifeline")(e.into()))?;
-        let mut config = self.launch_config(spec, workspace, state_dir);
+        let mut config = self.launch_config(spec, workspace, additional, state_dir);
         config.lifeline_fd = Some(life_r.as_raw_fd());
         let config_path = state_dir.join(state::LAUNCH_CONFIG);
         let json = serde_json::to_vec_pretty(&config)

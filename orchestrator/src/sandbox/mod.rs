@@ -12,6 +12,7 @@ use sandbox_agent::cgroup::SessionLimits;
 use sandbox_agent::client::AgentClient;
 use sandbox_agent::error::AgentError;
 
+pub mod additional;
 pub mod deny;
 pub mod docker;
 pub mod footprint;
@@ -69,6 +70,12 @@ pub struct SandboxSpec {
     /// How many commands may run at once (local backend: one per-command cgroup each,
     /// all made at start). `cordon sandbox` runs one.
     pub concurrent_commands: usize,
+    /// Directories beside the workspace the session may write
+    /// (`permissions.additionalDirectories` from the sources allowed to set them):
+    /// mounted read-write at their own paths and protected as the workspace is, once
+    /// [`checked_additional`] accepts them. Empty by default; a server tenant's
+    /// sessions never get any.
+    pub additional_dirs: Vec<PathBuf>,
 }
 
 impl SandboxSpec {
@@ -86,6 +93,7 @@ impl SandboxSpec {
             limits: Some(SessionLimits::default()),
             toolchains: Default::default(),
             concurrent_commands: sandbox_agent::cgroup::slots::SLOT_COUNT,
+            additional_dirs: Vec::new(),
         }
     }
 }
@@ -124,6 +132,8 @@ pub enum SandboxError {
     Closed,
     #[error("{0}")]
     Workspace(#[from] crate::workspace_location::LocationError),
+    #[error("{0}")]
+    AdditionalDirectory(#[from] additional::AdditionalDirError),
 }
 
 /// The spec's workspace, canonical, once it passed the location policy
@@ -138,6 +148,22 @@ pub fn checked_workspace(workspace: &Path, data_dir: &Path) -> Result<PathBuf, S
         .with_data_dir(data_dir)
         .check(&canonical)?;
     Ok(canonical)
+}
+
+/// The spec's additional directories, canonical, once each passed the workspace's
+/// location policy for this process and `data_dir` (see [`additional`]); entries inside
+/// `workspace` (canonical, from [`checked_workspace`]) are dropped as already covered.
+pub fn checked_additional(
+    spec: &SandboxSpec,
+    workspace: &Path,
+    data_dir: &Path,
+) -> Result<Vec<PathBuf>, SandboxError> {
+    let forbidden = crate::workspace_location::Forbidden::from_env().with_data_dir(data_dir);
+    Ok(additional::checked(
+        &spec.additional_dirs,
+        workspace,
+        &forbidden,
+    )?)
 }
 
 /// Tears a sandbox down. Dropping a handle without calling `destroy` must still not leak:

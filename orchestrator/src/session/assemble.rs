@@ -284,12 +284,14 @@ impl SessionEnv {
     }
 
     /// What a user's own session adds (never a server tenant's, whose sandboxes must not
-    /// see the server user's home or share its caches): the user's toolchains on the local
-    /// backend, and a trusted workspace's devcontainer as the Docker image when none was
-    /// asked for.
+    /// see the server user's home or share its caches, nor write host directories its
+    /// request names): the user's toolchains on the local backend, the settings'
+    /// additional directories, and a trusted workspace's devcontainer as the Docker image
+    /// when none was asked for.
     async fn local_extras(&self, spec: &mut SandboxSpec) -> Result<(), SandboxError> {
         spec.toolchains =
             crate::toolchains::for_session(&self.settings, &self.home, &self.workspace);
+        spec.additional_dirs = self.settings.additional_directories();
         if spec.image.is_none() && self.backend == crate::sandbox::BackendKind::Docker {
             spec.image = crate::sandbox::docker::devcontainer::image_for_session(
                 &self.workspace,

@@ -711,6 +711,17 @@ impl Settings {
             .unwrap_or(PermissionMode::Default)
     }
 
+    /// The merged `permissions.additionalDirectories` (absolute; only from the sources
+    /// allowed to set them), in order: the rules' working directories and the sandbox's
+    /// writable ones beside the workspace.
+    pub fn additional_directories(&self) -> Vec<PathBuf> {
+        self.permissions
+            .additional_directories
+            .iter()
+            .map(|(p, _)| p.clone())
+            .collect()
+    }
+
     /// An engine configuration for a session working in `cwd`.
     pub fn engine_config(&self, cwd: &Path) -> EngineConfig {
         let mut cfg = EngineConfig::new(self.mode(), cwd);
@@ -718,12 +729,7 @@ impl Settings {
         cfg.allow = self.permissions.allow.clone();
         cfg.ask = self.permissions.ask.clone();
         cfg.deny = self.permissions.deny.clone();
-        cfg.additional_directories = self
-            .permissions
-            .additional_directories
-            .iter()
-            .map(|(p, _)| p.clone())
-            .collect();
+        cfg.additional_directories = self.additional_directories();
         cfg.bypass_disabled = self.permissions.bypass_disabled;
         cfg.auto_allow_bash_if_sandboxed = self.auto_allow_bash();
         cfg

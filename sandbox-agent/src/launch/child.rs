@@ -17,7 +17,7 @@ use nix::sys::wait::{WaitStatus, waitpid};
 use nix::unistd::{ForkResult, Gid, Pid, Uid};
 
 use super::mounts::{self, RootSpec};
-use super::protected::Plan;
+use super::trees::Prepared;
 use super::userns::IdPlan;
 use super::{AGENT_IN_SANDBOX, LaunchConfig, SANDBOX_GID, SANDBOX_UID};
 use crate::cgroup::{EXEC_CGROUP_IN_SANDBOX, ExecCgroupConfig, KillMethod};
@@ -34,10 +34,9 @@ pub(super) struct ChildCtx<'a> {
     pub cgroup_tasks: &'a [std::fs::File],
     pub config: &'a LaunchConfig,
     pub ids: IdPlan,
-    pub plan: &'a Plan,
-    /// Names of files hard-linked outside the workspace, mounted read-only.
-    pub linked: &'a [PathBuf],
-    pub workspace_tree: Option<&'a OwnedFd>,
+    /// The workspace and the additional directories, prepared (see [`super::trees`]).
+    pub workspace: &'a Prepared,
+    pub additional: &'a [Prepared],
     /// Idmapped trees of the host view's writable entries, in order (host root only;
     /// otherwise they are bound plainly).
     pub writable_trees: &'a [OwnedFd],
@@ -111,6 +110,11 @@ fn setup_and_serve(ctx: &ChildCtx) -> Result<i32, String> {
     let agent_src = open_path(&agent_exe)?;
     let socket_src = open_path(&cfg.socket_dir())?;
     let workspace_src = open_path(&cfg.workspace)?;
+    let additional_src = ctx
+        .additional
+        .iter()
+        .map(|t| open_path(&t.path))
+        .collect::<Result<Vec<_>, _>>()?;
     let host_ro = open_host_view(&cfg.host.read_only_in_mount_order())?;
     let host_rw = if ctx.writable_trees.is_empty() {
         open_host_view(
@@ -137,16 +141,19 @@ fn setup_and_serve(ctx: &ChildCtx) -> Result<i32, String> {
         nix::unistd::setgroups(&[]).map_err(|e| format!("setgroups: {e}"))?;
     }
     let dns = cfg.agent.egress.as_ref().is_some_and(|e| e.dns);
+    let additional: Vec<_> = ctx
+        .additional
+        .iter()
+        .zip(&additional_src)
+        .map(|(t, src)| tree_mount(t, src))
+        .collect();
     mounts::build_root(&RootSpec {
-        workspace: &cfg.workspace,
-        workspace_tree: ctx.workspace_tree,
-        workspace_src: &fd_path(&workspace_src),
+        workspace: tree_mount(ctx.workspace, &workspace_src),
+        additional: &additional,
         socket_src: &fd_path(&socket_src),
         agent_src: &fd_path(&agent_src),
         cgroup_src: cgroup_src.as_ref().map(fd_path).as_deref(),
         tmp_size_mib: cfg.tmp_size_mib,
-        protected: ctx.plan,
-        linked: ctx.linked,
         masked: &cfg.masked,
         host: mounts::HostSources {
             read_only: &host_ro
@@ -180,6 +187,17 @@ fn setup_and_serve(ctx: &ChildCtx) -> Result<i32, String> {
         ctx.errors.try_clone().map_err(|e| e.to_string())?,
     ));
     Ok(reap_until(agent))
+}
+
+/// How the init mounts a prepared tree: its idmapped clone, else the O_PATH fd `src`.
+fn tree_mount<'a>(tree: &'a Prepared, src: &OwnedFd) -> mounts::TreeMount<'a> {
+    mounts::TreeMount {
+        path: &tree.path,
+        tree: tree.tree.as_ref(),
+        src: fd_path(src),
+        protected: &tree.plan,
+        linked: &tree.linked,
+    }
 }
 
 fn open_path(path: &std::path::Path) -> Result<OwnedFd, String> {

@@ -36,6 +36,7 @@ pub mod mounts;
 pub mod protected;
 pub mod state;
 mod supervise;
+pub mod trees;
 pub mod userns;
 
 pub use protected::{EntryKind, ProtectedPath};
@@ -102,6 +103,12 @@ pub struct LaunchConfig {
     /// made at start).
     #[serde(default = "default_concurrent_commands")]
     pub concurrent_commands: usize,
+    /// Directories beside the workspace the session may write
+    /// (`permissions.additionalDirectories`): absolute, canonical, outside the workspace;
+    /// each mounted read-write at its own path and protected as the workspace is (see
+    /// [`trees`]).
+    #[serde(default)]
+    pub additional: Vec<PathBuf>,
     /// Extra environment variables for the agent (e.g. its log filter).
     #[serde(default)]
     pub agent_env: Vec<(String, String)>,
@@ -164,7 +171,8 @@ impl LaunchConfig {
         for p in self.denied_read.iter().chain(&self.denied_write) {
             denied::relative(&self.workspace, p)?;
         }
-        self.host.validate(&self.workspace, &self.state_dir)
+        self.host.validate(&self.workspace, &self.state_dir)?;
+        trees::validate(self)
     }
 }
 

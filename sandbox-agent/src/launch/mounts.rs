@@ -1,7 +1,8 @@
 //! The sandbox's filesystem view, built inside its own mount namespace: a fresh tmpfs
 //! root holding read-only binds of the system dirs, a fresh /proc, a minimal /dev, a
-//! private /tmp, the workspace at the same absolute path, the session's socket dir and the
-//! agent binary, then the protected paths read-only. Nothing else of the host is there:
+//! private /tmp, the workspace and the additional directories at their own absolute
+//! paths, the session's socket dir and the agent binary, then the protected paths
+//! read-only. Nothing else of the host is there:
 //! no home directories, no /root, no other workspace, no Cordon data directory.
 
 use std::ffi::CString;
@@ -167,16 +168,30 @@ pub fn attach(tree: &OwnedFd, target: &Path) -> io::Result<()> {
     .map(drop)
 }
 
+/// One writable tree (the workspace, an additional directory) and what goes over it.
+#[derive(Debug)]
+pub struct TreeMount<'a> {
+    /// The tree's absolute path, where it appears inside.
+    pub path: &'a Path,
+    /// The idmapped tree, or `None` to bind `src` plainly.
+    pub tree: Option<&'a OwnedFd>,
+    /// The source as `/proc/self/fd/N` of an O_PATH fd the init opened before any uid
+    /// change (like the other sources, see [`RootSpec`]).
+    pub src: PathBuf,
+    pub protected: &'a super::protected::Plan,
+    /// Files hard-linked to names outside the tree (relative), made read-only.
+    pub linked: &'a [PathBuf],
+}
+
 /// What goes into the sandbox's root.
 #[derive(Debug)]
 pub struct RootSpec<'a> {
-    /// The workspace's absolute path, where it appears inside.
-    pub workspace: &'a Path,
-    /// The idmapped workspace tree, or `None` to bind `workspace_src` plainly.
-    pub workspace_tree: Option<&'a OwnedFd>,
+    /// The workspace; its plan's hidden entries are the denied reads.
+    pub workspace: TreeMount<'a>,
+    /// The additional directories, each mounted and protected as the workspace is.
+    pub additional: &'a [TreeMount<'a>],
     /// Sources as `/proc/self/fd/N` of O_PATH fds the init opened before any uid change
     /// (so host dirs it could not traverse later, like a 0700 `/root`, are no obstacle).
-    pub workspace_src: &'a Path,
     pub socket_src: &'a Path,
     pub agent_src: &'a Path,
     /// The session's per-command cgroup parent, bound writable at
@@ -184,9 +199,6 @@ pub struct RootSpec<'a> {
     /// reach it: Landlock).
     pub cgroup_src: Option<&'a Path>,
     pub tmp_size_mib: u64,
-    pub protected: &'a super::protected::Plan,
-    /// Files hard-linked to names outside the workspace (relative), made read-only.
-    pub linked: &'a [PathBuf],
     pub masked: &'a [PathBuf],
     /// A resolv.conf to show at /etc/resolv.conf (the egress DNS stub's), if any.
     pub resolv_conf: Option<&'a str>,
@@ -320,7 +332,19 @@ pub fn build_root(spec: &RootSpec) -> Result<(), String> {
     }
     touch(&agent)?;
     bind(spec.agent_src, &agent, ro)?;
-    mount_workspace(spec, root)?;
+    for tree in std::iter::once(&spec.workspace).chain(spec.additional) {
+        mount_tree(root, tree)?;
+    }
+    for hidden in spec.masked {
+        let p = under(root, hidden);
+        if p.is_dir() {
+            tmpfs(
+                &p,
+                MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC | MsFlags::MS_RDONLY,
+                "mode=0000,size=4k",
+            )?;
+        }
+    }
     mount_host_view(root, &spec.host)?;
     // The tmpfs root itself: no new entries once every mount point exists.
     restrict(root, MOUNT_ATTR_RDONLY, false).map_err(|e| io_at("read-only root", root, e))?;
@@ -424,15 +448,18 @@ fn build_proc_dev(root: &Path) -> Result<(), String> {
     restrict(&dev, MOUNT_ATTR_RDONLY, false).map_err(|e| io_at("read-only", &dev, e))
 }
 
-fn mount_workspace(spec: &RootSpec, root: &Path) -> Result<(), String> {
-    let ws = under(root, spec.workspace);
+/// Mounts one writable tree at its own path, `nosuid,nodev`, then its protected paths
+/// read-only (their ancestors pinned), its hard-linked names read-only and its hidden
+/// entries masked: the same for the workspace and every additional directory.
+fn mount_tree(root: &Path, spec: &TreeMount) -> Result<(), String> {
+    let ws = under(root, spec.path);
     mkdir_all(&ws)?;
-    match spec.workspace_tree {
+    match spec.tree {
         Some(tree) => {
-            attach(tree, &ws).map_err(|e| io_at("attaching the idmapped workspace at", &ws, e))?
+            attach(tree, &ws).map_err(|e| io_at("attaching the idmapped tree at", &ws, e))?
         }
         None => mount(
-            Some(spec.workspace_src),
+            Some(spec.src.as_path()),
             &ws,
             None::<&str>,
             MsFlags::MS_BIND | MsFlags::MS_REC,
@@ -456,18 +483,7 @@ fn mount_workspace(spec: &RootSpec, root: &Path) -> Result<(), String> {
         )?;
     }
     read_only_files(&ws, spec.linked)?;
-    hide_denied(root, &ws, &spec.protected.hidden)?;
-    for hidden in spec.masked {
-        let p = under(root, hidden);
-        if p.is_dir() {
-            tmpfs(
-                &p,
-                MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC | MsFlags::MS_RDONLY,
-                "mode=0000,size=4k",
-            )?;
-        }
-    }
-    Ok(())
+    hide_denied(root, &ws, &spec.protected.hidden)
 }
 
 /// Files hard-linked to names outside the workspace: each name is a read-only bind of

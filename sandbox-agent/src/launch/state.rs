@@ -5,12 +5,14 @@
 //! - `launcher.pid`: pid and start time of the launcher, to tell live sessions from dead;
 //! - `placeholders.json`: placeholders created for protected paths;
 //! - `git-guard.json`: the git dirs pinned at start and when, for the teardown vetting;
+//! - `extra-<i>/`: the same two records for additional directory `i` (see
+//!   [`super::trees`]);
 //! - `sock/`: bind-mounted at `/run/cordon` in the sandbox, owned by the sandbox uid;
 //!
 //! [`cleanup_session`] removes all of it (and the placeholders and the session's
 //! cgroups); [`sweep_stale`] does so for every session whose launcher is gone.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use super::protected;
@@ -70,14 +72,16 @@ pub fn launcher_alive(state_dir: &Path) -> Option<bool> {
 /// Call only once the sandbox is gone. Idempotent. Placeholders are removed only beneath
 /// the workspace the state's launch config records; without one, they stay.
 pub fn cleanup_session(state_dir: &Path) {
-    // The git record is acted on only for the workspace the launch config records.
-    let record = super::gitvet::take_record(state_dir);
-    match recorded_workspace(state_dir) {
-        Some(workspace) => {
-            if let Some(record) = &record {
-                super::gitvet::vet_recorded(record, &workspace);
+    // Each tree's git record and placeholders are acted on only beneath the tree the
+    // launch config records for that state dir (the workspace, an additional directory).
+    match recorded_config(state_dir) {
+        Some(config) => {
+            for (tree, state) in super::trees::all(&config) {
+                if let Some(record) = super::gitvet::take_record(&state) {
+                    super::gitvet::vet_recorded(&record, &tree);
+                }
+                protected::remove_placeholders(&state, &tree);
             }
-            protected::remove_placeholders(state_dir, &workspace);
         }
         None if !protected::load(state_dir).is_empty() => tracing::warn!(
             dir = %state_dir.display(),
@@ -99,11 +103,13 @@ pub fn cleanup_session(state_dir: &Path) {
     }
 }
 
-/// The workspace the launch config in `state_dir` records.
-fn recorded_workspace(state_dir: &Path) -> Option<PathBuf> {
+/// The launch config `state_dir` records (its workspace and additional directories),
+/// with `state_dir` as its state dir whatever the file says.
+fn recorded_config(state_dir: &Path) -> Option<super::LaunchConfig> {
     let text = std::fs::read(state_dir.join(LAUNCH_CONFIG)).ok()?;
-    let config: super::LaunchConfig = serde_json::from_slice(&text).ok()?;
-    Some(config.workspace)
+    let mut config: super::LaunchConfig = serde_json::from_slice(&text).ok()?;
+    config.state_dir = state_dir.to_path_buf();
+    Some(config)
 }
 
 /// Cleans up after every session under `run_dir` whose launcher is dead (a crash, a
@@ -234,6 +240,43 @@ mod tests {
             !ws.join(".bashrc").exists(),
             "the workspace's own placeholder went"
         );
+    }
+
+    /// A dead session's additional directory gets its placeholders removed from its own
+    /// record (`extra-0/`), only beneath it: one that record names in the workspace stays.
+    #[test]
+    fn a_dead_sessions_additional_directory_is_cleaned_beneath_itself() {
+        let run = tempfile::tempdir().unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        let ws = ws.path().canonicalize().unwrap();
+        let extra = tempfile::tempdir().unwrap();
+        let extra = extra.path().canonicalize().unwrap();
+        std::fs::write(extra.join(".bashrc"), "").unwrap();
+        std::fs::write(ws.join(".profile"), "").unwrap();
+        let dead = run.path().join("dead");
+        std::fs::create_dir_all(dead.join("extra-0")).unwrap();
+        std::fs::write(dead.join(PID_FILE), "1 1\n").unwrap();
+        let config = serde_json::json!({
+            "session_id": "s",
+            "state_dir": dead,
+            "workspace": ws,
+            "additional": [extra],
+            "agent": {
+                "socket_path": "/run/cordon/agent.sock",
+                "workspace": ws,
+                "tmp_dir": "/tmp",
+            },
+        });
+        std::fs::write(dead.join(LAUNCH_CONFIG), config.to_string()).unwrap();
+        let records = serde_json::json!([
+            {"path": extra.join(".bashrc"), "kind": "file"},
+            {"path": ws.join(".profile"), "kind": "file"},
+        ]);
+        std::fs::write(dead.join("extra-0/placeholders.json"), records.to_string()).unwrap();
+        sweep_stale(run.path());
+        assert!(!dead.exists());
+        assert!(!extra.join(".bashrc").exists(), "its placeholder went");
+        assert!(ws.join(".profile").exists(), "outside its directory: kept");
     }
 
     /// A launch config recording `/` as the workspace makes no path removable.

@@ -4,7 +4,7 @@
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use nix::sys::signal::{SigSet, Signal, kill};
@@ -14,10 +14,9 @@ use nix::unistd::Pid;
 
 use super::child::{self, ChildCtx};
 use super::userns::{self, IdPlan};
-use super::{LaunchConfig, LaunchError, denied, gitvet, mounts, protected, state};
+use super::{LaunchConfig, LaunchError, denied, state, trees};
 use crate::cgroup::{Layout, SessionCgroup};
 use crate::confine::sys;
-use crate::hostside::{hardlinks, privbits};
 
 /// Exit code of the launcher when it could not start the sandbox.
 pub const EXIT_LAUNCH_FAILED: i32 = 125;
@@ -65,9 +64,9 @@ pub fn run_launcher(config_path: &Path) -> i32 {
     // The namespace is gone (or never was): no sandboxed process runs, nothing mounts the
     // placeholders any more. Git dirs made during the session are vetted and privilege bits
     // swept before the host's git can be told the session is over.
-    gitvet::vet_session(&config.state_dir, &config.workspace);
-    protected::remove_placeholders(&config.state_dir, &config.workspace);
-    sweep_privilege_bits(&config.workspace, started);
+    trees::tear_down(&config, started, |p| {
+        eprintln!("{STRIPPED_LOG_PREFIX}{}", p.display());
+    });
     let _ = std::fs::remove_dir_all(config.socket_dir());
     match outcome {
         Ok(Ended { code, released }) => {
@@ -87,25 +86,6 @@ pub fn run_launcher(config_path: &Path) -> i32 {
 /// Prefix of the launcher's log line for each file whose bits it stripped; the orchestrator
 /// relays these lines before it removes the log.
 pub const STRIPPED_LOG_PREFIX: &str = "sandbox-agent launcher: stripped setuid/setgid from ";
-
-/// The teardown backstop of "no privilege bits reach the host": each file stripped is
-/// named on stderr (the session's launcher log).
-fn sweep_privilege_bits(workspace: &Path, started: std::time::SystemTime) {
-    match privbits::sweep(workspace, privbits::Keep::UnchangedSince(started)) {
-        Ok(swept) => {
-            for p in &swept.stripped {
-                eprintln!("{STRIPPED_LOG_PREFIX}{}", workspace.join(p).display());
-            }
-            for (p, e) in &swept.failed {
-                eprintln!(
-                    "sandbox-agent launcher: cannot strip setuid/setgid from {}: {e}",
-                    workspace.join(p).display()
-                );
-            }
-        }
-        Err(e) => eprintln!("sandbox-agent launcher: privilege-bit sweep incomplete: {e}"),
-    }
-}
 
 /// Makes the session's cgroup with its limits, before anything of the sandbox runs.
 /// Without cgroups (a non-root user with no delegated subtree) the session fails to start
@@ -176,27 +156,19 @@ fn run_session(
         nix::unistd::getegid().as_raw(),
     );
     let ws = &cfg.workspace;
-    let meta = std::fs::metadata(ws).map_err(state_err(ws))?;
-    let canonical = std::fs::canonicalize(ws).map_err(state_err(ws))?;
-    if !meta.is_dir() || &canonical != ws {
-        return Err(LaunchError::Config(format!(
-            "workspace {} must be an existing directory given by its canonical path",
-            ws.display()
-        )));
-    }
     // Edit deny rules bind the kernel as read-only paths, with placeholders where missing;
     // so do the git control files of every git dir already there.
-    let mut protected_list = cfg.protected.clone();
-    protected_list.extend(denied::write_entries(ws, &cfg.denied_write)?);
-    protected_list.extend(super::gitguard::session_entries(
+    let mut workspace = trees::prepare(
         ws,
         &cfg.state_dir,
+        cfg,
+        &ids,
+        denied::write_entries(ws, &cfg.denied_write)?,
         &cfg.masked,
-    )?);
-    let mut plan = protected::plan(ws, &protected_list)?;
-    plan.hidden = denied::hidden(ws, &cfg.denied_read)?;
-    // Files whose other names lie outside the workspace: read-only inside.
-    let linked = hardlinks::read_only_names(ws, hardlinks::DEFAULT_CAP)?;
+    )?;
+    workspace.plan.hidden = denied::hidden(ws, &cfg.denied_read)?;
+    // The additional directories: the same protections, each tree its own records.
+    let additional = trees::prepare_additional(cfg, &ids)?;
     let sock = cfg.socket_dir();
     std::fs::create_dir(&sock).map_err(state_err(&sock))?;
     std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o700))
@@ -204,26 +176,6 @@ fn run_session(
     // The agent binds its socket here as the sandbox user.
     std::os::unix::fs::chown(&sock, Some(ids.user_host.0), Some(ids.user_host.1))
         .map_err(state_err(&sock))?;
-    protected::create_placeholders(
-        &cfg.state_dir,
-        ws,
-        &plan.placeholders,
-        (meta.uid(), meta.gid()),
-    )?;
-    // As host root, the workspace is idmapped: its owner's files appear owned by the
-    // sandbox user, and the sandbox user's writes land on disk as the owner.
-    let mut owners = userns::OwnerMaps::default();
-    let tree = if ids.privileged() {
-        let ns = owners.for_owner((meta.uid(), meta.gid()), ids.user_host)?;
-        Some(
-            mounts::idmapped_clone(ws, ns).map_err(|source| LaunchError::Idmap {
-                path: ws.clone(),
-                source,
-            })?,
-        )
-    } else {
-        None
-    };
     // Cordon's caches likewise: their owner (the user running Cordon) appears as the
     // sandbox user, so commands can fill them.
     let writable_trees = if ids.privileged() {
@@ -232,11 +184,7 @@ fn run_session(
             .iter()
             .map(|dir| {
                 let meta = std::fs::metadata(dir).map_err(state_err(dir))?;
-                let ns = owners.for_owner((meta.uid(), meta.gid()), ids.user_host)?;
-                mounts::idmapped_clone(dir, ns).map_err(|source| LaunchError::Idmap {
-                    path: dir.clone(),
-                    source,
-                })
+                trees::idmapped_for_sandbox(dir, &meta, &ids)
             })
             .collect::<Result<Vec<_>, _>>()?
     } else {
@@ -273,9 +221,8 @@ fn run_session(
             cgroup_tasks: entry.as_ref().map_or(&[], |e| e.v1_tasks.as_slice()),
             config: cfg,
             ids,
-            plan: &plan,
-            linked: &linked,
-            workspace_tree: tree.as_ref(),
+            workspace: &workspace,
+            additional: &additional,
             writable_trees: &writable_trees,
             exec_cgroup: cgroup.and_then(|c| c.exec_dir()),
             go: go_r,
@@ -285,7 +232,15 @@ fn run_session(
         });
     }
     let init = Pid::from_raw(ret);
-    drop((go_r, err_w, alive_r, tree, entry, writable_trees, owners));
+    drop((
+        go_r,
+        err_w,
+        alive_r,
+        workspace,
+        additional,
+        entry,
+        writable_trees,
+    ));
     // Into the session's cgroup before the init runs anything: every process of the
     // sandbox is born inside the limits. Born inside already, the init joins the v1
     // parts itself as its first step (no move of a whole process, see `clone_init`).

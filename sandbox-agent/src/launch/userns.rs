@@ -102,35 +102,29 @@ pub fn write_maps(
     write("gid_map", gid_map)
 }
 
-/// User namespaces that map one host owner (uid, gid) to the sandbox user, for idmapped
-/// mounts: made once per owner, since each costs a helper process. The workspace and
-/// Cordon's caches usually share one owner, so a session makes one instead of one per
-/// tree.
-#[derive(Default)]
-pub struct OwnerMaps {
-    made: Vec<((u32, u32), OwnedFd)>,
-}
-
-impl OwnerMaps {
-    /// The namespace mapping `owner` to `to` (the sandbox user's host ids).
-    pub fn for_owner(
-        &mut self,
-        owner: (u32, u32),
-        to: (u32, u32),
-    ) -> Result<&OwnedFd, LaunchError> {
-        let i = match self.made.iter().position(|(o, _)| *o == owner) {
-            Some(i) => i,
-            None => {
-                let fd = new_userns_fd(
-                    &format!("{} {} 1\n", owner.0, to.0),
-                    &format!("{} {} 1\n", owner.1, to.1),
-                )?;
-                self.made.push((owner, fd));
-                self.made.len() - 1
-            }
-        };
-        Ok(&self.made[i].1)
+/// A user namespace mapping the host owner `owner` (uid, gid) to `to` (the sandbox user's
+/// host ids), for idmapped mounts. Each costs a helper process, and the trees of one
+/// session (the workspace, its additional directories, Cordon's caches) usually share one
+/// owner, so the launcher (one process per session) makes one per owner and mapping and
+/// hands out duplicates.
+pub fn for_owner(owner: (u32, u32), to: (u32, u32)) -> Result<OwnedFd, LaunchError> {
+    type Made = Vec<(((u32, u32), (u32, u32)), OwnedFd)>;
+    static MADE: std::sync::Mutex<Made> = std::sync::Mutex::new(Vec::new());
+    let mut made = MADE.lock().unwrap_or_else(|p| p.into_inner());
+    let dup = |fd: &OwnedFd| {
+        fd.try_clone()
+            .map_err(|e| LaunchError::UserNs(format!("duplicating the namespace: {e}")))
+    };
+    if let Some((_, fd)) = made.iter().find(|(k, _)| *k == (owner, to)) {
+        return dup(fd);
     }
+    let fd = new_userns_fd(
+        &format!("{} {} 1\n", owner.0, to.0),
+        &format!("{} {} 1\n", owner.1, to.1),
+    )?;
+    let out = dup(&fd)?;
+    made.push(((owner, to), fd));
+    Ok(out)
 }
 
 /// Creates a user namespace with the given maps and returns an fd to it (used as the

@@ -30,6 +30,14 @@ async fn run(ws: &Workspace, commands: &[String], args: &[&str]) -> Vec<(String,
         .collect()
 }
 
+/// Each command was refused (an error result) and its marker `m{i}` does not exist.
+fn assert_none_ran(ws: &Workspace, commands: &[String], results: &[(String, bool)], what: &str) {
+    for (i, (cmd, (text, is_error))) in commands.iter().zip(results).enumerate() {
+        assert!(is_error, "{cmd:?} ran: {text}");
+        assert!(!ws.join(&format!("m{i}")).exists(), "{cmd:?} {what}");
+    }
+}
+
 /// Plan mode runs read-only commands only. Each of these passed as read-only before; bash
 /// runs the `touch` in every one of them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -54,13 +62,7 @@ async fn plan_mode_runs_no_command_hidden_from_the_parser() {
     .map(String::from)
     .to_vec();
     let results = run(&ws, &commands, &["--permission-mode", "plan"]).await;
-    for (i, (cmd, (text, is_error))) in commands.iter().zip(&results).enumerate() {
-        assert!(is_error, "{cmd:?} ran: {text}");
-        assert!(
-            !ws.join(&format!("m{i}")).exists(),
-            "{cmd:?} ran its hidden command"
-        );
-    }
+    assert_none_ran(&ws, &commands, &results, "ran its hidden command");
 }
 
 /// A plain here-document is still read-only: plan mode runs it (the control case).
@@ -103,14 +105,83 @@ async fn deny_rules_see_through_wrappers_in_bypass_mode() {
         "--disallowedTools=Bash(touch *)",
     ];
     let results = run(&ws, &commands, &args).await;
-    for (i, (cmd, (text, is_error))) in commands.iter().zip(&results).enumerate() {
-        assert!(is_error, "{cmd:?} ran: {text}");
-        assert!(
-            !ws.join(&format!("m{i}")).exists(),
-            "{cmd:?} evaded the deny rule"
-        );
-    }
+    assert_none_ran(&ws, &commands, &results, "evaded the deny rule");
     // The rule does not catch everything: an unrelated command still runs.
     let ok = run(&ws, &["echo fine".to_string()], &args).await;
     assert!(!ok[0].1, "{ok:?}");
+}
+
+/// `git ARGS` on the host in `dir`, with no user or system config (the test's own repos).
+fn host_git(dir: &std::path::Path, args: &[&str]) {
+    let out = std::process::Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t.invalid"])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+}
+
+/// A workspace that is a repository with a file matching `x`, and two nested repositories
+/// whose config names a program git runs on `status` (`core.fsmonitor`): `nested-a`
+/// creates `m3`, `nested-b` creates `m4` (absolute paths in the workspace). Returns the
+/// commands the model sends: each would create its marker `m{i}` when run.
+fn abbreviation_and_git_dir_attacks(ws: &Workspace) -> Vec<String> {
+    let root = ws.path();
+    std::fs::write(ws.join("f.txt"), "x\n").unwrap();
+    host_git(root, &["init", "-q", "."]);
+    for (dir, mark) in [("nested-a", "m3"), ("nested-b", "m4")] {
+        let nested = ws.join(dir);
+        std::fs::create_dir_all(&nested).unwrap();
+        std::fs::write(nested.join("y.txt"), "y\n").unwrap();
+        host_git(&nested, &["init", "-q", "."]);
+        host_git(&nested, &["add", "y.txt"]);
+        host_git(&nested, &["commit", "-qm", "planted"]);
+        let hook = format!("touch {}", ws.join(mark).display());
+        host_git(&nested, &["config", "core.fsmonitor", &hook]);
+    }
+    host_git(root, &["add", "f.txt"]);
+    host_git(root, &["commit", "-qm", "init"]);
+    let mark = |m: &str| ws.join(m).display().to_string();
+    vec![
+        format!("sort --outp={} /dev/null", mark("m0")),
+        format!("git grep --open-files-in-pager='touch {}' x", mark("m1")),
+        format!("git grep --open='touch {}' x", mark("m2")),
+        "git --git-dir=nested-a/.git status".to_string(),
+        "git -C nested-b status".to_string(),
+    ]
+}
+
+/// Issue 9: a GNU long-option abbreviation that writes (`sort --outp=F`) or runs a program
+/// (`git grep --open=CMD`), and git's global options that point it at a repository whose
+/// config runs a program (`--git-dir=DIR`, `-C DIR` into a nested repository). Plan mode
+/// runs read-only commands only: none of them runs, and no marker exists on the host.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plan_mode_runs_no_abbreviated_option_or_planted_git_config() {
+    let ws = Workspace::new();
+    let commands = abbreviation_and_git_dir_attacks(&ws);
+    let results = run(&ws, &commands, &["--permission-mode", "plan"]).await;
+    assert_none_ran(&ws, &commands, &results, "ran its planted command");
+    // Plain forms of the same commands are still read-only.
+    let plain = ["git status".to_string(), "git grep -n x".to_string()];
+    for (cmd, (text, is_error)) in plain
+        .iter()
+        .zip(run(&ws, &plain, &["--permission-mode", "plan"]).await)
+    {
+        assert!(!is_error, "{cmd:?}: {text}");
+    }
+}
+
+/// The control: run without the permission check, each command does create its marker, so
+/// the plan-mode test above proves something.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_abbreviated_options_and_planted_git_configs_do_run_code() {
+    let ws = Workspace::new();
+    let commands = abbreviation_and_git_dir_attacks(&ws);
+    run(&ws, &commands, &["--permission-mode", "bypassPermissions"]).await;
+    for (i, cmd) in commands.iter().enumerate() {
+        assert!(ws.join(&format!("m{i}")).exists(), "{cmd:?} ran nothing");
+    }
 }

@@ -15,7 +15,7 @@ use cordon_tests::{Workspace, cordon_bin};
 use serde_json::{Value, json};
 
 /// Managed settings that turn the sandbox auto-allow off (the strict mode).
-fn strict() -> Value {
+pub(super) fn strict() -> Value {
     json!({"sandbox": {"autoAllowBashIfSandboxed": false}})
 }
 
@@ -70,12 +70,31 @@ impl Repo {
 
     /// `cordon run` on this workspace, stream-json, the model running `command` once.
     async fn run(&self, command: &str, args: &[&str]) -> Attempt {
-        let model = ScriptedModel::start(vec![
-            Turn::tool_use("b1", "Bash", json!({"command": command})),
-            Turn::text("done"),
-        ])
-        .await
-        .unwrap();
+        let (out, init, mut results) = self
+            .run_calls(&[("Bash", json!({"command": command}))], args)
+            .await;
+        Attempt {
+            out,
+            init,
+            result: results.remove(0),
+        }
+    }
+
+    /// `cordon run` on this workspace, stream-json, the model making `calls` (tool name,
+    /// input) one per turn: the output, the init record and each call's result (text,
+    /// is_error).
+    async fn run_calls(
+        &self,
+        calls: &[(&str, Value)],
+        args: &[&str],
+    ) -> (Output, Value, Vec<(String, bool)>) {
+        let mut turns: Vec<Turn> = calls
+            .iter()
+            .enumerate()
+            .map(|(i, (tool, input))| Turn::tool_use(format!("c{i}"), *tool, input.clone()))
+            .collect();
+        turns.push(Turn::text("done"));
+        let model = ScriptedModel::start(turns).await.unwrap();
         let mut cmd = run_command(
             &model,
             self.home.path(),
@@ -99,12 +118,13 @@ impl Repo {
             .find(|v| v["subtype"] == "init")
             .unwrap_or_else(|| panic!("no init record: {}", out.stdout));
         let requests = model.requests();
-        let (_, text, is_error) = tool_results(&requests[1].body).remove(0);
-        Attempt {
-            out,
-            init,
-            result: (text, is_error),
-        }
+        let results = (1..=calls.len())
+            .map(|i| {
+                let (_, text, is_error) = tool_results(&requests[i].body).remove(0);
+                (text, is_error)
+            })
+            .collect();
+        (out, init, results)
     }
 
     /// `cordon trust [ARGS] WS` with this repo's CORDON_HOME.
@@ -505,4 +525,104 @@ async fn everything_an_untrusted_repository_sets_to_widen_is_reported_once() {
             a.out.stderr
         );
     }
+}
+
+/// A repository's `permissions.additionalDirectories` adds a writable directory beside
+/// the workspace only once the workspace is trusted: in acceptEdits mode the model's
+/// Write into it and a Bash redirect into it are edits in the working directories then,
+/// and land in the directory on the host, owned by the directory's owner (the sandbox
+/// mounts it at its own path, idmapped as the workspace is). Untrusted, both need
+/// approval (headless: denied) and nothing is written; a changed settings file is
+/// untrusted again. The sandbox's placeholders in the directory are gone afterwards.
+async fn a_repository_additional_directory_needs_trust(backend: &[&str]) {
+    use std::os::unix::fs::MetadataExt;
+    let other = Workspace::new();
+    // Owned by someone other than the user running Cordon (root in these tests).
+    const OWNER: u32 = 4242;
+    std::os::unix::fs::chown(other.path(), Some(OWNER), Some(OWNER)).unwrap();
+    let dir = other.path().display().to_string();
+    let repo = Repo::new(&json!({"permissions": {"additionalDirectories": [dir]}}));
+    repo.managed(&strict());
+    let (written, echoed) = (other.join("written.txt"), other.join("echoed.txt"));
+    let calls = [
+        (
+            "Write",
+            json!({"file_path": written, "content": "from Write\n"}),
+        ),
+        (
+            "Bash",
+            json!({"command": format!("echo from Bash > {}", echoed.display())}),
+        ),
+    ];
+    let args = [&["--permission-mode", "acceptEdits"], backend].concat();
+    let entries = || -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(other.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let refused = |results: &[(String, bool)], stderr: &str| {
+        for (text, is_error) in results {
+            assert!(*is_error && text.contains("needs approval"), "{text}");
+        }
+        assert!(entries().is_empty(), "written untrusted: {:?}", entries());
+        assert!(
+            stderr.contains("permissions.additionalDirectories"),
+            "{stderr}"
+        );
+    };
+    let landed = |results: &[(String, bool)], stderr: &str| {
+        for (text, is_error) in results {
+            assert!(!is_error, "{text}\n{stderr}");
+        }
+        assert_eq!(std::fs::read_to_string(&written).unwrap(), "from Write\n");
+        assert_eq!(std::fs::read_to_string(&echoed).unwrap(), "from Bash\n");
+        for f in [&written, &echoed] {
+            let meta = std::fs::metadata(f).unwrap();
+            assert_eq!((meta.uid(), meta.gid()), (OWNER, OWNER), "{}", f.display());
+        }
+        // Only what the model wrote: the protected paths' placeholders went at teardown.
+        assert_eq!(entries(), ["echoed.txt", "written.txt"]);
+        std::fs::remove_file(&written).unwrap();
+        std::fs::remove_file(&echoed).unwrap();
+    };
+
+    let (out, _, results) = repo.run_calls(&calls, &args).await;
+    refused(&results, &out.stderr);
+    let trusted = [&args[..], &["--trust"]].concat();
+    let (out, init, results) = repo.run_calls(&calls, &trusted).await;
+    assert_eq!(init["workspace_trust"]["state"], "trusted");
+    landed(&results, &out.stderr);
+    assert_eq!(repo.trust(&[]).await.code, 0);
+    let (out, _, results) = repo.run_calls(&calls, &args).await;
+    landed(&results, &out.stderr);
+    // One more space: a different file, untrusted again.
+    let path = repo.ws.join(".claude/settings.json");
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    text.push(' ');
+    std::fs::write(&path, text).unwrap();
+    let (out, _, results) = repo.run_calls(&calls, &args).await;
+    refused(&results, &out.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repository_additional_directory_needs_trust_local() {
+    a_repository_additional_directory_needs_trust(&[]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repository_additional_directory_needs_trust_docker() {
+    if let Err(why) = cordon_tests::docker_ready() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    a_repository_additional_directory_needs_trust(&[
+        "--sandbox",
+        "docker",
+        "--image",
+        "cordon-minimal",
+    ])
+    .await;
 }

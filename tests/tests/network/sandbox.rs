@@ -119,3 +119,62 @@ fn a_sandboxed_command_gets_out_only_through_the_policy() {
         assert!(stderr.contains("egress refused other.test:80"), "{stderr}");
     });
 }
+
+/// A repository's `sandbox.network.allowedDomains` widens egress only once the workspace is
+/// trusted: untrusted, `cordon sandbox` says it is ignored and the command has no way
+/// out; after `cordon trust` the domain is in the effective policy and reached through the
+/// proxy. State (CORDON_HOME, user and managed settings) lives in a temp dir.
+#[test]
+fn a_repository_allowed_domain_needs_cordon_trust() {
+    let ips = [IpAddr::V4(SERVER), IpAddr::V4(DNS)];
+    net::run(&ips, Some(IpAddr::V4(DNS)), || async {
+        let names = HashMap::from([("allowed.test".to_string(), SERVER)]);
+        let _asked = net::dns_server(IpAddr::V4(DNS), names).await;
+        net::http_server(SocketAddr::new(IpAddr::V4(SERVER), 80), 0).await;
+        let ws = Workspace::new();
+        std::fs::create_dir_all(ws.join(".claude")).unwrap();
+        std::fs::write(
+            ws.join(".claude/settings.json"),
+            r#"{"sandbox": {"network": {"allowedDomains": ["allowed.test"]}}}"#,
+        )
+        .unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let cordon = |args: &[&str]| {
+            let mut cmd = tokio::process::Command::new(cordon_bin());
+            cmd.args(args)
+                .env("CORDON_HOME", home.path())
+                .env("CORDON_USER_SETTINGS", home.path().join("user.json"))
+                .env("CORDON_MANAGED_SETTINGS", home.path().join("managed.json"))
+                .stdin(std::process::Stdio::null());
+            cmd
+        };
+        let ws_arg = ws.path().to_str().unwrap();
+        let curl = [
+            "sandbox",
+            "--workspace",
+            ws_arg,
+            "--",
+            "curl",
+            "-sS",
+            "--max-time",
+            "20",
+            "http://allowed.test/x",
+        ];
+        let out = cordon(&curl).output().await.unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_ne!(out.status.code(), Some(0), "untrusted, reached: {stderr}");
+        assert!(stderr.contains("is not trusted"), "{stderr}");
+        assert!(stderr.contains("sandbox.network"), "{stderr}");
+
+        let trusted = cordon(&["trust", ws_arg]).output().await.unwrap();
+        assert!(trusted.status.success(), "{trusted:?}");
+        let out = cordon(&curl).output().await.unwrap();
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert_eq!(out.status.code(), Some(0), "trusted: {stdout}\n{stderr}");
+        assert_eq!(stdout, "host=allowed.test path=/x", "{stderr}");
+        assert!(!stderr.contains("is not trusted"), "{stderr}");
+    });
+}

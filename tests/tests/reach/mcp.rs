@@ -206,3 +206,77 @@ async fn a_server_that_crashes_hangs_or_sends_garbage_is_an_error_and_restarts()
     let e3 = ok(7, "e3");
     assert_ne!(e2, e3, "a fresh server after the garbage");
 }
+
+/// `cordon trust WS` with `home` as CORDON_HOME.
+async fn trust(ws: &Workspace, home: &Path) -> cordon_tests::agent::Output {
+    let mut cmd = tokio::process::Command::new(cordon_tests::cordon_bin());
+    cmd.arg("trust")
+        .arg(ws.path())
+        .env("CORDON_HOME", home)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    cordon_tests::agent::Output::of(cmd).await
+}
+
+/// One run with its state in `home` (so a `cordon trust` there counts): the model calls
+/// `mcp__flaky__echo` once; returns the tools it was offered, the call's result (text,
+/// is_error) and stderr. User and managed settings point at files that do not exist.
+async fn echo_run(ws: &Workspace, home: &Path) -> (Vec<String>, (String, bool), String) {
+    let model = ScriptedModel::start(vec![
+        Turn::tool_use("e", "mcp__flaky__echo", json!({"text": "trusted"})),
+        Turn::text("done"),
+    ])
+    .await
+    .unwrap();
+    let mut cmd =
+        cordon_tests::agent::run_command(&model, home, ws.path(), &["--output-format", "json"]);
+    cmd.args(["--allowedTools", "mcp__flaky", "-p", "use the tools"])
+        .env("CORDON_USER_SETTINGS", home.join("user-settings.json"))
+        .env(
+            "CORDON_MANAGED_SETTINGS",
+            home.join("managed-settings.json"),
+        );
+    let out = cordon_tests::agent::Output::of(cmd).await;
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let requests = model.requests();
+    let (_, text, is_error) = tool_results(&requests[1].body).remove(0);
+    (tool_names(&requests[0].body), (text, is_error), out.stderr)
+}
+
+/// A repository's `.mcp.json` server starts only once the workspace is trusted with
+/// `cordon trust` (not only `--trust`), and is ignored again once `.mcp.json` changes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repository_mcp_server_needs_cordon_trust_and_a_changed_file_loses_it() {
+    let ws = workspace(json!({}));
+    std::fs::write(
+        ws.join(".mcp.json"),
+        json!({"mcpServers": {"flaky": flaky(&ws)}}).to_string(),
+    )
+    .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let is_mcp = |n: &String| n.starts_with("mcp__");
+
+    let (names, (text, is_error), stderr) = echo_run(&ws, home.path()).await;
+    assert!(!names.iter().any(is_mcp), "untrusted: {names:?}");
+    assert!(is_error, "untrusted, the server answered: {text}");
+    assert!(stderr.contains("mcpServers"), "{stderr}");
+
+    let t = trust(&ws, home.path()).await;
+    assert_eq!(t.code, 0, "{}", t.stderr);
+    assert!(t.stdout.contains(".mcp.json"), "{}", t.stdout);
+    let (names, (text, is_error), stderr) = echo_run(&ws, home.path()).await;
+    assert!(names.iter().any(|n| n == "mcp__flaky__echo"), "{names:?}");
+    assert!(!is_error && text.starts_with("trusted (pid"), "{text}");
+    assert!(!stderr.contains("is not trusted"), "{stderr}");
+
+    // The same servers with one more space: a different file, untrusted again.
+    let mut text = std::fs::read_to_string(ws.join(".mcp.json")).unwrap();
+    text.push(' ');
+    std::fs::write(ws.join(".mcp.json"), text).unwrap();
+    let (names, (text, is_error), stderr) = echo_run(&ws, home.path()).await;
+    assert!(!names.iter().any(is_mcp), "changed: {names:?}");
+    assert!(is_error, "changed, the server answered: {text}");
+    assert!(stderr.contains("changed since"), "{stderr}");
+}

@@ -190,3 +190,47 @@ fn commands_named_by_path_are_seen_by_file_name() {
     let p = split("./node_modules/.bin/rm x").unwrap();
     assert!(p[0].layers().contains(&"rm x".to_string()));
 }
+
+/// Builtins that evaluate a quoted argument as a subscript run the commands inside it
+/// (found by the differential test): those forms are unresolved; the plain forms are not.
+#[test]
+fn builtins_evaluating_a_subscript_are_unresolved() {
+    for cmd in [
+        "test -v 'a[$(touch p)]'",
+        "[ -v 'a[$(touch p)]' ]",
+        "[ ! -R \"$n\" ]",
+        "[ \"$op\" \"$x\" ]",
+        "printf -v 'a[$(touch p)]' x",
+        "printf '-va[$(touch p)]' x",
+        "read 'a[$(touch p)]'",
+        "unset 'a[$(touch p)]'",
+        "declare 'a[$(touch p)]=1'",
+        "typeset -n x='a[$(touch p)]'",
+        "declare -i x",
+        "local -ri x=1",
+        "export \"$n\"=1",
+        "let 'a[$(touch p)]'",
+        "let x",
+        "wait -p 'a[$(touch p)]'",
+        "builtin printf -v 'a[$(touch p)]' x",
+    ] {
+        let parts = split(cmd).unwrap_or_else(|e| panic!("{cmd}: {e}"));
+        assert!(parts.iter().any(|p| p.unresolved.is_some()), "{cmd}");
+    }
+    for cmd in [
+        "test -f x",
+        "[ -v name ]",
+        "[ \"$a\" = \"$b\" ]",
+        "[ -n \"$x\" ]",
+        "printf '%s\\n' \"$x\"",
+        "printf -v out '%s' x",
+        "read -r line",
+        "declare -a list",
+        "export A=\"$(pwd)\"",
+        "local x=1",
+        "unset x",
+    ] {
+        let parts = split(cmd).unwrap_or_else(|e| panic!("{cmd}: {e}"));
+        assert!(parts.iter().all(|p| p.unresolved.is_none()), "{cmd}");
+    }
+}

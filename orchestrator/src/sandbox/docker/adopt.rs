@@ -184,6 +184,22 @@ fn clean_run_dir(run_root: &Path, dir: &Path) {
     let record = std::fs::read(dir.join("session.json"))
         .ok()
         .and_then(|b| serde_json::from_slice::<SessionRecord>(&b).ok());
+    // The additional directories' records, each acted on only beneath its own directory
+    // once that passes the same policy.
+    for (i, extra) in record.iter().flat_map(|r| r.additional.iter()).enumerate() {
+        match recorded_workspace_ok(run_root, extra) {
+            Ok(()) => {
+                let records = dir.join(format!("extra-{i}"));
+                super::masks::vet_git(&records, extra);
+                super::masks::remove_placeholders(&records, extra);
+            }
+            Err(why) => tracing::warn!(
+                "{}: placeholders left alone: the recorded additional directory {} {why}",
+                dir.display(),
+                extra.display()
+            ),
+        }
+    }
     if let Some(SessionRecord {
         uid,
         workspace: Some(ws),

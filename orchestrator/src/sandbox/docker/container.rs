@@ -51,6 +51,8 @@ pub struct Session {
     access: Option<Access>,
     /// Protected, denied-write and denied-read paths mounted over the workspace.
     pub masks: Masks,
+    /// The additional directories, each with its own masks (injected only).
+    pub additional: Vec<AdditionalTree>,
     /// How many bytes the session may add to its workspace (`sandbox.limits.disk`),
     /// enforced by the agent inside (see `sandbox_agent::exec::disk`).
     pub disk_budget_bytes: Option<u64>,
@@ -61,6 +63,18 @@ pub struct Session {
     pub command_env: Vec<(String, String)>,
     /// Holds the uid for this session's life (across processes, see [`access`]).
     _lease: UidLease,
+}
+
+/// An additional directory of a session (`permissions.additionalDirectories`): injected
+/// idmapped at its own path, `nosuid,nodev`, protected as the workspace is.
+#[derive(Debug)]
+pub struct AdditionalTree {
+    /// Canonical, checked (see [`crate::sandbox::checked_additional`]).
+    pub path: PathBuf,
+    /// Its own records (placeholders, git guard): `extra-<i>/` in the run directory.
+    pub run_dir: PathBuf,
+    /// The protected paths and hard-linked names bound over it.
+    pub masks: Masks,
 }
 
 /// What `session.json` holds.
@@ -76,6 +90,9 @@ pub struct SessionRecord {
     /// of an older Cordon, whose grants had no backup.
     #[serde(default)]
     pub acl: Option<bool>,
+    /// The additional directories, in order (their records in `extra-<i>/`).
+    #[serde(default)]
+    pub additional: Vec<PathBuf>,
 }
 
 /// The saved ACLs of the workspace in the run directory (see [`super::acl`]).
@@ -89,6 +106,17 @@ impl Session {
         spec: &SandboxSpec,
     ) -> Result<Self, SandboxError> {
         let workspace = crate::sandbox::checked_workspace(&spec.workspace, &config.run_root)?;
+        // Bound at create time, a directory could be neither idmapped nor nosuid.
+        let additional = crate::sandbox::checked_additional(spec, &workspace, &config.run_root)?;
+        if let Some(dir) = additional.first() {
+            return Err(crate::sandbox::additional::AdditionalDirError {
+                path: dir.clone(),
+                why: "the docker backend mounts additional directories only when Cordon runs \
+                      as root (as idmapped mounts)"
+                    .into(),
+            }
+            .into());
+        }
         let mut session = Self::slot(config, uids, &spec.session_id)?;
         session.tenant = spec.tenant.clone();
         if let Err(e) = session.attach(&workspace, spec, Access::Acl) {
@@ -140,6 +168,7 @@ impl Session {
             run_dir,
             access: None,
             masks: Masks::default(),
+            additional: Vec::new(),
             disk_budget_bytes: None,
             exec_cgroup: None,
             command_env: Vec::new(),
@@ -150,6 +179,38 @@ impl Session {
             return Err(e);
         }
         Ok(session)
+    }
+
+    /// Plans the masks of each additional directory (`dirs`, checked), each in its own
+    /// `extra-<i>/` of the run directory, and records them. Reaching them needs an
+    /// idmapped injection ([`super::pool`]), which the caller makes. On error the caller
+    /// cleans up.
+    pub fn attach_additional(&mut self, dirs: &[PathBuf]) -> Result<(), SandboxError> {
+        for (i, dir) in dirs.iter().enumerate() {
+            if let Some(own) = collides_with_container_mount(dir) {
+                return Err(crate::sandbox::additional::AdditionalDirError {
+                    path: dir.clone(),
+                    why: format!("it would be mounted over the container's own {own}"),
+                }
+                .into());
+            }
+            let run_dir = self.run_dir.join(format!("extra-{i}"));
+            crate::paths::private_dir(&run_dir).map_err(|source| SandboxError::Setup {
+                step: "create run dir",
+                source,
+            })?;
+            self.additional.push(AdditionalTree {
+                path: dir.clone(),
+                run_dir: run_dir.clone(),
+                masks: Masks::default(),
+            });
+            self.write_record()?;
+            let masks = masks::prepare_tree(dir, &[], &[], &run_dir)?;
+            if let Some(tree) = self.additional.last_mut() {
+                tree.masks = masks;
+            }
+        }
+        Ok(())
     }
 
     /// Makes the workspace reachable for this session's uid and records it. The record
@@ -205,6 +266,7 @@ impl Session {
                 .map(|b| b.target.clone())
                 .collect(),
             acl: Some(self.access == Some(Access::Acl)),
+            additional: self.additional.iter().map(|t| t.path.clone()).collect(),
         };
         let text = serde_json::to_vec(&record)
             .map_err(|e| SandboxError::Docker(format!("encode session record: {e}")))?;
@@ -227,10 +289,13 @@ impl Session {
             socket_path: Path::new(CONTAINER_RUN_DIR).join(SOCKET_NAME),
             workspace: workspace.to_path_buf(),
             tmp_dir: PathBuf::from("/tmp"),
-            extra_writable: Vec::new(),
+            extra_writable: self.additional.iter().map(|t| t.path.clone()).collect(),
             extra_readable: Vec::new(),
             command_env: self.command_env.clone(),
-            protected_paths: self.masks.protected.clone(),
+            protected_paths: std::iter::once(&self.masks)
+                .chain(self.additional.iter().map(|t| &t.masks))
+                .flat_map(|m| m.protected.iter().cloned())
+                .collect(),
             network,
             egress: None,
             best_effort: false,
@@ -250,6 +315,20 @@ impl Session {
         }
     }
 
+    /// Every writable tree of the session with the run directory of its records: the
+    /// workspace (once attached) first, then the additional directories.
+    pub fn trees(&self) -> Vec<(PathBuf, PathBuf)> {
+        self.workspace
+            .iter()
+            .map(|ws| (ws.clone(), self.run_dir.clone()))
+            .chain(
+                self.additional
+                    .iter()
+                    .map(|t| (t.path.clone(), t.run_dir.clone())),
+            )
+            .collect()
+    }
+
     /// Removes the per-command cgroups, the placeholders (those still empty), the run
     /// directory, and frees the uid. Call once the container is gone (or going).
     pub fn release(self) {
@@ -259,6 +338,9 @@ impl Session {
         // Placeholders exist only once a workspace was attached (and recorded).
         if let Some(ws) = &self.workspace {
             masks::remove_placeholders(&self.run_dir, ws);
+        }
+        for tree in &self.additional {
+            masks::remove_placeholders(&tree.run_dir, &tree.path);
         }
         let _ = std::fs::remove_dir_all(&self.run_dir);
     }

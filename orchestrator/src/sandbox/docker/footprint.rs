@@ -51,6 +51,7 @@ mod tests {
             workspace: Some(ws.path().to_path_buf()),
             masked: vec![ws.path().join(".env")],
             acl: Some(false),
+            additional: Vec::new(),
         };
         std::fs::write(
             dir.join("session.json"),

@@ -70,17 +70,28 @@ pub fn prepare(
     spec: &SandboxSpec,
     run_dir: &Path,
 ) -> Result<Masks, SandboxError> {
+    prepare_tree(workspace, &spec.denied_write, &spec.denied_read, run_dir)
+}
+
+/// [`prepare`] for one writable tree (the workspace, an additional directory) with its
+/// own denied-write and denied-read paths and its own `run_dir` for the records.
+pub fn prepare_tree(
+    workspace: &Path,
+    denied_write: &[PathBuf],
+    denied_read: &[PathBuf],
+    run_dir: &Path,
+) -> Result<Masks, SandboxError> {
     let mut entries: Vec<ProtectedPath> = crate::sandbox::local::protected_paths()?;
-    entries.extend(denied::write_entries(workspace, &spec.denied_write).map_err(launch_err)?);
+    entries.extend(denied::write_entries(workspace, denied_write).map_err(launch_err)?);
     // The git control files of every git dir already there (and the record the teardown
     // vetting of new ones needs), exactly as the local launcher does.
     entries.extend(gitguard::session_entries(workspace, run_dir, &[]).map_err(launch_err)?);
     let plan = protected::plan(workspace, &entries).map_err(launch_err)?;
-    let hidden = denied::hidden(workspace, &spec.denied_read).map_err(launch_err)?;
+    let hidden = denied::hidden(workspace, denied_read).map_err(launch_err)?;
     // Before any placeholder exists: a refusal here leaves the workspace untouched.
     let linked = hardlinks::read_only_names(workspace, hardlinks::DEFAULT_CAP).map_err(|e| {
         SandboxError::Setup {
-            step: "checking the workspace for hard links",
+            step: "checking the tree for hard links",
             source: std::io::Error::other(e.to_string()),
         }
     })?;

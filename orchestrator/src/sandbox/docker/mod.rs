@@ -482,13 +482,15 @@ impl SandboxHandle for DockerSandboxHandle {
             // Only once no sandboxed process can race them (the container is gone): git
             // dirs made in the session are vetted, and no privilege bits reach the host
             // (sandbox_agent::hostside::privbits says which files keep theirs).
-            if removed.is_ok()
-                && let Some(ws) = session.workspace.clone()
-            {
-                masks::vet_git(&session.run_dir, &ws);
+            // The additional directories get the same as the workspace.
+            if removed.is_ok() {
                 let keep = privbits::Keep::unchanged_since_creation_of(&session.run_dir);
-                let _ =
-                    tokio::task::spawn_blocking(move || privbits::sweep_and_log(&ws, keep)).await;
+                for (tree, run_dir) in session.trees() {
+                    masks::vet_git(&run_dir, &tree);
+                    let _ =
+                        tokio::task::spawn_blocking(move || privbits::sweep_and_log(&tree, keep))
+                            .await;
+                }
             }
             session.cleanup();
         }
@@ -525,16 +527,21 @@ impl Drop for DockerSandboxHandle {
         // (adopt::reconcile catches it otherwise), and clean up host state now.
         // The git vetting waits for the container to be gone (it must not race a sandboxed
         // process); its record leaves the run directory before cleanup removes that.
-        let record = sandbox_agent::launch::gitvet::take_record(&session.run_dir);
-        let workspace = session.workspace.clone();
+        let records: Vec<_> = session
+            .trees()
+            .into_iter()
+            .filter_map(|(tree, run_dir)| {
+                sandbox_agent::launch::gitvet::take_record(&run_dir).map(|r| (r, tree))
+            })
+            .collect();
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             let docker = self.docker.clone();
             let id = self.container_id.clone();
             rt.spawn(async move {
-                if container::remove(&docker, &id).await.is_ok()
-                    && let (Some(record), Some(ws)) = (record, workspace)
-                {
-                    sandbox_agent::launch::gitvet::vet_recorded(&record, &ws);
+                if container::remove(&docker, &id).await.is_ok() {
+                    for (record, tree) in &records {
+                        sandbox_agent::launch::gitvet::vet_recorded(record, tree);
+                    }
                 }
             });
         }

@@ -413,8 +413,9 @@ async fn prepare_claim(
         .session
         .run_dir
         .parent()
-        .unwrap_or(&slot.session.run_dir);
-    let workspace = crate::sandbox::checked_workspace(&spec.workspace, run_root)?;
+        .unwrap_or(&slot.session.run_dir)
+        .to_path_buf();
+    let workspace = crate::sandbox::checked_workspace(&spec.workspace, &run_root)?;
     slot.session.session_id = spec.session_id.clone();
     slot.session.tenant = spec.tenant.clone();
     let started = std::time::Instant::now();
@@ -433,11 +434,17 @@ async fn prepare_claim(
         Access::Acl
     };
     slot.session.attach(&workspace, spec, access)?;
+    let additional = additional_trees(slot, spec, &workspace, &run_root, access).await?;
     tracing::debug!(elapsed = ?started.elapsed(), ?access, "claim: workspace reachable, masks prepared");
+    let roots: Vec<PathBuf> = std::iter::once(workspace.clone())
+        .chain(slot.session.additional.iter().map(|t| t.path.clone()))
+        .collect();
     if let Some(merged) = &slot.merged {
-        // The mount point, in the container's own writable layer (read-only from inside).
-        let rel = workspace.strip_prefix("/").unwrap_or(&workspace);
-        let _ = std::fs::create_dir_all(merged.join(rel));
+        // The mount points, in the container's own writable layer (read-only from inside).
+        for root in &roots {
+            let rel = root.strip_prefix("/").unwrap_or(root);
+            let _ = std::fs::create_dir_all(merged.join(rel));
+        }
     }
     if config.exec_cgroups {
         slot.session.exec_cgroup = exec_cgroup_for(slot).await;
@@ -460,8 +467,11 @@ async fn prepare_claim(
         });
     }
     tokio::task::spawn_blocking(move || {
-        let trees = clones(&ws, idmapped, &binds)?;
-        inject_mounts(&init, &ws, trees)
+        let mut trees = clones(&ws, idmapped, &binds)?;
+        for (dir, idmap, binds) in additional {
+            trees.extend(clones(&dir, Some(idmap), &binds)?);
+        }
+        inject_mounts(&init, &roots, trees)
     })
     .await
     .map_err(|e| SandboxError::Docker(format!("inject workspace mount: {e}")))??;
@@ -478,6 +488,50 @@ async fn prepare_claim(
     signal_start(&slot.session.sock_dir().join(START_FIFO)).await?;
     tracing::debug!(elapsed = ?started.elapsed(), "claim: agent signalled");
     Ok(())
+}
+
+/// The session's additional directories (checked), their masks planned and each cloned
+/// idmapped (its owner's files the slot uid's inside, what the sandbox writes landing as
+/// the owner's): with the binds over each, for [`clones`]. Injection only: where the
+/// workspace itself needs the ACL fallback, or a directory cannot be idmapped, the
+/// session is refused rather than granted by ACL.
+async fn additional_trees(
+    slot: &mut Slot,
+    spec: &SandboxSpec,
+    workspace: &Path,
+    run_root: &Path,
+    access: Access,
+) -> Result<Vec<(PathBuf, (OwnedFd, OwnedFd), Vec<Bind>)>, SandboxError> {
+    let dirs = crate::sandbox::checked_additional(spec, workspace, run_root)?;
+    if dirs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let refuse = |dir: &Path| crate::sandbox::additional::AdditionalDirError {
+        path: dir.to_path_buf(),
+        why: "the docker backend mounts additional directories only as idmapped mounts, \
+              which this host cannot make here"
+            .into(),
+    };
+    if access != Access::Idmap {
+        return Err(refuse(&dirs[0]).into());
+    }
+    slot.session.attach_additional(&dirs)?;
+    let uid = slot.session.uid;
+    let wanted = dirs.clone();
+    let idmaps = tokio::task::spawn_blocking(move || {
+        wanted
+            .iter()
+            .map(|d| idmapped_workspace(d, uid))
+            .collect::<Vec<_>>()
+    })
+    .await
+    .map_err(|e| SandboxError::Docker(format!("idmap an additional directory: {e}")))?;
+    let mut out = Vec::with_capacity(dirs.len());
+    for ((dir, idmap), tree) in dirs.iter().zip(idmaps).zip(&slot.session.additional) {
+        let idmap = idmap.ok_or_else(|| refuse(dir))?;
+        out.push((dir.clone(), idmap, tree.masks.binds.clone()));
+    }
+    Ok(out)
 }
 
 /// The per-command cgroup parent for the slot's container, delegated to its uid with the
@@ -579,24 +633,29 @@ fn clones(
     Ok(trees)
 }
 
-/// Attaches a recursive clone of `workspace` at the same path inside the mount namespace of
-/// the process `init` refers to (the container's init), then the protected and denied
-/// binds over it (parents first). Blocking: forks a child that joins the namespace.
+/// Attaches recursive clones of the workspace and the additional directories (`roots`) at
+/// their own paths inside the mount namespace of the process `init` refers to (the
+/// container's init), each followed by the protected and denied binds over it (parents
+/// first). Blocking: forks a child that joins the namespace.
 fn inject_mounts(
     init: &OwnedFd,
-    workspace: &Path,
+    roots: &[PathBuf],
     trees: Vec<(OwnedFd, CString)>,
 ) -> Result<(), SandboxError> {
     let err = |step| move |source| SandboxError::Setup { step, source };
-    // Every prefix of the workspace path, to create mount points that live on a writable
-    // mount inside the container (e.g. under its /tmp tmpfs). Everything the child uses is
-    // prepared before the fork (no allocation in the child).
-    let prefixes: Vec<CString> = workspace
-        .ancestors()
-        .filter(|p| p.as_os_str().len() > 1)
-        .collect::<Vec<_>>()
-        .into_iter()
-        .rev()
+    // Every prefix of each root's path (the workspace, the additional directories), to
+    // create mount points that live on a writable mount inside the container (e.g. under
+    // its /tmp tmpfs). Everything the child uses is prepared before the fork (no
+    // allocation in the child).
+    let prefixes: Vec<CString> = roots
+        .iter()
+        .flat_map(|root| {
+            root.ancestors()
+                .filter(|p| p.as_os_str().len() > 1)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+        })
         .filter_map(|p| CString::new(p.as_os_str().as_bytes()).ok())
         .collect();
     // SAFETY: the child only makes raw syscalls (setns, mkdir, move_mount) on memory

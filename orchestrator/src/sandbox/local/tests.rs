@@ -217,7 +217,7 @@ async fn stale_sessions_are_swept_at_the_next_start() {
     std::fs::write(stale.join("launcher.pid"), "1 1\n").unwrap();
     // The sweep acts only beneath the workspace the dead session's launch config records.
     let ws = f.workspace.path().canonicalize().unwrap();
-    let config = f.backend.launch_config(&spec(&f), &ws, &stale);
+    let config = f.backend.launch_config(&spec(&f), &ws, &[], &stale);
     std::fs::write(
         stale.join(state::LAUNCH_CONFIG),
         serde_json::to_vec(&config).unwrap(),
