@@ -203,13 +203,10 @@ async fn handle(
     let first = recorded.body["messages"][0].to_string();
     let routed = {
         let mut routes = lock(&shared.routes);
-        match routes
+        routes
             .iter_mut()
             .find(|(marker, _)| first.contains(marker.as_str()))
-        {
-            Some((_, turns)) => Some(turns.pop_front()),
-            None => None,
-        }
+            .map(|(_, turns)| turns.pop_front())
     };
     let Some(turn) = routed.unwrap_or_else(|| lock(&shared.turns).pop_front()) else {
         let message = format!("scripted model: the script has no turn left for request #{number}");
