@@ -345,3 +345,79 @@ async fn an_untrusted_workspace_s_agents_are_not_offered() {
         "{agent}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_most_four_subagents_run_at_once() {
+    let ws = project();
+    let home = tempfile::tempdir().unwrap();
+    let dir = ws.join("running").display().to_string();
+    let mut reply = Reply::default();
+    for n in 1..=5 {
+        let (id, name, input) = agent_call(&format!("agent{n}"), &format!("SUB-{n}: go"), None);
+        reply = reply.with_tool_use(id, name, input);
+    }
+    let model = ScriptedModel::start(vec![Turn::Reply(reply), Turn::text("all done")])
+        .await
+        .unwrap();
+    // The first four wait until four are running (so four do run at once), then mark
+    // themselves done; the fifth, started only when a slot is free, finds one done.
+    for n in 1..=4 {
+        let command = format!(
+            "mkdir -p {dir}; touch {dir}/{n}; for i in $(seq 600); do \
+             [ $(ls {dir} | wc -l) -ge 4 ] && break; sleep 0.1; done; \
+             echo four=$(ls {dir} | wc -l); touch {dir}.done-{n}"
+        );
+        model.route(
+            format!("SUB-{n}"),
+            [
+                Turn::tool_use(format!("c{n}"), "Bash", json!({"command": command})),
+                Turn::text(format!("agent {n} done")),
+            ],
+        );
+    }
+    let fifth = format!("ls {dir}.done-* >/dev/null 2>&1 && echo a-slot-was-freed");
+    model.route(
+        "SUB-5",
+        [
+            Turn::tool_use("c5", "Bash", json!({"command": fifth})),
+            Turn::text("agent 5 done"),
+        ],
+    );
+    let args = [
+        "--output-format",
+        "json",
+        "--trust",
+        "--allowedTools",
+        "Bash",
+    ];
+    let mut cmd = command(&model, &ws, home.path(), &args);
+    cmd.args(["-p", "run five"]);
+    let out = Output::of(cmd).await;
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let requests = model.requests();
+    let bash_result = |n: usize| {
+        let body = requests
+            .iter()
+            .map(|r| &r.body)
+            .find(|b| {
+                b["messages"][0].to_string().contains(&format!("SUB-{n}"))
+                    && b["messages"].as_array().unwrap().len() == 3
+            })
+            .unwrap();
+        tool_results(body)[0].1.clone()
+    };
+    for n in 1..=4 {
+        assert!(bash_result(n).contains("four=4"), "{}", bash_result(n));
+    }
+    assert!(
+        bash_result(5).contains("a-slot-was-freed"),
+        "{}",
+        bash_result(5)
+    );
+    let results = tool_results(&requests.last().unwrap().body);
+    assert_eq!(results.len(), 5);
+    assert!(
+        results.iter().all(|(_, _, is_error)| !is_error),
+        "{results:?}"
+    );
+}
