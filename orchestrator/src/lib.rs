@@ -21,6 +21,7 @@ pub mod server;
 pub mod session;
 pub mod settings;
 pub mod slash_commands;
+pub mod subagents;
 pub mod toolchains;
 pub mod tools;
 pub mod trust;

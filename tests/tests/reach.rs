@@ -1,8 +1,11 @@
 //! What Claude Code users' repositories describe, run end to end with the real `cordon`
 //! binary, the local sandbox and the scripted model: MCP servers (`.mcp.json`), custom
-//! slash commands (`.claude/commands`), skills (`.claude/skills`) and the task list.
+//! slash commands (`.claude/commands`), skills (`.claude/skills`), sub-agents
+//! (`.claude/agents`) and the task list.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "reach/agents.rs"]
+mod agents;
 #[path = "reach/commands.rs"]
 mod commands;
 #[path = "reach/mcp.rs"]

@@ -83,6 +83,11 @@ pub enum LoopEvent {
     User(Message),
     /// The conversation was compacted.
     Compacted { tokens_before: u64 },
+    /// An event of a sub-agent, run by the parent's Agent call `parent_tool_use_id`.
+    Subagent {
+        parent_tool_use_id: String,
+        event: Box<LoopEvent>,
+    },
 }
 
 /// How a run ended.
@@ -118,6 +123,8 @@ pub struct AgentLoop {
     system: Vec<SystemBlock>,
     /// The model override and context usage a client's control requests see.
     shared: LoopShared,
+    /// A sub-agent's loop: the parent's Agent tool_use id its events are wrapped with.
+    sidechain_of: Option<String>,
 }
 
 /// How many times in a row the loop asks the model to go on after it hit max_tokens.
@@ -145,6 +152,7 @@ impl AgentLoop {
             events: None,
             context_tokens: 0,
             shared: LoopShared::default(),
+            sidechain_of: None,
             system: prompt::system_blocks(&config.cwd, config.memory.as_deref(), &config.today),
             config,
         }
@@ -159,6 +167,19 @@ impl AgentLoop {
     /// Continues an existing conversation (a resumed or forked session).
     pub fn with_history(mut self, messages: Vec<Message>) -> Self {
         self.messages = messages;
+        self
+    }
+
+    /// Replaces the system blocks (a sub-agent's own prompt).
+    pub fn with_system(mut self, system: Vec<SystemBlock>) -> Self {
+        self.system = system;
+        self
+    }
+
+    /// Marks the loop as a sub-agent run by the parent's Agent call `parent_tool_use_id`:
+    /// its events reach the parent's channel wrapped in [`LoopEvent::Subagent`].
+    pub fn as_subagent_of(mut self, parent_tool_use_id: impl Into<String>) -> Self {
+        self.sidechain_of = Some(parent_tool_use_id.into());
         self
     }
 
@@ -213,6 +234,13 @@ impl AgentLoop {
 
     fn emit(&self, event: LoopEvent) {
         if let Some(tx) = &self.events {
+            let event = match &self.sidechain_of {
+                Some(id) => LoopEvent::Subagent {
+                    parent_tool_use_id: id.clone(),
+                    event: Box::new(event),
+                },
+                None => event,
+            };
             let _ = tx.send(event);
         }
     }

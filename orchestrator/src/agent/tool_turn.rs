@@ -1,5 +1,6 @@
 //! One turn's tool calls: decide each (permission, input), run them — consecutive read-only
-//! calls concurrently, anything that writes or executes alone and in order — and build the
+//! calls concurrently, consecutive sub-agents concurrently, anything that writes or
+//! executes alone and in order — and build the
 //! user turn of results, exactly one per tool_use, in the order the model asked.
 
 use std::time::Instant;
@@ -10,7 +11,7 @@ use tokio::sync::watch;
 use crate::agent::gate::{GateVerdict, ToolCallInfo, ToolGate};
 use crate::model::{AssistantMessage, ContentBlock};
 use crate::session::RecordBody;
-use crate::tools::{ToolContext, ToolOutput, ToolRegistry};
+use crate::tools::{Concurrency, ToolContext, ToolOutput, ToolRegistry};
 
 /// One tool call and what will happen to it.
 #[derive(Debug, Clone)]
@@ -20,6 +21,8 @@ pub(crate) struct Call {
     input: Value,
     /// Set when the call will not run: the result to send instead.
     refused: Option<ToolOutput>,
+    /// Which neighbours it may overlap with.
+    concurrency: Concurrency,
 }
 
 /// The calls of one turn, decided.
@@ -42,6 +45,9 @@ pub(crate) async fn plan(
             continue;
         };
         let read_only = tools.get(name).is_some_and(|t| t.is_read_only());
+        let concurrency = tools
+            .get(name)
+            .map_or(Concurrency::Alone, |t| t.concurrency());
         let info = ToolCallInfo {
             tool_use_id: id.clone(),
             name: name.clone(),
@@ -83,6 +89,7 @@ pub(crate) async fn plan(
             info,
             input: run_input,
             refused,
+            concurrency,
         });
     }
     Plan { calls, decisions }
@@ -110,10 +117,12 @@ pub(crate) async fn execute(
             i += 1;
             continue;
         }
-        // A batch: one call, or a run of consecutive read-only calls that may overlap.
+        // A batch: one call, or a run of consecutive calls that may overlap (read-only
+        // ones, or sub-agents).
         let mut end = i + 1;
-        if plan.calls[i].info.read_only {
-            while end < plan.calls.len() && plan.calls[end].info.read_only {
+        let group = plan.calls[i].concurrency;
+        if group != Concurrency::Alone {
+            while end < plan.calls.len() && plan.calls[end].concurrency == group {
                 end += 1;
             }
         }
@@ -159,7 +168,8 @@ async fn run_one(
         return (refused.clone(), 0);
     }
     let start = Instant::now();
-    let out = tools.call(&call.info.name, ctx, call.input.clone()).await;
+    let ctx = ctx.for_call(&call.info.tool_use_id);
+    let out = tools.call(&call.info.name, &ctx, call.input.clone()).await;
     let out = gate.after(&call.info, out).await;
     (
         out,

@@ -254,16 +254,15 @@ pub fn rewind_conversation(
     let cut = loaded
         .records
         .iter()
-        .position(|r| r.uuid == user_message_uuid && matches!(r.body, RecordBody::User { .. }))
+        .position(|r| {
+            r.uuid == user_message_uuid && r.is_turn() && matches!(r.body, RecordBody::User { .. })
+        })
         .ok_or_else(|| RewindConversationError::UnknownMessage {
             session: session_id.into(),
             uuid: user_message_uuid.into(),
         })?;
     let (new_info, mut transcript) = store.create(&info.workspace, &info.model)?;
-    for rec in loaded.records[..cut]
-        .iter()
-        .filter(|r| r.is_turn() || matches!(r.body, RecordBody::Compaction { .. }))
-    {
+    for rec in loaded.records[..cut].iter().filter(|r| r.is_conversation()) {
         transcript.append(rec.body.clone())?;
     }
     transcript.sync()?;

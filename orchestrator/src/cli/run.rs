@@ -343,6 +343,19 @@ pub(super) async fn print_events(
             (OutputFormat::StreamJson, LoopEvent::Assistant(m) | LoopEvent::User(m)) => {
                 println_json(&output::message_record(&session_id, &m));
             }
+            (
+                OutputFormat::StreamJson,
+                LoopEvent::Subagent {
+                    parent_tool_use_id,
+                    event,
+                },
+            ) => {
+                if let LoopEvent::Assistant(m) | LoopEvent::User(m) = *event {
+                    let mut record = output::message_record(&session_id, &m);
+                    record["parent_tool_use_id"] = serde_json::Value::from(parent_tool_use_id);
+                    println_json(&record);
+                }
+            }
             (OutputFormat::Text, LoopEvent::Assistant(m) | LoopEvent::User(m)) if verbose => {
                 eprint!("{}", output::for_terminal(&output::human(&m)));
             }

@@ -332,6 +332,16 @@ fn forward(
             }
             controller.send(record);
         }
+        LoopEvent::Subagent {
+            parent_tool_use_id,
+            event,
+        } => {
+            if let LoopEvent::Assistant(m) | LoopEvent::User(m) = *event {
+                let mut record = records::message(&info.session_id, &info.model, &m);
+                record["parent_tool_use_id"] = json!(parent_tool_use_id);
+                controller.send(record);
+            }
+        }
         LoopEvent::TextDelta(_) | LoopEvent::Compacted { .. } => {}
     }
 }

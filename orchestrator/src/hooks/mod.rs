@@ -17,8 +17,8 @@
 //! chose, so it gets the same confinement as the model's Bash calls; only the operator's
 //! managed settings can put a program on the host.
 //!
-//! SubagentStop is parsed and accepted, but never fires: Cordon has no subagents until the
-//! Agent tool lands.
+//! SubagentStop fires when a sub-agent (the Agent tool) ends its turn
+//! ([`crate::subagents::SubagentObserver`]).
 
 pub mod config;
 pub mod input;
@@ -45,7 +45,7 @@ pub enum HookEvent {
     PostToolUse,
     UserPromptSubmit,
     Stop,
-    /// Never fires yet: there are no subagents until the Agent tool lands.
+    /// A sub-agent ended its turn.
     SubagentStop,
     SessionStart,
     SessionEnd,

@@ -92,7 +92,7 @@ pub fn prompts_of(transcript: &Path) -> Vec<(String, String)> {
         .records
         .iter()
         .filter_map(|r| match &r.body {
-            RecordBody::User { message } => {
+            RecordBody::User { message } if !r.is_sidechain => {
                 let text = crate::session::transcript::text_of(message);
                 (!text.is_empty()).then(|| (r.uuid.clone(), text))
             }

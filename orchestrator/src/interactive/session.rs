@@ -475,6 +475,9 @@ fn show_event(screen: &mut Screen, event: LoopEvent) {
         LoopEvent::Compacted { tokens_before } => screen.note(&format!(
             "compacted the conversation; it held about {tokens_before} tokens"
         )),
+        // A sub-agent's own steps stay out of the conversation view: its report arrives
+        // as the Agent call's result.
+        LoopEvent::Subagent { .. } => {}
     }
 }
 

@@ -67,6 +67,9 @@ impl RecordedRequest {
 
 struct Shared {
     turns: Mutex<VecDeque<Turn>>,
+    /// Conversations with their own script, by a marker their first message contains
+    /// (sub-agents running beside their parent, in whatever order their requests come).
+    routes: Mutex<Vec<(String, VecDeque<Turn>)>>,
     requests: Mutex<Vec<RecordedRequest>>,
     options: Options,
 }
@@ -97,6 +100,7 @@ impl ScriptedModel {
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
             turns: Mutex::new(turns.into()),
+            routes: Mutex::new(Vec::new()),
             requests: Mutex::new(Vec::new()),
             options,
         });
@@ -134,6 +138,12 @@ impl ScriptedModel {
     /// Appends turns to the script.
     pub fn push_turns(&self, turns: impl IntoIterator<Item = Turn>) {
         lock(&self.shared.turns).extend(turns);
+    }
+
+    /// Plays `turns` to the requests whose first message contains `marker` (the first
+    /// matching route wins); every other request plays the main script.
+    pub fn route(&self, marker: impl Into<String>, turns: impl IntoIterator<Item = Turn>) {
+        lock(&self.shared.routes).push((marker.into(), turns.into_iter().collect()));
     }
 
     /// Turns not yet played.
@@ -190,7 +200,15 @@ async fn handle(
     if let Some(rejection) = check_request(&shared.options, &method, &recorded, &headers) {
         return rejection;
     }
-    let Some(turn) = lock(&shared.turns).pop_front() else {
+    let first = recorded.body["messages"][0].to_string();
+    let routed = {
+        let mut routes = lock(&shared.routes);
+        routes
+            .iter_mut()
+            .find(|(marker, _)| first.contains(marker.as_str()))
+            .map(|(_, turns)| turns.pop_front())
+    };
+    let Some(turn) = routed.unwrap_or_else(|| lock(&shared.turns).pop_front()) else {
         let message = format!("scripted model: the script has no turn left for request #{number}");
         return error_response(StatusCode::INTERNAL_SERVER_ERROR, "api_error", &message);
     };

@@ -213,6 +213,17 @@ fn forward(log: &EventLog, event: LoopEvent) {
         LoopEvent::Compacted { tokens_before } => {
             log.emit("compacted", json!({"tokens_before": tokens_before}));
         }
+        LoopEvent::Subagent {
+            parent_tool_use_id,
+            event,
+        } => {
+            if let LoopEvent::Assistant(message) | LoopEvent::User(message) = *event {
+                log.emit(
+                    "subagent_message",
+                    json!({"parent_tool_use_id": parent_tool_use_id, "message": message}),
+                );
+            }
+        }
     }
 }
 

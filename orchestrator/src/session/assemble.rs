@@ -147,6 +147,8 @@ struct LoopInputs {
     config: LoopConfig,
     /// Tools beside the built-ins: TodoWrite, Skill, and the MCP servers' tools.
     extra_tools: ToolRegistry,
+    /// The sub-agent types the Agent tool offers.
+    agents: Vec<crate::subagents::AgentDefinition>,
 }
 
 /// A session whose sandbox runs, waiting for its front end's parts.
@@ -238,6 +240,11 @@ impl SessionEnv {
             .with_budget(settings.checkpoint_budget_bytes());
         let config = self.loop_config(&model_name);
         let resumed = !matches!(self.start, SessionStart::New { .. });
+        let agents = crate::subagents::definition::load(
+            &workspace,
+            self.user_home.as_deref(),
+            settings.trust().is_trusted(),
+        );
         Ok(Prepared {
             handles: SessionHandles {
                 session_id,
@@ -263,6 +270,7 @@ impl SessionEnv {
                 history,
                 config,
                 extra_tools,
+                agents,
             },
         })
     }
@@ -349,15 +357,33 @@ impl Prepared {
             CheckpointObserver::new(handles.checkpoints.clone())
                 .with_sandbox(handles.sandbox.clone()),
         ));
-        let gate = PolicyGate::new(
+        let gate = wrap(Arc::new(PolicyGate::new(
             handles.engine.clone(),
             handles.hooks.clone(),
             front.prompter,
+        )));
+        // The Agent tool: sub-agents on the same model, sandbox, gate, hooks and events,
+        // with the session's other tools (or a subset of them).
+        let kit = crate::subagents::SubagentKit {
+            model: inputs.model.clone(),
+            config: inputs.config.clone(),
+            tools: tools.clone(),
+            gate: gate.clone(),
+            hooks: Some(handles.hooks.clone()),
+            transcript_path: handles.transcript_path.clone(),
+            session_id: handles.session_id.clone(),
+            events: front.events.clone(),
+            definitions: inputs.agents,
+        };
+        tools.register(Arc::new(crate::subagents::AgentTool::new(kit)));
+        tools.alias(
+            crate::subagents::tool::OLD_NAME,
+            crate::subagents::tool::NAME,
         );
         let mut agent = AgentLoop::new(
             inputs.model,
             tools,
-            wrap(Arc::new(gate)),
+            gate,
             handles.ctx.clone(),
             inputs.transcript,
             inputs.config,

@@ -15,6 +15,17 @@ pub struct Record {
     pub session_id: String,
     /// RFC 3339 UTC.
     pub timestamp: String,
+    /// A sub-agent's record (Claude Code's `isSidechain`): part of the transcript, never
+    /// part of the session's own conversation.
+    #[serde(
+        rename = "isSidechain",
+        default,
+        skip_serializing_if = "std::ops::Not::not"
+    )]
+    pub is_sidechain: bool,
+    /// On a sidechain record: the id of the parent's Agent tool_use that ran it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_tool_use_id: Option<String>,
     #[serde(flatten)]
     pub body: RecordBody,
 }
@@ -68,11 +79,18 @@ pub enum RecordBody {
 }
 
 impl Record {
+    /// A user or assistant turn of the session's own conversation (not a sub-agent's).
     pub fn is_turn(&self) -> bool {
-        matches!(
-            self.body,
-            RecordBody::User { .. } | RecordBody::Assistant { .. }
-        )
+        !self.is_sidechain
+            && matches!(
+                self.body,
+                RecordBody::User { .. } | RecordBody::Assistant { .. }
+            )
+    }
+
+    /// What a fork or rewind copies: the session's own turns and compactions.
+    pub fn is_conversation(&self) -> bool {
+        self.is_turn() || !self.is_sidechain && matches!(self.body, RecordBody::Compaction { .. })
     }
 }
 
@@ -126,6 +144,8 @@ mod tests {
             parent_uuid: None,
             session_id: "s".into(),
             timestamp: "t".into(),
+            is_sidechain: false,
+            parent_tool_use_id: None,
             body: RecordBody::User {
                 message: Message::user_text("hi"),
             },

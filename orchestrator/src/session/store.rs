@@ -210,11 +210,7 @@ impl SessionStore {
         let loaded = Loaded::read(&source.transcript)?;
         let (info, mut transcript) =
             self.create_with(&source.workspace, &source.model, Some(id), new_id)?;
-        for rec in loaded
-            .records
-            .iter()
-            .filter(|r| r.is_turn() || matches!(r.body, RecordBody::Compaction { .. }))
-        {
+        for rec in loaded.records.iter().filter(|r| r.is_conversation()) {
             transcript.append(rec.body.clone())?;
         }
         transcript.sync()?;

@@ -180,3 +180,52 @@ fn compaction_replaces_earlier_turns_with_the_summary() {
         ]
     );
 }
+
+#[test]
+fn a_sidechain_joins_the_transcript_but_not_the_conversation() {
+    let home = tempfile::tempdir().unwrap();
+    let store = SessionStore::open(home.path()).unwrap();
+    let (info, mut t) = store.create(std::path::Path::new("/w"), "m").unwrap();
+    t.append(RecordBody::User {
+        message: Message::user_text("hi"),
+    })
+    .unwrap();
+    let parent = t.append(assistant_with_tool("agent1")).unwrap();
+    let mut side = Transcript::open_sidechain(&info.transcript, &info.id, "agent1").unwrap();
+    let first = side
+        .append(RecordBody::User {
+            message: Message::user_text("the sub-agent's task"),
+        })
+        .unwrap();
+    side.append(RecordBody::Assistant {
+        message: Message::assistant(vec![ContentBlock::text("report")]),
+        stop_reason: Some("end_turn".into()),
+        usage: Usage::default(),
+    })
+    .unwrap();
+    side.sync().unwrap();
+    let results = t
+        .append(RecordBody::User {
+            message: Message::user(vec![ContentBlock::tool_result("agent1", "report", false)]),
+        })
+        .unwrap();
+    t.sync().unwrap();
+    // The parent's chain skips the sidechain; the sidechain starts its own.
+    assert_eq!(results.parent_uuid.as_deref(), Some(parent.uuid.as_str()));
+    assert_eq!(first.parent_uuid, None);
+    let raw = std::fs::read_to_string(&info.transcript).unwrap();
+    let side_line: serde_json::Value = serde_json::from_str(raw.lines().nth(3).unwrap()).unwrap();
+    assert_eq!(side_line["isSidechain"], true);
+    assert_eq!(side_line["parent_tool_use_id"], "agent1");
+    let loaded = Loaded::read(&info.transcript).unwrap();
+    let (messages, closed) = loaded.conversation();
+    assert!(closed.is_empty());
+    assert_eq!(messages.len(), 3, "{messages:?}");
+    assert!(!format!("{messages:?}").contains("the sub-agent's task"));
+    // Resuming appends after the parent's last record, not the sidechain's.
+    let reopened = Transcript::reopen(&loaded).unwrap();
+    drop(reopened);
+    let (_, fork) = store.fork(&info.id).unwrap();
+    let forked = Loaded::read(fork.path()).unwrap();
+    assert!(forked.records.iter().all(|r| !r.is_sidechain));
+}

@@ -50,6 +50,8 @@ pub struct Transcript {
     file: File,
     session_id: String,
     last_uuid: Option<String>,
+    /// A sub-agent's sidechain: the parent's Agent tool_use id its records carry.
+    sidechain: Option<String>,
 }
 
 impl Transcript {
@@ -76,6 +78,31 @@ impl Transcript {
             file,
             session_id: session_id.into(),
             last_uuid: None,
+            sidechain: None,
+        })
+    }
+
+    /// A sub-agent's sidechain in the transcript at `path`: its records are appended to the
+    /// same file (one write each, so they never tear into the parent's), marked
+    /// `isSidechain` with the parent's Agent `tool_use` id, chained among themselves.
+    pub fn open_sidechain(
+        path: &Path,
+        session_id: &str,
+        parent_tool_use_id: &str,
+    ) -> Result<Self, TranscriptError> {
+        let file = OpenOptions::new()
+            .append(true)
+            .open(path)
+            .map_err(|source| TranscriptError::Open {
+                path: path.into(),
+                source,
+            })?;
+        Ok(Self {
+            path: path.into(),
+            file,
+            session_id: session_id.into(),
+            last_uuid: None,
+            sidechain: Some(parent_tool_use_id.into()),
         })
     }
 
@@ -98,7 +125,12 @@ impl Transcript {
             path,
             file,
             session_id: loaded.session_id.clone(),
-            last_uuid: loaded.records.last().map(|r| r.uuid.clone()),
+            last_uuid: loaded
+                .records
+                .iter()
+                .rfind(|r| !r.is_sidechain)
+                .map(|r| r.uuid.clone()),
+            sidechain: None,
         })
     }
 
@@ -117,6 +149,8 @@ impl Transcript {
             parent_uuid: self.last_uuid.clone(),
             session_id: self.session_id.clone(),
             timestamp: now_rfc3339(),
+            is_sidechain: self.sidechain.is_some(),
+            parent_tool_use_id: self.sidechain.clone(),
             body,
         };
         let mut line = serde_json::to_vec(&record).map_err(|e| TranscriptError::Write {
@@ -231,14 +265,16 @@ impl Loaded {
     /// The conversation to send to the model: from the latest compaction on, consecutive
     /// user turns merged, and every tool call that never got a result closed with an error
     /// result. The second value lists the tool calls that were closed that way.
+    /// Sub-agents' sidechain records are left out: only their reports, as tool results,
+    /// are part of the session's conversation.
     pub fn conversation(&self) -> (Vec<Message>, Vec<String>) {
-        let start = self
-            .records
+        let main: Vec<&Record> = self.records.iter().filter(|r| !r.is_sidechain).collect();
+        let start = main
             .iter()
             .rposition(|r| matches!(r.body, RecordBody::Compaction { .. }))
             .unwrap_or(0);
         let mut messages: Vec<Message> = Vec::new();
-        for rec in &self.records[start..] {
+        for rec in &main[start..] {
             let msg = match &rec.body {
                 RecordBody::Compaction { summary, .. } => Message::user_text(summary.clone()),
                 RecordBody::User { message } | RecordBody::Assistant { message, .. } => {
@@ -255,7 +291,7 @@ impl Loaded {
     /// The last assistant text, if any (for `--continue` summaries and results).
     pub fn last_assistant_text(&self) -> Option<String> {
         self.records.iter().rev().find_map(|r| match &r.body {
-            RecordBody::Assistant { message, .. } => Some(text_of(message)),
+            RecordBody::Assistant { message, .. } if !r.is_sidechain => Some(text_of(message)),
             _ => None,
         })
     }

@@ -116,6 +116,8 @@ pub struct ToolContext {
     read_state: Arc<ReadState>,
     workspace: PathBuf,
     interrupts: watch::Receiver<u64>,
+    /// The `tool_use` id of the call this context was handed to (set per call).
+    tool_use_id: Option<Arc<str>>,
 }
 
 impl ToolContext {
@@ -142,6 +144,7 @@ impl ToolContext {
             read_state: Arc::new(ReadState::new()),
             workspace,
             interrupts: rx,
+            tool_use_id: None,
         };
         (ctx, Interrupter { tx: Arc::new(tx) })
     }
@@ -158,6 +161,18 @@ impl ToolContext {
     pub fn with_env(mut self, env: HashMap<String, String>) -> Self {
         self.env = Arc::new(env);
         self
+    }
+
+    /// The same session, handed to the call with this `tool_use` id.
+    pub fn for_call(&self, tool_use_id: &str) -> Self {
+        let mut ctx = self.clone();
+        ctx.tool_use_id = Some(tool_use_id.into());
+        ctx
+    }
+
+    /// The `tool_use` id of the running call (the Agent tool marks its sidechain with it).
+    pub fn tool_use_id(&self) -> Option<&str> {
+        self.tool_use_id.as_deref()
     }
 
     /// Variables every command of the session gets.

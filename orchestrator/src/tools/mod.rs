@@ -73,6 +73,17 @@ impl ToolOutput {
     }
 }
 
+/// Which other calls of the same turn a call may run beside.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Concurrency {
+    /// Alone, in the order the model asked (anything that writes or executes).
+    Alone,
+    /// Beside other read-only calls.
+    ReadOnly,
+    /// Beside other sub-agents (each sub-agent's own calls are gated one by one).
+    SubAgent,
+}
+
 /// One tool the model may call.
 #[tonic::async_trait]
 pub trait Tool: Send + Sync {
@@ -85,6 +96,14 @@ pub trait Tool: Send + Sync {
     fn input_schema(&self) -> Value;
     /// True when the tool never changes anything (may run concurrently with others).
     fn is_read_only(&self) -> bool;
+    /// Which calls of the same turn it may overlap with.
+    fn concurrency(&self) -> Concurrency {
+        if self.is_read_only() {
+            Concurrency::ReadOnly
+        } else {
+            Concurrency::Alone
+        }
+    }
     /// What it does as far as the permission rules care; the engine routes on it. Tools
     /// that neither read nor edit files nor run commands keep the default.
     fn kind(&self) -> ToolKind {
@@ -113,6 +132,8 @@ pub trait Tool: Send + Sync {
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
     tools: Vec<Arc<dyn Tool>>,
+    /// Older names a call may still use: (old, current). Not offered to the model.
+    aliases: Vec<(&'static str, &'static str)>,
 }
 
 impl ToolRegistry {
@@ -159,8 +180,18 @@ impl ToolRegistry {
         self.tools.len() != before
     }
 
+    /// Accepts calls to `old` as calls to the tool `current` (Claude Code's `Task` for
+    /// `Agent`); the old name is not offered.
+    pub fn alias(&mut self, old: &'static str, current: &'static str) {
+        self.aliases.retain(|(o, _)| *o != old);
+        self.aliases.push((old, current));
+    }
+
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
-        self.tools.iter().find(|t| t.name() == name)
+        self.tools.iter().find(|t| t.name() == name).or_else(|| {
+            let (_, current) = self.aliases.iter().find(|(old, _)| *old == name)?;
+            self.tools.iter().find(|t| t.name() == *current)
+        })
     }
 
     pub fn names(&self) -> Vec<&str> {

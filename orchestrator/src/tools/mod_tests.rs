@@ -269,3 +269,19 @@ fn agent_errors_become_error_outputs_and_a_dead_agent_is_named() {
         ToolOutput::error("Edit: /w/a: old_string matches 2 times")
     );
 }
+
+#[test]
+fn an_alias_reaches_its_tool_but_is_not_offered() {
+    let mut reg = ToolRegistry::default_tools();
+    reg.alias("Cat", "Read");
+    assert!(reg.check("Cat", &json!({"file_path": "/w/a"})).is_ok());
+    assert_eq!(reg.get("Cat").unwrap().name(), "Read");
+    assert!(!reg.names().contains(&"Cat"));
+    assert!(reg.definitions().iter().all(|d| d["name"] != "Cat"));
+    assert_eq!(reg.kind_of("Cat"), ToolKind::Read);
+    assert_eq!(
+        reg.get("Read").unwrap().concurrency(),
+        Concurrency::ReadOnly
+    );
+    assert_eq!(reg.get("Bash").unwrap().concurrency(), Concurrency::Alone);
+}
