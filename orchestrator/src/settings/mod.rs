@@ -29,6 +29,7 @@
 //! honoured only from the managed file; elsewhere they are warned about and ignored.
 
 mod budget;
+mod web;
 pub mod limits;
 pub mod local_rules;
 pub mod validate;
