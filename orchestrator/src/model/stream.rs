@@ -346,8 +346,9 @@ fn finish_block(state: BlockState, errors: &mut Vec<ToolInputError>) -> BlockSta
             server: true,
         } => {
             // The API already ran it: whatever input it reports is sent back as it came.
-            let input = parse_tool_input(&json, start_input.clone())
-                .unwrap_or_else(|_| start_input.unwrap_or_else(|| Value::Object(Default::default())));
+            let input = parse_tool_input(&json, start_input.clone()).unwrap_or_else(|_| {
+                start_input.unwrap_or_else(|| Value::Object(Default::default()))
+            });
             ContentBlock::ServerToolUse { id, name, input }
         }
         BlockState::ToolUse {

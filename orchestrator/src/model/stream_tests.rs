@@ -300,15 +300,19 @@ fn server_tool_blocks_are_kept_and_go_back_unchanged() {
     let result = json!([{"type": "web_search_result", "url": "https://docs.test/a",
         "title": "A", "encrypted_content": "Eq0x==", "page_age": null}]);
     let text = start()
-        + &sse(&json!({"type": "content_block_start", "index": 0, "content_block":
-            {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}}}))
+        + &sse(
+            &json!({"type": "content_block_start", "index": 0, "content_block":
+            {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}}}),
+        )
         + &sse(&json!({"type": "content_block_delta", "index": 0,
             "delta": {"type": "input_json_delta", "partial_json": "{\"query\":"}}))
         + &sse(&json!({"type": "content_block_delta", "index": 0,
             "delta": {"type": "input_json_delta", "partial_json": "\"rust\"}"}}))
         + &sse(&json!({"type": "content_block_stop", "index": 0}))
-        + &sse(&json!({"type": "content_block_start", "index": 1, "content_block":
-            {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": result}}))
+        + &sse(
+            &json!({"type": "content_block_start", "index": 1, "content_block":
+            {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": result}}),
+        )
         + &sse(&json!({"type": "content_block_stop", "index": 1}))
         + &stop("end_turn");
     let events = decode(&[text.as_bytes()], true).unwrap();

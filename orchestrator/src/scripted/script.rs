@@ -24,7 +24,10 @@ pub enum ReplyBlock {
         input: Value,
     },
     /// A `web_search_tool_result` block, whole in its `content_block_start`.
-    WebSearchToolResult { tool_use_id: String, content: Value },
+    WebSearchToolResult {
+        tool_use_id: String,
+        content: Value,
+    },
 }
 
 /// Token counts reported in `message_start` (input, cache) and `message_delta` (output).

@@ -193,7 +193,9 @@ impl SessionEnv {
         }
         let web_model = crate::tools::web_fetch::SideModel {
             client: model.clone(),
-            model: settings.web_fetch_model().unwrap_or_else(|| model_name.clone()),
+            model: settings
+                .web_fetch_model()
+                .unwrap_or_else(|| model_name.clone()),
         };
         let mut web_tools = ToolRegistry::new();
         if network.policy.grants_egress() {

@@ -29,10 +29,10 @@
 //! honoured only from the managed file; elsewhere they are warned about and ignored.
 
 mod budget;
-mod web;
 pub mod limits;
 pub mod local_rules;
 pub mod validate;
+mod web;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

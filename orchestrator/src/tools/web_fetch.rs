@@ -83,7 +83,9 @@ impl WebFetchTool {
     fn cached(&self, url: &str) -> Option<(Duration, Page)> {
         let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
         cache.retain(|_, (at, _)| at.elapsed() < CACHE_TTL);
-        cache.get(url).map(|(at, page)| (at.elapsed(), page.clone()))
+        cache
+            .get(url)
+            .map(|(at, page)| (at.elapsed(), page.clone()))
     }
 
     fn remember(&self, url: &str, page: &Page) {
@@ -96,7 +98,8 @@ impl WebFetchTool {
         if let Some((age, page)) = self.cached(url) {
             return Ok((page, Some(age)));
         }
-        let parsed = get::parse_url(url).map_err(|e| ToolOutput::error(format!("WebFetch: {e}")))?;
+        let parsed =
+            get::parse_url(url).map_err(|e| ToolOutput::error(format!("WebFetch: {e}")))?;
         match get::fetch(&self.dialer, parsed, self.limits).await {
             Ok(Fetched::Page(page)) => {
                 self.remember(url, &page);
@@ -180,7 +183,10 @@ fn prompt_text(page: &Page, prompt: &str) -> String {
 fn result_text(page: &Page, age: Option<Duration>, answer: &str) -> String {
     let mut head = format!("{} (HTTP {})", page.url, page.status);
     if let Some(age) = age {
-        head.push_str(&format!(", from the cache (fetched {} s ago)", age.as_secs()));
+        head.push_str(&format!(
+            ", from the cache (fetched {} s ago)",
+            age.as_secs()
+        ));
     }
     if page.truncated {
         head.push_str(", cut off at 10 MB");

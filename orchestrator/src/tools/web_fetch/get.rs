@@ -51,7 +51,11 @@ pub struct Page {
 pub enum Fetched {
     Page(Page),
     /// A redirect to another host: reported, not followed.
-    Redirect { from: String, to: String, status: u16 },
+    Redirect {
+        from: String,
+        to: String,
+        status: u16,
+    },
 }
 
 /// Why a fetch failed; the text goes to the model as it stands.
@@ -134,13 +138,14 @@ async fn get_once(
 ) -> Result<reqwest::Response, FetchError> {
     let host = url.host_str().unwrap_or_default().to_string();
     let port = url.port_or_known_default().unwrap_or(443);
-    let (addrs, _rule) = dialer
-        .addresses(&host, port)
-        .await
-        .map_err(|source| FetchError::Egress {
-            host: host.clone(),
-            source,
-        })?;
+    let (addrs, _rule) =
+        dialer
+            .addresses(&host, port)
+            .await
+            .map_err(|source| FetchError::Egress {
+                host: host.clone(),
+                source,
+            })?;
     let http = |why: String| FetchError::Http {
         url: url.to_string(),
         why,
@@ -227,9 +232,7 @@ pub fn html_to_markdown(html: &str) -> String {
             "script", "style", "noscript", "iframe", "svg", "head", "template",
         ])
         .build();
-    converter
-        .convert(html)
-        .unwrap_or_else(|_| html.to_string())
+    converter.convert(html).unwrap_or_else(|_| html.to_string())
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {
