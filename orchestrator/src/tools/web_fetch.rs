@@ -106,9 +106,9 @@ impl WebFetchTool {
                 Ok((page, None))
             }
             Ok(Fetched::Redirect { from, to, status }) => Err(ToolOutput::ok(format!(
-                "{from} redirects (HTTP {status}) to a different host: {to}\n\
-                 WebFetch does not follow redirects to other hosts. To read it, call \
-                 WebFetch again with url {to}."
+                "{from} redirects (HTTP {status}) to {to}\n\
+                 WebFetch does not follow redirects to another host (or from https to \
+                 http). To read it, call WebFetch again with url {to}."
             ))),
             Err(e) => Err(ToolOutput::error(format!("WebFetch: {e}"))),
         }

@@ -2,9 +2,10 @@
 //! by the proxy's own [`Dialer`] (refused ranges dropped), the connection pinned to the
 //! addresses it returned, size and time capped, redirects taken one at a time.
 //!
-//! A redirect to the same host (scheme and port may change) is followed after the new URL
-//! passes the same checks; a redirect to another host is not followed: it comes back as
-//! [`Fetched::Redirect`] for the model to decide on (and its own permission check).
+//! A redirect to the same host (the port may change, http may become https) is followed
+//! after the new URL passes the same checks; a redirect to another host, or from https to
+//! http, is not followed: it comes back as [`Fetched::Redirect`] for the model to decide
+//! on (and its own permission check).
 
 use std::time::Duration;
 
@@ -50,7 +51,7 @@ pub struct Page {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Fetched {
     Page(Page),
-    /// A redirect to another host: reported, not followed.
+    /// A redirect to another host (or from https to http): reported, not followed.
     Redirect {
         from: String,
         to: String,
@@ -110,7 +111,9 @@ async fn follow(dialer: &Dialer, mut url: Url, limits: Limits) -> Result<Fetched
             return read_page(url, response, limits).await;
         };
         let next = parse_url(next.as_str())?;
-        if next.host_str() != url.host_str() {
+        // Security: another host, or a downgrade to plain http, is the model's call.
+        let downgrade = url.scheme() == "https" && next.scheme() == "http";
+        if next.host_str() != url.host_str() || downgrade {
             return Ok(Fetched::Redirect {
                 from: url.to_string(),
                 to: next.to_string(),
@@ -165,7 +168,7 @@ async fn get_once(
         .header(reqwest::header::ACCEPT, "text/markdown, text/html, */*")
         .send()
         .await
-        .map_err(|e| http(error_chain(&e)))
+        .map_err(|e| http(crate::model::error::chain(&e)))
 }
 
 async fn read_page(
@@ -184,7 +187,7 @@ async fn read_page(
     let mut truncated = false;
     while let Some(chunk) = response.chunk().await.map_err(|e| FetchError::Http {
         url: url.to_string(),
-        why: error_chain(&e),
+        why: crate::model::error::chain(&e),
     })? {
         let room = limits.max_bytes - body.len();
         if chunk.len() > room {
@@ -233,17 +236,6 @@ pub fn html_to_markdown(html: &str) -> String {
         ])
         .build();
     converter.convert(html).unwrap_or_else(|_| html.to_string())
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }
 
 #[cfg(test)]
