@@ -1,15 +1,18 @@
 //! WebFetch and WebSearch end to end: `cordon run` against the scripted model, WebFetch
 //! reading pages a server of the test's own serves on loopback (reachable only because
 //! the policy names `127.0.0.1` itself: an IP an allow entry names skips the refused
-//! ranges, a name resolving to loopback does not), WebSearch through the server-side
-//! search blocks the scripted model streams as the API does.
+//! ranges, a name resolving to loopback does not) and, by name, on the test's own
+//! internet ([`net::run`]: a test address and DNS server in a fresh network namespace);
+//! WebSearch through the server-side search blocks the scripted model streams as the API
+//! does.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
 
 use cordon_tests::Workspace;
 use cordon_tests::agent::{run_json_ok, tool_results};
+use cordon_tests::net::{self, DNS, SERVER};
 use cordon_tests::scripted_model::{Reply, ScriptedModel, Turn};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -255,4 +258,65 @@ async fn web_search_carries_the_server_tool_and_sends_its_blocks_back_unchanged(
         "{out:?}"
     );
     model.shutdown().await;
+}
+
+#[test]
+fn web_fetch_reaches_an_allowed_name_and_refuses_one_that_resolves_to_loopback() {
+    let ips = [IpAddr::V4(SERVER), IpAddr::V4(DNS)];
+    net::run(&ips, Some(IpAddr::V4(DNS)), || async {
+        let names: HashMap<String, Ipv4Addr> =
+            [("docs.test", SERVER), ("rebind.test", Ipv4Addr::LOCALHOST)]
+                .into_iter()
+                .map(|(n, a)| (n.to_string(), a))
+                .collect();
+        let asked = net::dns_server(IpAddr::V4(DNS), names).await;
+        net::http_server(SocketAddr::new(IpAddr::V4(SERVER), 80), 0).await;
+        let turns = vec![
+            Turn::Reply(
+                fetch("ok", "http://docs.test/guide", "Which host?").with_tool_use(
+                    "rebind",
+                    "WebFetch",
+                    json!({"url": "http://rebind.test/", "prompt": "x"}),
+                ),
+            ),
+            Turn::text("The host is docs.test."),
+            Turn::text("done"),
+        ];
+        let model = ScriptedModel::start(turns).await.unwrap();
+        let (ws, home) = (Workspace::new(), tempfile::tempdir().unwrap());
+        let settings = json!({
+            "permissions": {"allow": ["WebFetch"]},
+            "sandbox": {"network": {"allowedDomains": ["docs.test", "rebind.test"]}}
+        })
+        .to_string();
+        run_json_ok(
+            &model,
+            home.path(),
+            ws.path(),
+            &["--settings", &settings],
+            "go",
+        )
+        .await;
+        let requests = model.requests();
+        assert_eq!(requests.len(), 3, "{requests:?}");
+        // The page (plain text) reached the prompt's model call as it was served (the
+        // server echoes a `Host: ` header; hyper writes it lower-case, so only the path).
+        let asked_model = user_text(&requests[1].body);
+        assert!(asked_model.contains("path=/guide"), "{asked_model}");
+        assert!(
+            asked_model.contains("http://docs.test/guide (HTTP 200"),
+            "{asked_model}"
+        );
+        let results: HashMap<String, (String, bool)> = tool_results(&requests[2].body)
+            .into_iter()
+            .map(|(id, text, err)| (id, (text, err)))
+            .collect();
+        let (text, err) = &results["ok"];
+        assert!(!*err && text.contains("The host is docs.test."), "{text}");
+        let (text, err) = &results["rebind"];
+        assert!(*err && text.contains("127.0.0.1 is refused"), "{text}");
+        let asked = asked.lock().unwrap().clone();
+        assert!(asked.iter().any(|n| n == "docs.test"), "{asked:?}");
+        model.shutdown().await;
+    });
 }
