@@ -192,6 +192,10 @@ pub fn human(message: &Message) -> String {
                 out.push_str("  (thinking)\n");
             }
             ContentBlock::Image { .. } => out.push_str("  (image)\n"),
+            ContentBlock::ServerToolUse { name, input, .. } => {
+                out.push_str(&format!("  ⇢ {name} {}\n", clip(&input.to_string())));
+            }
+            ContentBlock::WebSearchToolResult { .. } => out.push_str("    ← (search results)\n"),
         }
     }
     out

@@ -80,6 +80,16 @@ fn expected(reply: &Reply, id: &str) -> AssistantMessage {
                 signature,
             },
             ReplyBlock::RedactedThinking(data) => ContentBlock::RedactedThinking { data },
+            ReplyBlock::ServerToolUse { id, name, input } => {
+                ContentBlock::ServerToolUse { id, name, input }
+            }
+            ReplyBlock::WebSearchToolResult {
+                tool_use_id,
+                content,
+            } => ContentBlock::WebSearchToolResult {
+                tool_use_id,
+                content,
+            },
         })
         .collect();
     AssistantMessage {
@@ -165,6 +175,7 @@ async fn request_body_and_headers_are_exactly_what_was_sent() {
         description: Some("Runs a command".into()),
         input_schema: json!({"type": "object", "properties": {"command": {"type": "string"}}}),
         cache_control: Some(CacheControl::ephemeral()),
+        extra: Default::default(),
     }];
     req.messages
         .push(Message::assistant(vec![ContentBlock::ToolUse {

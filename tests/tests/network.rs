@@ -7,3 +7,5 @@
 mod proxy;
 #[path = "network/sandbox.rs"]
 mod sandbox;
+#[path = "network/web.rs"]
+mod web;

@@ -3,7 +3,8 @@
 //! [`MessageAssembler`] consumes the decoded events (`message_start`, `content_block_*`,
 //! `message_delta`, `message_stop`, `ping`, `error`) and keeps every block verbatim: text,
 //! tool calls (their `input_json_delta` fragments joined and parsed at `content_block_stop`),
-//! thinking with its signature, redacted thinking. Unknown event, block and delta types are
+//! thinking with its signature, redacted thinking, and the server tool blocks
+//! (`server_tool_use`, `web_search_tool_result`) the API requires back unchanged. Unknown event, block and delta types are
 //! ignored so a newer API does not break us. [`StreamDecoder`] puts the SSE parser in front.
 
 use serde_json::Value;
@@ -51,6 +52,8 @@ enum BlockState {
         name: String,
         json: String,
         start_input: Option<Value>,
+        /// A `server_tool_use` (the API runs it; the loop never does).
+        server: bool,
     },
     Thinking {
         thinking: String,
@@ -197,8 +200,23 @@ impl MessageAssembler {
                     name,
                     json: String::new(),
                     start_input: input,
+                    server: false,
                 }
             }
+            WireBlock::ServerToolUse { id, name, input } => BlockState::ToolUse {
+                id,
+                name,
+                json: String::new(),
+                start_input: input,
+                server: true,
+            },
+            WireBlock::WebSearchToolResult {
+                tool_use_id,
+                content,
+            } => BlockState::Done(ContentBlock::WebSearchToolResult {
+                tool_use_id,
+                content,
+            }),
             WireBlock::Thinking {
                 thinking,
                 signature,
@@ -231,9 +249,12 @@ impl MessageAssembler {
                     });
                 }
             }
-            (BlockState::ToolUse { json, .. }, WireDelta::InputJsonDelta { partial_json }) => {
+            (
+                BlockState::ToolUse { json, server, .. },
+                WireDelta::InputJsonDelta { partial_json },
+            ) => {
                 json.push_str(&partial_json);
-                if emit {
+                if emit && !*server {
                     let partial_json = partial_json.into_owned();
                     out.push(StreamEvent::ToolInputDelta {
                         index,
@@ -322,6 +343,20 @@ fn finish_block(state: BlockState, errors: &mut Vec<ToolInputError>) -> BlockSta
             name,
             json,
             start_input,
+            server: true,
+        } => {
+            // The API already ran it: whatever input it reports is sent back as it came.
+            let input = parse_tool_input(&json, start_input.clone()).unwrap_or_else(|_| {
+                start_input.unwrap_or_else(|| Value::Object(Default::default()))
+            });
+            ContentBlock::ServerToolUse { id, name, input }
+        }
+        BlockState::ToolUse {
+            id,
+            name,
+            json,
+            start_input,
+            server: false,
         } => {
             let input = match parse_tool_input(&json, start_input) {
                 Ok(input) => input,

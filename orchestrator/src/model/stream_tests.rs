@@ -199,7 +199,7 @@ fn invalid_tool_json_is_a_typed_error_not_a_panic() {
 fn unknown_events_blocks_and_deltas_are_ignored() {
     let mut text = start();
     text += &sse(&json!({"type": "content_block_start", "index": 0,
-        "content_block": {"type": "server_tool_use", "id": "s", "name": "web_search", "input": {}}}));
+        "content_block": {"type": "code_interpreter_call", "id": "s", "input": {}}}));
     text += &sse(&json!({"type": "content_block_delta", "index": 0,
         "delta": {"type": "input_json_delta", "partial_json": "{\"q\":"}}));
     text += &sse(&json!({"type": "content_block_stop", "index": 0}));
@@ -292,5 +292,40 @@ fn thinking_blocks_round_trip_into_the_next_request_unchanged() {
     assert_eq!(
         json["content"][1],
         json!({"type": "redacted_thinking", "data": "EmwKAhgBEgy3va=="})
+    );
+}
+
+#[test]
+fn server_tool_blocks_are_kept_and_go_back_unchanged() {
+    let result = json!([{"type": "web_search_result", "url": "https://docs.test/a",
+        "title": "A", "encrypted_content": "Eq0x==", "page_age": null}]);
+    let text = start()
+        + &sse(
+            &json!({"type": "content_block_start", "index": 0, "content_block":
+            {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}}}),
+        )
+        + &sse(&json!({"type": "content_block_delta", "index": 0,
+            "delta": {"type": "input_json_delta", "partial_json": "{\"query\":"}}))
+        + &sse(&json!({"type": "content_block_delta", "index": 0,
+            "delta": {"type": "input_json_delta", "partial_json": "\"rust\"}"}}))
+        + &sse(&json!({"type": "content_block_stop", "index": 0}))
+        + &sse(
+            &json!({"type": "content_block_start", "index": 1, "content_block":
+            {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": result}}),
+        )
+        + &sse(&json!({"type": "content_block_stop", "index": 1}))
+        + &stop("end_turn");
+    let events = decode(&[text.as_bytes()], true).unwrap();
+    // Server tool calls are not the loop's to run: no ToolUseStart, no input deltas.
+    assert_eq!(events.len(), 1, "{events:?}");
+    let msg = message(&text);
+    let json = serde_json::to_value(msg.to_message()).unwrap();
+    assert_eq!(
+        json["content"],
+        json!([
+            {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search",
+             "input": {"query": "rust"}},
+            {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": result}
+        ])
     );
 }

@@ -150,6 +150,18 @@ pub enum ContentBlock {
     RedactedThinking {
         data: String,
     },
+    /// A call of a tool the API runs itself (`web_search`); sent back unchanged.
+    ServerToolUse {
+        id: String,
+        name: String,
+        input: Value,
+    },
+    /// What the API's web search returned (results or an error object), kept verbatim:
+    /// the API requires it back unchanged, encrypted content included.
+    WebSearchToolResult {
+        tool_use_id: String,
+        content: Value,
+    },
 }
 
 impl ContentBlock {
@@ -195,9 +207,37 @@ pub struct ToolDefinition {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// `Null` for a server tool, which has a `type` in [`ToolDefinition::extra`] instead.
+    #[serde(default, skip_serializing_if = "Value::is_null")]
     pub input_schema: Value,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_control: Option<CacheControl>,
+    /// A server tool's own fields (`type`, `allowed_domains`, `max_uses`...).
+    #[serde(flatten, default)]
+    pub extra: serde_json::Map<String, Value>,
+}
+
+impl ToolDefinition {
+    /// The Messages API's server-side web search (`web_search_20250305`), limited to
+    /// `allowed` domains (none: any) and never `blocked` ones.
+    pub fn web_search(allowed: &[String], blocked: &[String], max_uses: u32) -> Self {
+        let mut extra = serde_json::Map::new();
+        extra.insert("type".into(), Value::from("web_search_20250305"));
+        if !allowed.is_empty() {
+            extra.insert("allowed_domains".into(), Value::from(allowed.to_vec()));
+        }
+        if !blocked.is_empty() {
+            extra.insert("blocked_domains".into(), Value::from(blocked.to_vec()));
+        }
+        extra.insert("max_uses".into(), Value::from(max_uses));
+        Self {
+            name: "web_search".into(),
+            description: None,
+            input_schema: Value::Null,
+            cache_control: None,
+            extra,
+        }
+    }
 }
 
 /// Extended thinking: `{"type":"enabled","budget_tokens":N}` or `{"type":"disabled"}`.
@@ -323,6 +363,7 @@ mod tests {
             description: Some("reads".into()),
             input_schema: json!({"type": "object"}),
             cache_control: None,
+            extra: Default::default(),
         }];
         req.messages
             .push(Message::user(vec![ContentBlock::tool_result(

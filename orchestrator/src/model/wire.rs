@@ -66,6 +66,15 @@ pub(super) enum WireBlock<'a> {
     RedactedThinking {
         data: String,
     },
+    ServerToolUse {
+        id: String,
+        name: String,
+        input: Option<Value>,
+    },
+    WebSearchToolResult {
+        tool_use_id: String,
+        content: Value,
+    },
     Unknown,
 }
 
@@ -146,6 +155,8 @@ struct RawBlock<'a> {
     #[serde(default, borrow)]
     signature: Cow<'a, str>,
     data: Option<String>,
+    tool_use_id: Option<String>,
+    content: Option<Value>,
 }
 
 /// Event names this decoder understands.
@@ -224,6 +235,15 @@ fn block(raw: RawBlock<'_>) -> Result<WireBlock<'_>, &'static str> {
         },
         "redacted_thinking" => WireBlock::RedactedThinking {
             data: raw.data.ok_or("content_block.data")?,
+        },
+        "server_tool_use" => WireBlock::ServerToolUse {
+            id: raw.id.ok_or("content_block.id")?,
+            name: raw.name.ok_or("content_block.name")?,
+            input: raw.input,
+        },
+        "web_search_tool_result" => WireBlock::WebSearchToolResult {
+            tool_use_id: raw.tool_use_id.ok_or("content_block.tool_use_id")?,
+            content: raw.content.ok_or("content_block.content")?,
         },
         _ => WireBlock::Unknown,
     })

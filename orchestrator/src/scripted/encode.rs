@@ -167,6 +167,28 @@ impl Encoder<'_> {
             ReplyBlock::RedactedThinking(data) => {
                 self.start(index, json!({"type": "redacted_thinking", "data": data}));
             }
+            ReplyBlock::ServerToolUse { id, name, input } => {
+                self.start(
+                    index,
+                    json!({"type": "server_tool_use", "id": id, "name": name, "input": {}}),
+                );
+                let json = input.to_string();
+                for fragment in byte_pieces(&json, self.chunking.json_bytes) {
+                    self.delta(
+                        index,
+                        json!({"type": "input_json_delta", "partial_json": fragment}),
+                    );
+                }
+            }
+            ReplyBlock::WebSearchToolResult {
+                tool_use_id,
+                content,
+            } => {
+                self.start(
+                    index,
+                    json!({"type": "web_search_tool_result", "tool_use_id": tool_use_id, "content": content}),
+                );
+            }
         }
         self.push(json!({"type": "content_block_stop", "index": index}));
     }

@@ -16,6 +16,18 @@ pub enum ReplyBlock {
         signature: String,
     },
     RedactedThinking(String),
+    /// A `server_tool_use` block, its input streamed as `input_json_delta` fragments as
+    /// the API does.
+    ServerToolUse {
+        id: String,
+        name: String,
+        input: Value,
+    },
+    /// A `web_search_tool_result` block, whole in its `content_block_start`.
+    WebSearchToolResult {
+        tool_use_id: String,
+        content: Value,
+    },
 }
 
 /// Token counts reported in `message_start` (input, cache) and `message_delta` (output).
@@ -104,6 +116,22 @@ impl Reply {
 
     pub fn with_redacted_thinking(mut self, data: impl Into<String>) -> Self {
         self.blocks.push(ReplyBlock::RedactedThinking(data.into()));
+        self
+    }
+
+    /// Adds a server-side web search: its `server_tool_use` (id `id`, input `{query}`)
+    /// and the `web_search_tool_result` holding `results`.
+    pub fn with_web_search(mut self, id: impl Into<String>, query: &str, results: Value) -> Self {
+        let id = id.into();
+        self.blocks.push(ReplyBlock::ServerToolUse {
+            id: id.clone(),
+            name: "web_search".into(),
+            input: serde_json::json!({"query": query}),
+        });
+        self.blocks.push(ReplyBlock::WebSearchToolResult {
+            tool_use_id: id,
+            content: results,
+        });
         self
     }
 

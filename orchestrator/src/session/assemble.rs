@@ -197,6 +197,31 @@ impl SessionEnv {
         for w in &network.warnings {
             tracing::warn!("{w}");
         }
+        let web_model = crate::tools::web_fetch::SideModel {
+            client: model.clone(),
+            model: settings
+                .web_fetch_model()
+                .unwrap_or_else(|| model_name.clone()),
+        };
+        let mut web_tools = ToolRegistry::new();
+        if network.policy.grants_egress() {
+            // WebFetch runs here, under the same policy and resolver as the proxy.
+            let fetch = crate::tools::web_fetch::for_session(
+                network.policy.clone(),
+                Arc::new(crate::network::proxy::dial::SystemResolver),
+                web_model.clone(),
+            );
+            web_tools.register(Arc::new(fetch));
+        }
+        if settings.web_search_enabled() {
+            let search_model = crate::tools::web_fetch::SideModel {
+                model: model_name.clone(),
+                ..web_model
+            };
+            web_tools.register(Arc::new(crate::tools::web_search::WebSearchTool::new(
+                search_model,
+            )));
+        }
         if network.policy.grants_egress() {
             // Every connection, allowed or refused, is recorded beside the transcript.
             let mut log_path = transcript.path().as_os_str().to_owned();
@@ -229,7 +254,7 @@ impl SessionEnv {
         let observer = Arc::new(HookObserver::new(hooks.clone()));
         // MCP servers: stdio ones start inside the sandbox; their tools join the built-ins.
         let mcp = crate::mcp::McpSet::for_session(settings, &workspace);
-        let mut extra_tools = ToolRegistry::new();
+        let mut extra_tools = web_tools;
         extra_tools.register(Arc::new(crate::tools::todo_write::TodoWriteTool::default()));
         let skills = crate::tools::skill::load(&workspace, self.user_home.as_deref());
         if let Some(skill_tool) = crate::tools::skill::SkillTool::new(skills) {

@@ -32,6 +32,7 @@ mod budget;
 pub mod limits;
 pub mod local_rules;
 pub mod validate;
+mod web;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

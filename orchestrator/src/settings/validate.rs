@@ -35,6 +35,8 @@ const USED: &[(&str, Kind)] = &[
     ("enabledMcpjsonServers", Kind::StringList),
     ("disabledMcpjsonServers", Kind::StringList),
     ("deniedMcpServers", Kind::Any),
+    ("webSearch", Kind::Bool),
+    ("webFetchModel", Kind::String),
 ];
 
 /// Claude Code keys Cordon accepts silently and does not use (yet).

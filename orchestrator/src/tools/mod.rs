@@ -12,7 +12,7 @@
 //! - [`spec`]: [`ToolSpec`] and [`ToolKind`]: a tool's runtime name, schema and the
 //!   permission kind the engine routes on.
 //! - one file per tool: [`read`], [`write`], [`edit`], [`bash`], [`glob`], [`grep`],
-//!   [`todo_write`]; MCP tools live in [`crate::mcp`].
+//!   [`todo_write`], [`web_fetch`], [`web_search`]; MCP tools live in [`crate::mcp`].
 //!
 //! # Example
 //!
@@ -39,6 +39,8 @@ pub mod schema;
 pub mod skill;
 pub mod spec;
 pub mod todo_write;
+pub mod web_fetch;
+pub mod web_search;
 pub mod write;
 
 use std::path::{Component, Path, PathBuf};

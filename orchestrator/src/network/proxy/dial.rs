@@ -73,6 +73,31 @@ impl Dialer {
     /// Connects to `host:port` if the policy allows it and it resolves to an address the
     /// proxy may reach.
     pub async fn dial(&self, host: &str, port: u16) -> Result<Dialed, DialError> {
+        let (addrs, rule) = self.addresses(host, port).await?;
+        let mut last = String::from("no address");
+        for addr in addrs {
+            match TcpStream::connect(addr).await {
+                Ok(stream) => {
+                    let _ = stream.set_nodelay(true);
+                    return Ok(Dialed { stream, addr, rule });
+                }
+                Err(e) => last = format!("{addr}: {e}"),
+            }
+        }
+        Err(DialError::Connect {
+            host: crate::network::policy::normalize_host(host),
+            why: last,
+        })
+    }
+
+    /// Where `host:port` may be reached, and the rule that allows it: the policy's
+    /// decision, then the name resolved and the refused ranges dropped. Everything that
+    /// connects on a session's behalf (the proxy, WebFetch) asks here.
+    pub async fn addresses(
+        &self,
+        host: &str,
+        port: u16,
+    ) -> Result<(Vec<SocketAddr>, String), DialError> {
         let decision = self.policy.decide(host, port);
         if !decision.allowed {
             return Err(DialError::Denied(decision.rule));
@@ -84,21 +109,7 @@ impl Dialer {
             Ok(ip) => vec![SocketAddr::new(ip, port)],
             Err(_) => self.resolve_checked(&host, port).await?,
         };
-        let mut last = String::from("no address");
-        for addr in addrs {
-            match TcpStream::connect(addr).await {
-                Ok(stream) => {
-                    let _ = stream.set_nodelay(true);
-                    return Ok(Dialed {
-                        stream,
-                        addr,
-                        rule: decision.rule,
-                    });
-                }
-                Err(e) => last = format!("{addr}: {e}"),
-            }
-        }
-        Err(DialError::Connect { host, why: last })
+        Ok((addrs, decision.rule))
     }
 
     /// The addresses `host` resolves to, less the refused ones; refused when none is left.
