@@ -2,6 +2,8 @@
 # an in-memory context (no registry, no source tree):
 #   rootfs/usr/local/bin/cordon          the running cordon binary
 #   rootfs/usr/local/bin/sandbox-agent   the agent (for the local backend and image builds)
+#   rootfs/usr/local/bin/setfacl         the host's, to grant a sandbox its workspace (no
+#                                        user namespaces in a container: no idmapped mount)
 #   rootfs/lib*/...                      their interpreter and shared libraries, if dynamic
 #   rootfs/etc/ssl/certs/ca-certificates.crt   the host's CA bundle (the model endpoint)
 #   rootfs/etc/{passwd,group}            root, cordon (10001) and nobody

@@ -96,7 +96,7 @@ pub fn docker_ready() -> Result<(), String> {
 }
 
 /// Whether the tests run in CI: `CI` is set to anything but empty, `0` or `false`.
-fn in_ci() -> bool {
+pub fn in_ci() -> bool {
     std::env::var_os("CI")
         .is_some_and(|v| !v.is_empty() && v != "0" && !v.eq_ignore_ascii_case("false"))
 }

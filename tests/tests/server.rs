@@ -1,11 +1,14 @@
 //! `cordon serve` end to end: the real binary on loopback, the local sandbox (Docker in
 //! [`docker`]), the scripted model. Tenants apart, a turn's events and reconnecting with
 //! Last-Event-ID, permissions answered over HTTP, exec and files, lifecycle, quotas,
-//! malformed input, kill -9 (idle, and under load in [`crash`]).
+//! malformed input, kill -9 (idle, and under load in [`crash`]), and the server image under
+//! `deploy/compose.yaml` ([`deploy`]).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "server/crash.rs"]
 mod crash;
+#[path = "server/deploy.rs"]
+mod deploy;
 #[path = "server/docker.rs"]
 mod docker;
 #[path = "server/fixture.rs"]

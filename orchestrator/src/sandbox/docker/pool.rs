@@ -295,7 +295,16 @@ pub(super) async fn new_slot(
         .and_then(|()| {
             let id = Some(nix::unistd::Uid::from_raw(session.uid));
             let gid = Some(nix::unistd::Gid::from_raw(session.uid));
-            nix::unistd::chown(&fifo, id, gid)
+            match nix::unistd::chown(&fifo, id, gid) {
+                // Not root (the server's own container, deploy/compose.yaml): as for the
+                // socket directory, the 0700 run dir keeps other host users out.
+                Err(nix::errno::Errno::EPERM) => std::fs::set_permissions(
+                    &fifo,
+                    std::os::unix::fs::PermissionsExt::from_mode(0o666),
+                )
+                .map_err(|e| nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(0))),
+                other => other,
+            }
         });
     if let Err(e) = made {
         session.release();

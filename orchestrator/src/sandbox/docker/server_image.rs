@@ -15,6 +15,10 @@ const SERVER_DOCKERFILE: &str = include_str!("../../../../deploy/server.Dockerfi
 const CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
 /// The uid the server runs as in the image (and owns its data directory).
 const SERVER_UID: u64 = 10001;
+/// The host's `setfacl` (Debian's acl), copied in with its libraries: in a container the
+/// kernel refuses the user namespace an idmapped workspace needs, so the docker backend
+/// grants the sandbox uid its workspace by ACL.
+const SETFACL: &[&str] = &["/usr/bin/setfacl", "/bin/setfacl"];
 
 pub(super) async fn build_server(
     docker: &Docker,
@@ -30,12 +34,27 @@ pub(super) async fn build_server(
     ))?;
     let mut libs = RuntimeFiles::of(&exe, &cordon)?;
     libs.merge(RuntimeFiles::of(agent_path, agent)?);
+    let setfacl = match SETFACL.iter().map(Path::new).find(|p| p.is_file()) {
+        Some(path) => {
+            let bytes = std::fs::read(path).map_err(setup("read setfacl"))?;
+            libs.merge(RuntimeFiles::of(path, &bytes)?);
+            bytes
+        }
+        None => {
+            progress(format!(
+                "{SERVER}: no setfacl on this host (apt-get install acl): docker sessions \
+                 of the containerized server will fail to start"
+            ));
+            Vec::new()
+        }
+    };
     let want = wanted_labels(
         agent,
         &[
             SERVER_DOCKERFILE.as_bytes(),
             &cordon,
             &ca,
+            &setfacl,
             libs.digest.as_bytes(),
         ],
     );
@@ -51,8 +70,8 @@ pub(super) async fn build_server(
         exe.display(),
         libs.files.len()
     ));
-    let context =
-        server_context(&cordon, agent, &ca, &libs).map_err(setup("assemble build context"))?;
+    let context = server_context(&cordon, agent, &setfacl, &ca, &libs)
+        .map_err(setup("assemble build context"))?;
     build(docker, Some(SERVER), context, &want, progress).await?;
     Ok(Built {
         image: SERVER.into(),
@@ -60,9 +79,11 @@ pub(super) async fn build_server(
     })
 }
 
+/// The build context; `setfacl` empty when the host has none.
 fn server_context(
     cordon: &[u8],
     agent: &[u8],
+    setfacl: &[u8],
     ca: &[u8],
     libs: &RuntimeFiles,
 ) -> std::io::Result<Vec<u8>> {
@@ -70,6 +91,9 @@ fn server_context(
     add_file(&mut tar, "Dockerfile", SERVER_DOCKERFILE.as_bytes(), 0o644)?;
     add_file(&mut tar, "rootfs/usr/local/bin/cordon", cordon, 0o755)?;
     add_file(&mut tar, "rootfs/usr/local/bin/sandbox-agent", agent, 0o755)?;
+    if !setfacl.is_empty() {
+        add_file(&mut tar, "rootfs/usr/local/bin/setfacl", setfacl, 0o755)?;
+    }
     libs.add_to(&mut tar, "rootfs")?;
     add_file(
         &mut tar,
@@ -102,7 +126,7 @@ mod tests {
 
     #[test]
     fn the_context_holds_both_binaries_and_the_data_dir() {
-        let ctx = server_context(b"C", b"A", b"CA", &RuntimeFiles::default()).expect("ctx");
+        let ctx = server_context(b"C", b"A", b"S", b"CA", &RuntimeFiles::default()).expect("ctx");
         let mut archive = tar::Archive::new(&ctx[..]);
         let entries: Vec<(String, u64)> = archive
             .entries()
@@ -117,6 +141,7 @@ mod tests {
             "Dockerfile",
             "rootfs/usr/local/bin/cordon",
             "rootfs/usr/local/bin/sandbox-agent",
+            "rootfs/usr/local/bin/setfacl",
             "rootfs/etc/ssl/certs/ca-certificates.crt",
         ] {
             assert!(entries.iter().any(|(n, _)| n == want), "{want}");
