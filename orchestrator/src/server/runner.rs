@@ -44,6 +44,12 @@ pub fn settings_for(session: &Session, state: &ServerState) -> Result<Settings, 
 /// Starts the sandbox and the turn task of `session`.
 pub async fn start(session: &Arc<Session>, state: &ServerState) -> Result<Runtime, String> {
     let settings = settings_for(session, state)?;
+    // A start that failed after the session was recorded (its sandbox did not come up, a
+    // warm claim fell through) is retried under the same id: the same session, resumed,
+    // never a second transcript of that name.
+    let recorded = crate::session::SessionStore::open(&state.data)
+        .and_then(|store| store.get(&session.id))
+        .is_ok();
     let env = SessionEnv {
         workspace: session.workspace.clone(),
         home: state.data.clone(),
@@ -53,7 +59,7 @@ pub async fn start(session: &Arc<Session>, state: &ServerState) -> Result<Runtim
         image: session.config.request.image.clone(),
         tenant: Some(session.tenant.clone()),
         model: state.model.clone(),
-        start: match (&session.config.fork_of, session.started()) {
+        start: match (&session.config.fork_of, session.started() || recorded) {
             (_, true) => SessionStart::Resume(session.id.clone()),
             (Some(from), false) => SessionStart::ForkAs {
                 from: from.clone(),

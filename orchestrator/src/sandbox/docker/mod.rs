@@ -245,7 +245,7 @@ pub struct DockerBackend {
 
 impl DockerBackend {
     /// Connects, removes containers a crashed orchestrator left behind, and starts the warm
-    /// pool for the default image when `config.pool_size > 0`.
+    /// pool for the default image when `config.pool_size > 0` and this process is root.
     pub async fn new(config: DockerConfig) -> Result<Self, SandboxError> {
         let docker = connect().await?;
         adopt::reconcile(&docker, &config.run_root, &Default::default()).await?;
@@ -253,7 +253,10 @@ impl DockerBackend {
             config.uid_base,
             config.uid_lock_dir.clone(),
         ));
-        let pool = if config.pool_size > 0 {
+        // A claim injects the workspace into a running container (open_tree, setns,
+        // move_mount), which needs root: a Cordon without it (the compose file's server
+        // user) starts every session cold, with the workspace bound at creation.
+        let pool = if config.pool_size > 0 && nix::unistd::geteuid().is_root() {
             Some(pool::WarmPool::start(
                 docker.clone(),
                 config.clone(),
