@@ -11,6 +11,7 @@
 //! dropped; one containing the workspace is refused (the workspace's own protections
 //! would not cover the rest of it). A refusal names the setting and the path.
 
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -90,15 +91,33 @@ fn check_one(
             workspace.display()
         )));
     }
-    host_checks(&real, workspace, forbidden).map_err(refuse)?;
+    drop(host_checks(&real, workspace, forbidden).map_err(refuse)?);
     Ok(Some(real))
+}
+
+/// Opens a directory [`checked`] accepted (against `workspace`) once more, for the
+/// mount: without following any link, the host's rules applied again to the opened
+/// directory. The mount must be made from the fd returned (with the owner's uid and gid),
+/// never from the path.
+pub fn open_for_mount(
+    dir: &Path,
+    workspace: &Path,
+) -> Result<(OwnedFd, (u32, u32)), AdditionalDirError> {
+    host_checks(dir, workspace, &Forbidden::from_env()).map_err(|why| AdditionalDirError {
+        path: dir.to_path_buf(),
+        why,
+    })
 }
 
 /// The host's own rules ([`sandbox_agent::hostside::extra_dir`], which the launcher
 /// applies again): the workspace owner's, no system directory, no home, ancestor of one
 /// or dot-directory in one, no secret of `policies/toolchains.json` in or around it, and
 /// nobody else able to write it or swap a component of its path.
-fn host_checks(real: &Path, workspace: &Path, forbidden: &Forbidden) -> Result<(), String> {
+fn host_checks(
+    real: &Path,
+    workspace: &Path,
+    forbidden: &Forbidden,
+) -> Result<(OwnedFd, (u32, u32)), String> {
     let owner = std::fs::metadata(workspace)
         .map_err(|e| format!("the workspace {}: {e}", workspace.display()))?
         .uid();
@@ -112,7 +131,7 @@ fn host_checks(real: &Path, workspace: &Path, forbidden: &Forbidden) -> Result<(
     if let Some(why) = extra_dir::home_dir(real, &homes).or_else(|| secret(real, &homes)) {
         return Err(why);
     }
-    extra_dir::open_checked(real, owner, &homes).map(drop)
+    extra_dir::open_checked(real, owner, &homes)
 }
 
 /// Why `dir` is, contains or lies inside a secret of `policies/toolchains.json` under one
