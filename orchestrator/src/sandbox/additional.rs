@@ -9,7 +9,12 @@
 //! path (no symbolic link on the way: the mount would follow it where the rules do not
 //! look). One inside the workspace, or inside another entry, is already covered and
 //! dropped; one containing the workspace is refused (the workspace's own protections
-//! would not cover the rest of it). A refusal names the setting and the path.
+//! would not cover the rest of it). Then the host's own rules, shared with the launcher
+//! ([`sandbox_agent::hostside::extra_dir`]): owned by the workspace's owner, in no system
+//! directory, no home, ancestor or dot-directory of one, no secret of
+//! `policies/toolchains.json`, nobody else able to write it or swap a component of its
+//! path. A backend mounts it from the fd [`open_for_mount`] checked, never from the path.
+//! A refusal names the setting and the path.
 
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::MetadataExt;
@@ -302,11 +307,14 @@ mod tests {
         let loose = f.root.join("loose");
         std::fs::create_dir_all(loose.join("inner")).unwrap();
         std::fs::set_permissions(&loose, std::fs::Permissions::from_mode(0o775)).unwrap();
-        let err = check(&f, &[loose.clone()]).unwrap_err();
+        let err = check(&f, std::slice::from_ref(&loose)).unwrap_err();
         assert!(err.why.contains("group or others may write"), "{err}");
         let err = check(&f, &[loose.join("inner")]).unwrap_err();
         assert!(err.why.contains("its ancestor"), "{err}");
-        assert!(err.why.contains("may be written by group or others"), "{err}");
+        assert!(
+            err.why.contains("may be written by group or others"),
+            "{err}"
+        );
         if nix::unistd::geteuid().is_root() {
             let theirs = f.root.join("theirs");
             std::fs::create_dir(&theirs).unwrap();

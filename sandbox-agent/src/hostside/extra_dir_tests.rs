@@ -55,7 +55,12 @@ fn homes_their_ancestors_and_their_dot_directories_are_refused() {
     ] {
         assert!(home_dir(Path::new(p), &homes).is_some(), "{p} accepted");
     }
-    for p in ["/home/u/notes", "/home/u/src/.hidden", "/home/uv/.ssh", "/root2"] {
+    for p in [
+        "/home/u/notes",
+        "/home/u/src/.hidden",
+        "/home/uv/.ssh",
+        "/root2",
+    ] {
         assert_eq!(home_dir(Path::new(p), &homes), None, "{p}");
     }
 }
@@ -65,16 +70,30 @@ fn fake(entries: &[(&str, u32, u32)]) -> impl FnMut(&Path) -> io::Result<Stat> {
         .iter()
         .map(|&(p, uid, mode)| (PathBuf::from(p), Stat { uid, mode }))
         .collect();
-    move |p| map.get(p).copied().ok_or_else(|| io::Error::other("no such entry"))
+    move |p| {
+        map.get(p)
+            .copied()
+            .ok_or_else(|| io::Error::other("no such entry"))
+    }
 }
 
-const SANE: &[(&str, u32, u32)] = &[("/", 0, 0o755), ("/home", 0, 0o755), ("/home/u", 1000, 0o700)];
+const SANE: &[(&str, u32, u32)] = &[
+    ("/", 0, 0o755),
+    ("/home", 0, 0o755),
+    ("/home/u", 1000, 0o700),
+];
 
 #[test]
 fn a_directory_of_the_workspace_owner_below_safe_ancestors_is_accepted() {
-    let own = Stat { uid: 1000, mode: 0o40755 };
+    let own = Stat {
+        uid: 1000,
+        mode: 0o40755,
+    };
     owner_checks(Path::new("/home/u/notes"), own, 1000, fake(SANE)).unwrap();
-    let root = Stat { uid: 0, mode: 0o40700 };
+    let root = Stat {
+        uid: 0,
+        mode: 0o40700,
+    };
     owner_checks(Path::new("/data"), root, 0, fake(SANE)).unwrap();
 }
 
@@ -82,10 +101,38 @@ fn a_directory_of_the_workspace_owner_below_safe_ancestors_is_accepted() {
 fn another_owner_root_or_a_writable_directory_is_refused() {
     let dir = Path::new("/home/u/notes");
     for (own, owner, why) in [
-        (Stat { uid: 0, mode: 0o40755 }, 1000, "owned by uid 0"),
-        (Stat { uid: 1001, mode: 0o40755 }, 1000, "owned by uid 1001"),
-        (Stat { uid: 1000, mode: 0o40775 }, 1000, "group or others may write"),
-        (Stat { uid: 1000, mode: 0o40757 }, 1000, "group or others may write"),
+        (
+            Stat {
+                uid: 0,
+                mode: 0o40755,
+            },
+            1000,
+            "owned by uid 0",
+        ),
+        (
+            Stat {
+                uid: 1001,
+                mode: 0o40755,
+            },
+            1000,
+            "owned by uid 1001",
+        ),
+        (
+            Stat {
+                uid: 1000,
+                mode: 0o40775,
+            },
+            1000,
+            "group or others may write",
+        ),
+        (
+            Stat {
+                uid: 1000,
+                mode: 0o40757,
+            },
+            1000,
+            "group or others may write",
+        ),
     ] {
         let err = owner_checks(dir, own, owner, fake(SANE)).unwrap_err();
         assert!(err.contains(why), "{own:?}: {err}");
@@ -94,15 +141,30 @@ fn another_owner_root_or_a_writable_directory_is_refused() {
 
 #[test]
 fn an_ancestor_someone_else_could_change_is_refused() {
-    let own = Stat { uid: 1000, mode: 0o40700 };
+    let own = Stat {
+        uid: 1000,
+        mode: 0o40700,
+    };
     let dir = Path::new("/home/u/notes");
-    let other = [("/", 0, 0o755), ("/home", 1001, 0o755), ("/home/u", 1000, 0o700)];
+    let other = [
+        ("/", 0, 0o755),
+        ("/home", 1001, 0o755),
+        ("/home/u", 1000, 0o700),
+    ];
     let err = owner_checks(dir, own, 1000, fake(&other)).unwrap_err();
     assert!(err.contains("ancestor /home is owned by uid 1001"), "{err}");
-    let shared = [("/", 0, 0o755), ("/home", 0, 0o1777), ("/home/u", 1000, 0o700)];
+    let shared = [
+        ("/", 0, 0o755),
+        ("/home", 0, 0o1777),
+        ("/home/u", 1000, 0o700),
+    ];
     let err = owner_checks(dir, own, 1000, fake(&shared)).unwrap_err();
     assert!(err.contains("ancestor /home may be written"), "{err}");
-    let group = [("/", 0, 0o755), ("/home", 0, 0o755), ("/home/u", 1000, 0o770)];
+    let group = [
+        ("/", 0, 0o755),
+        ("/home", 0, 0o755),
+        ("/home/u", 1000, 0o770),
+    ];
     let err = owner_checks(dir, own, 1000, fake(&group)).unwrap_err();
     assert!(err.contains("ancestor /home/u may be written"), "{err}");
 }
@@ -138,7 +200,10 @@ fn opening_follows_no_link_and_checks_the_opened_directory() {
     let err = open_checked(&link, me, &[]).unwrap_err();
     assert!(err.contains("symbolic link"), "{err}");
     let err = open_checked(&link.join("sub"), me, &[]).unwrap_err();
-    assert!(err.contains("symbolic link") || err.contains("does not exist"), "{err}");
+    assert!(
+        err.contains("symbolic link") || err.contains("does not exist"),
+        "{err}"
+    );
     std::fs::create_dir(real.join("sub")).unwrap();
     let err = open_checked(&link.join("sub"), me, &[]).unwrap_err();
     assert!(err.contains("symbolic link"), "{err}");

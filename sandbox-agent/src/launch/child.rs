@@ -116,7 +116,9 @@ fn setup_and_serve(ctx: &ChildCtx) -> Result<i32, String> {
         .additional
         .iter()
         .map(|t| match &t.src {
-            Some(fd) => fd.try_clone().map_err(|e| format!("{}: {e}", t.path.display())),
+            Some(fd) => fd
+                .try_clone()
+                .map_err(|e| format!("{}: {e}", t.path.display())),
             None => open_path(&t.path),
         })
         .collect::<Result<Vec<_>, _>>()?;

@@ -120,7 +120,16 @@ pub fn prepare(
             path.display()
         )));
     }
-    prepare_tree(path, state, cfg, ids, extra, skip, None, (meta.uid(), meta.gid()))
+    prepare_tree(
+        path,
+        state,
+        cfg,
+        ids,
+        extra,
+        skip,
+        None,
+        (meta.uid(), meta.gid()),
+    )
 }
 
 /// [`prepare`] of a tree whose owner is `owner`, cloned from `src` when given.
@@ -166,11 +175,9 @@ fn idmapped_fd_for_sandbox(
     ids: &IdPlan,
 ) -> Result<OwnedFd, LaunchError> {
     let ns = userns::for_owner(owner, ids.user_host)?;
-    mounts::detached_clone_fd(fd.as_fd(), false, Some(&ns)).map_err(|source| {
-        LaunchError::Idmap {
-            path: path.to_path_buf(),
-            source,
-        }
+    mounts::detached_clone_fd(fd.as_fd(), false, Some(&ns)).map_err(|source| LaunchError::Idmap {
+        path: path.to_path_buf(),
+        source,
     })
 }
 
@@ -214,7 +221,16 @@ pub fn prepare_additional(cfg: &LaunchConfig, ids: &IdPlan) -> Result<Vec<Prepar
                     path: state.clone(),
                     source,
                 })?;
-            prepare_tree(dir, &state, cfg, ids, Vec::new(), &[], Some(src), ids_on_disk)
+            prepare_tree(
+                dir,
+                &state,
+                cfg,
+                ids,
+                Vec::new(),
+                &[],
+                Some(src),
+                ids_on_disk,
+            )
         })
         .collect()
 }
@@ -317,7 +333,10 @@ mod tests {
             c.additional = vec![extra.to_path_buf()];
             c
         };
-        let me = (nix::unistd::geteuid().as_raw(), nix::unistd::getegid().as_raw());
+        let me = (
+            nix::unistd::geteuid().as_raw(),
+            nix::unistd::getegid().as_raw(),
+        );
         let ids = IdPlan {
             root_host: None,
             user_host: me,

@@ -248,7 +248,12 @@ fn directories_others_own_or_may_change_are_refused(backend: Backend) {
     let loose = Workspace::new();
     std::fs::create_dir(loose.join("inner")).unwrap();
     std::fs::set_permissions(loose.path(), std::fs::Permissions::from_mode(0o770)).unwrap();
-    assert_refused(backend, ws.path(), loose.path(), &["group or others may write"]);
+    assert_refused(
+        backend,
+        ws.path(),
+        loose.path(),
+        &["group or others may write"],
+    );
     assert_refused(backend, ws.path(), &loose.join("inner"), &["its ancestor"]);
     if nix::unistd::geteuid().is_root() {
         let theirs = Workspace::new();

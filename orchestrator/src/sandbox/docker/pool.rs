@@ -551,8 +551,8 @@ fn idmapped_additional(
             &format!("{owner_gid} {uid} 1\n"),
         )
         .map_err(|e| e.to_string())?;
-        let tree = mounts::detached_clone_fd(fd.as_fd(), false, Some(&ns))
-            .map_err(|e| e.to_string())?;
+        let tree =
+            mounts::detached_clone_fd(fd.as_fd(), false, Some(&ns)).map_err(|e| e.to_string())?;
         Ok((tree, ns))
     };
     match attempt() {
