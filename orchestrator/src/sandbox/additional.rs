@@ -9,9 +9,18 @@
 //! path (no symbolic link on the way: the mount would follow it where the rules do not
 //! look). One inside the workspace, or inside another entry, is already covered and
 //! dropped; one containing the workspace is refused (the workspace's own protections
-//! would not cover the rest of it). A refusal names the setting and the path.
+//! would not cover the rest of it). Then the host's own rules, shared with the launcher
+//! ([`sandbox_agent::hostside::extra_dir`]): owned by the workspace's owner, in no system
+//! directory, no home, ancestor or dot-directory of one, no secret of
+//! `policies/toolchains.json`, nobody else able to write it or swap a component of its
+//! path. A backend mounts it from the fd [`open_for_mount`] checked, never from the path.
+//! A refusal names the setting and the path.
 
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+
+use sandbox_agent::hostside::extra_dir;
 
 use crate::workspace_location::Forbidden;
 
@@ -61,6 +70,9 @@ fn check_one(
         return Err(refuse("it is not an absolute path".into()));
     }
     let given = crate::permissions::paths::clean(dir);
+    if let Some(why) = extra_dir::system_dir(&given) {
+        return Err(refuse(why));
+    }
     let real = std::fs::canonicalize(&given).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => refuse("it does not exist".into()),
         _ => refuse(e.to_string()),
@@ -84,7 +96,68 @@ fn check_one(
             workspace.display()
         )));
     }
+    drop(host_checks(&real, workspace, forbidden).map_err(refuse)?);
     Ok(Some(real))
+}
+
+/// Opens a directory [`checked`] accepted (against `workspace`) once more, for the
+/// mount: without following any link, the host's rules applied again to the opened
+/// directory. The mount must be made from the fd returned (with the owner's uid and gid),
+/// never from the path.
+pub fn open_for_mount(
+    dir: &Path,
+    workspace: &Path,
+) -> Result<(OwnedFd, (u32, u32)), AdditionalDirError> {
+    host_checks(dir, workspace, &Forbidden::from_env()).map_err(|why| AdditionalDirError {
+        path: dir.to_path_buf(),
+        why,
+    })
+}
+
+/// The host's own rules ([`sandbox_agent::hostside::extra_dir`], which the launcher
+/// applies again): the workspace owner's, no system directory, no home, ancestor of one
+/// or dot-directory in one, no secret of `policies/toolchains.json` in or around it, and
+/// nobody else able to write it or swap a component of its path.
+fn host_checks(
+    real: &Path,
+    workspace: &Path,
+    forbidden: &Forbidden,
+) -> Result<(OwnedFd, (u32, u32)), String> {
+    let owner = std::fs::metadata(workspace)
+        .map_err(|e| format!("the workspace {}: {e}", workspace.display()))?
+        .uid();
+    let mut homes = forbidden.homes.clone();
+    if let Ok(Some(user)) = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(owner))
+        && user.dir.is_absolute()
+        && user.dir != Path::new("/")
+    {
+        homes.push(std::fs::canonicalize(&user.dir).unwrap_or(user.dir));
+    }
+    if let Some(why) = extra_dir::home_dir(real, &homes).or_else(|| secret(real, &homes)) {
+        return Err(why);
+    }
+    extra_dir::open_checked(real, owner, &homes)
+}
+
+/// Why `dir` is, contains or lies inside a secret of `policies/toolchains.json` under one
+/// of `homes`, if it does.
+fn secret(dir: &Path, homes: &[PathBuf]) -> Option<String> {
+    let policy = crate::toolchains::policy().ok()?;
+    homes
+        .iter()
+        .flat_map(|home| {
+            policy
+                .secrets
+                .iter()
+                .map(move |s| crate::toolchains::expand(&s.path, home))
+        })
+        .find(|s| s.starts_with(dir) || dir.starts_with(s))
+        .map(|s| {
+            format!(
+                "it is, holds or lies in {}, a secret the sandbox never sees",
+                s.display()
+            )
+        })
 }
 
 #[cfg(test)]
@@ -101,7 +174,10 @@ mod tests {
     }
 
     fn fixture() -> Fixture {
-        let dir = tempfile::tempdir().unwrap();
+        // Below the build directory: /tmp is a system directory to these checks.
+        let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/unit-fixtures");
+        std::fs::create_dir_all(&base).unwrap();
+        let dir = tempfile::tempdir_in(base.canonicalize().unwrap()).unwrap();
         let root = dir.path().canonicalize().unwrap();
         for d in ["proj/ws/sub", "home/me/other/deep", "data/cordon", "notes"] {
             std::fs::create_dir_all(root.join(d)).unwrap();
@@ -160,6 +236,91 @@ mod tests {
                 "{text}"
             );
             assert!(text.contains(why), "{}: {text}", dir.display());
+        }
+    }
+
+    #[test]
+    fn host_directories_are_refused_whoever_owns_them() {
+        let f = fixture();
+        for dir in [
+            "/etc",
+            "/root/.ssh",
+            "/var/spool/cron",
+            "/boot",
+            "/srv",
+            "/sys/fs/cgroup/user.slice",
+            "/tmp",
+            "/tmp/x",
+            "/var/tmp",
+            "/usr/local/src",
+        ] {
+            let err = check(&f, &[PathBuf::from(dir)]).unwrap_err();
+            let text = err.to_string();
+            assert!(
+                text.starts_with(&format!("refusing the {SETTING} entry {dir}: ")),
+                "{text}"
+            );
+            assert!(
+                ["system directory", "secret", "dot-directory"]
+                    .iter()
+                    .any(|w| text.contains(w)),
+                "{text}"
+            );
+        }
+        let err = check(&f, &[PathBuf::from("/root")]).unwrap_err();
+        assert!(err.why.contains("home directory"), "{err}");
+    }
+
+    #[test]
+    fn dot_directories_and_secrets_of_a_home_are_refused() {
+        let f = fixture();
+        let home = f.root.join("home/me");
+        for d in [".ssh/keys", ".config/systemd", ".local/bin", ".gnupg"] {
+            std::fs::create_dir_all(home.join(d)).unwrap();
+        }
+        for (dir, why) in [
+            (home.join(".ssh"), "dot-directory"),
+            (home.join(".ssh/keys"), "dot-directory"),
+            (home.join(".gnupg"), "dot-directory"),
+            (home.join(".config"), "dot-directory"),
+            (home.join(".config/systemd"), "dot-directory"),
+            (home.join(".local/bin"), "dot-directory"),
+        ] {
+            let err = check(&f, std::slice::from_ref(&dir)).unwrap_err();
+            assert!(err.why.contains(why), "{}: {err}", dir.display());
+        }
+    }
+
+    #[test]
+    fn the_secrets_of_the_toolchain_policy_are_refused_in_and_around() {
+        let home = PathBuf::from("/home/me");
+        for dir in ["/home/me/.ssh", "/home/me/.ssh/keys", "/home/me/.config"] {
+            let why = secret(Path::new(dir), std::slice::from_ref(&home));
+            assert!(why.is_some_and(|w| w.contains("secret")), "{dir}");
+        }
+        assert_eq!(secret(Path::new("/home/me/notes"), &[home]), None);
+    }
+
+    #[test]
+    fn a_directory_others_own_or_may_change_is_refused() {
+        let f = fixture();
+        let loose = f.root.join("loose");
+        std::fs::create_dir_all(loose.join("inner")).unwrap();
+        std::fs::set_permissions(&loose, std::fs::Permissions::from_mode(0o775)).unwrap();
+        let err = check(&f, std::slice::from_ref(&loose)).unwrap_err();
+        assert!(err.why.contains("group or others may write"), "{err}");
+        let err = check(&f, &[loose.join("inner")]).unwrap_err();
+        assert!(err.why.contains("its ancestor"), "{err}");
+        assert!(
+            err.why.contains("may be written by group or others"),
+            "{err}"
+        );
+        if nix::unistd::geteuid().is_root() {
+            let theirs = f.root.join("theirs");
+            std::fs::create_dir(&theirs).unwrap();
+            std::os::unix::fs::chown(&theirs, Some(4242), Some(4242)).unwrap();
+            let err = check(&f, &[theirs]).unwrap_err();
+            assert!(err.why.contains("not by the workspace's owner"), "{err}");
         }
     }
 

@@ -132,7 +132,7 @@ pub enum SandboxError {
     Closed,
     #[error("{0}")]
     Workspace(#[from] crate::workspace_location::LocationError),
-    #[error("{0}")]
+    #[error(transparent)]
     AdditionalDirectory(#[from] additional::AdditionalDirError),
 }
 

@@ -16,7 +16,7 @@
 mod policy;
 mod resolve;
 
-pub use policy::{Policy, policy};
+pub use policy::{Policy, expand, policy};
 pub use resolve::{Exposure, Refused, resolve};
 
 use std::path::{Path, PathBuf};

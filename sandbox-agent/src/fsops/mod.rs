@@ -13,7 +13,7 @@
 
 mod edit;
 pub mod read;
-mod resolve;
+pub(crate) mod resolve;
 mod write;
 
 use std::fs::File;

@@ -270,7 +270,7 @@ pub fn openat2(
 }
 
 /// `AT_FDCWD` as a borrowed fd, for opening the roots themselves.
-fn cwd_fd() -> BorrowedFd<'static> {
+pub(crate) fn cwd_fd() -> BorrowedFd<'static> {
     // SAFETY: AT_FDCWD (-100) is a sentinel the *at syscalls accept as "the working
     // directory"; it is not -1 and is never closed, so borrowing it for 'static is sound.
     unsafe { BorrowedFd::borrow_raw(libc::AT_FDCWD) }

@@ -8,7 +8,9 @@
 //! - [`walk`]: the walk itself (openat, fstatat with `AT_SYMLINK_NOFOLLOW`).
 //! - [`privbits`]: the teardown sweep that strips setuid and setgid bits.
 //! - [`hardlinks`]: the start-up scan for files hard-linked to names outside.
+//! - [`extra_dir`]: which directories may be mounted writable beside the workspace.
 
+pub mod extra_dir;
 pub mod hardlinks;
 pub mod privbits;
 pub mod walk;

@@ -110,10 +110,17 @@ fn setup_and_serve(ctx: &ChildCtx) -> Result<i32, String> {
     let agent_src = open_path(&agent_exe)?;
     let socket_src = open_path(&cfg.socket_dir())?;
     let workspace_src = open_path(&cfg.workspace)?;
+    // The additional directories were opened once, when checked (see trees::prepare_additional);
+    // their binds come from those fds, never from their paths again.
     let additional_src = ctx
         .additional
         .iter()
-        .map(|t| open_path(&t.path))
+        .map(|t| match &t.src {
+            Some(fd) => fd
+                .try_clone()
+                .map_err(|e| format!("{}: {e}", t.path.display())),
+            None => open_path(&t.path),
+        })
         .collect::<Result<Vec<_>, _>>()?;
     let host_ro = open_host_view(&cfg.host.read_only_in_mount_order())?;
     let host_rw = if ctx.writable_trees.is_empty() {

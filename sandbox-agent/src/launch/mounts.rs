@@ -7,7 +7,7 @@
 
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -107,12 +107,37 @@ pub fn detached_clone(
     read_only: bool,
     userns: Option<&OwnedFd>,
 ) -> io::Result<OwnedFd> {
+    clone_at(libc::AT_FDCWD, path, 0, read_only, userns)
+}
+
+/// [`detached_clone`] of the directory `dir` is open on (an `O_PATH` fd, say from
+/// [`crate::hostside::extra_dir::open_checked`]): the tree cloned is the one that fd
+/// refers to, whatever its path leads to by now.
+pub fn detached_clone_fd(
+    dir: BorrowedFd<'_>,
+    read_only: bool,
+    userns: Option<&OwnedFd>,
+) -> io::Result<OwnedFd> {
+    let empty = libc::AT_EMPTY_PATH as libc::c_uint;
+    clone_at(dir.as_raw_fd(), Path::new(""), empty, read_only, userns)
+}
+
+/// open_tree(dirfd, path, OPEN_TREE_CLONE | AT_RECURSIVE | `extra`), then the attributes.
+fn clone_at(
+    dirfd: libc::c_int,
+    path: &Path,
+    extra: libc::c_uint,
+    read_only: bool,
+    userns: Option<&OwnedFd>,
+) -> io::Result<OwnedFd> {
     let p = cpath(path)?;
-    let flags =
-        OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | libc::AT_RECURSIVE as libc::c_uint;
-    // SAFETY: p is a valid C string; open_tree returns a new fd we take ownership of.
-    let fd =
-        check(unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, p.as_ptr(), flags) })?;
+    let flags = OPEN_TREE_CLONE
+        | libc::O_CLOEXEC as libc::c_uint
+        | libc::AT_RECURSIVE as libc::c_uint
+        | extra;
+    // SAFETY: p is a valid C string and dirfd an open fd or AT_FDCWD; open_tree returns a
+    // new fd we take ownership of.
+    let fd = check(unsafe { libc::syscall(libc::SYS_open_tree, dirfd, p.as_ptr(), flags) })?;
     let fd = libc::c_int::try_from(fd).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
     // SAFETY: fd was just returned by open_tree and is owned by nobody else.
     let tree = unsafe { OwnedFd::from_raw_fd(fd) };

@@ -4,7 +4,7 @@
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 
 use nix::sys::signal::{SigSet, Signal, kill};
@@ -184,7 +184,7 @@ fn run_session(
             .iter()
             .map(|dir| {
                 let meta = std::fs::metadata(dir).map_err(state_err(dir))?;
-                trees::idmapped_for_sandbox(dir, &meta, &ids)
+                trees::idmapped_for_sandbox(dir, (meta.uid(), meta.gid()), &ids)
             })
             .collect::<Result<Vec<_>, _>>()?
     } else {

@@ -14,14 +14,14 @@
 //! `extra-<i>/` under it. A record is acted on only beneath the tree the launch config
 //! names for that state dir, so a tampered record reaches nothing else.
 
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Component, Path, PathBuf};
 
 use super::protected::{self, Plan, ProtectedPath};
 use super::userns::{self, IdPlan};
 use super::{LaunchConfig, LaunchError, gitguard, gitvet, mounts};
-use crate::hostside::{hardlinks, privbits};
+use crate::hostside::{extra_dir, hardlinks, privbits};
 
 /// Where the sandbox has mounts of its own: an additional directory may not lie at or
 /// below one (its mount point could not be made, or it would cover the sandbox's own).
@@ -38,6 +38,9 @@ pub struct Prepared {
     pub linked: Vec<PathBuf>,
     /// The idmapped clone (host root only; otherwise the tree is bound plainly).
     pub tree: Option<OwnedFd>,
+    /// For an additional directory: the `O_PATH` fd it was checked through, which the
+    /// clone above and the plain bind are made from (never the path again).
+    pub src: Option<OwnedFd>,
 }
 
 /// The state dir holding the records of additional directory `index`.
@@ -117,48 +120,99 @@ pub fn prepare(
             path.display()
         )));
     }
+    prepare_tree(
+        path,
+        state,
+        cfg,
+        ids,
+        extra,
+        skip,
+        None,
+        (meta.uid(), meta.gid()),
+    )
+}
+
+/// [`prepare`] of a tree whose owner is `owner`, cloned from `src` when given.
+#[allow(clippy::too_many_arguments)]
+fn prepare_tree(
+    path: &Path,
+    state: &Path,
+    cfg: &LaunchConfig,
+    ids: &IdPlan,
+    extra: Vec<ProtectedPath>,
+    skip: &[PathBuf],
+    src: Option<OwnedFd>,
+    owner: (u32, u32),
+) -> Result<Prepared, LaunchError> {
     let mut list = cfg.protected.clone();
     list.extend(extra);
     list.extend(gitguard::session_entries(path, state, skip)?);
     let plan = protected::plan(path, &list)?;
     let linked = hardlinks::read_only_names(path, hardlinks::DEFAULT_CAP)?;
-    protected::create_placeholders(state, path, &plan.placeholders, (meta.uid(), meta.gid()))?;
+    protected::create_placeholders(state, path, &plan.placeholders, owner)?;
     // As host root, the tree is idmapped: its owner's files appear owned by the sandbox
     // user, and the sandbox user's writes land on disk as the owner.
-    let tree = if ids.privileged() {
-        Some(idmapped_for_sandbox(path, &meta, ids)?)
-    } else {
-        None
+    let tree = match (&src, ids.privileged()) {
+        (Some(fd), true) => Some(idmapped_fd_for_sandbox(path, fd, owner, ids)?),
+        (None, true) => Some(idmapped_for_sandbox(path, owner, ids)?),
+        (_, false) => None,
     };
     Ok(Prepared {
         path: path.to_path_buf(),
         plan,
         linked,
         tree,
+        src,
     })
 }
 
-/// A clone of the host directory `path` (whose metadata is `meta`) idmapped so that its
+/// [`idmapped_for_sandbox`] of the directory `fd` is open on (`path` only names it in
+/// errors).
+fn idmapped_fd_for_sandbox(
+    path: &Path,
+    fd: &OwnedFd,
+    owner: (u32, u32),
+    ids: &IdPlan,
+) -> Result<OwnedFd, LaunchError> {
+    let ns = userns::for_owner(owner, ids.user_host)?;
+    mounts::detached_clone_fd(fd.as_fd(), false, Some(&ns)).map_err(|source| LaunchError::Idmap {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// A clone of the host directory `path` (owned by `owner`, uid and gid) idmapped so that its
 /// owner's files are the sandbox user's and what the sandbox writes lands as the owner's.
 /// Needs host root.
 pub fn idmapped_for_sandbox(
     path: &Path,
-    meta: &std::fs::Metadata,
+    owner: (u32, u32),
     ids: &IdPlan,
 ) -> Result<OwnedFd, LaunchError> {
-    let ns = userns::for_owner((meta.uid(), meta.gid()), ids.user_host)?;
+    let ns = userns::for_owner(owner, ids.user_host)?;
     mounts::idmapped_clone(path, &ns).map_err(|source| LaunchError::Idmap {
         path: path.to_path_buf(),
         source,
     })
 }
 
-/// Readies every additional directory of `cfg`, each with its own state dir.
+/// Readies every additional directory of `cfg`, each with its own state dir, after the
+/// host's own checks ([`extra_dir::open_checked`], against the workspace's owner): each
+/// is opened once, and its clone or bind made from that fd.
 pub fn prepare_additional(cfg: &LaunchConfig, ids: &IdPlan) -> Result<Vec<Prepared>, LaunchError> {
+    let owner = std::fs::metadata(&cfg.workspace)
+        .map_err(|source| LaunchError::State {
+            path: cfg.workspace.clone(),
+            source,
+        })?
+        .uid();
+    let homes = owner_home(owner);
     cfg.additional
         .iter()
         .enumerate()
         .map(|(i, dir)| {
+            let (src, ids_on_disk) = extra_dir::open_checked(dir, owner, &homes)
+                .map_err(|why| LaunchError::Config(refusal(dir, &why)))?;
             let state = extra_state_dir(&cfg.state_dir, i);
             std::fs::DirBuilder::new()
                 .mode(0o700)
@@ -167,9 +221,36 @@ pub fn prepare_additional(cfg: &LaunchConfig, ids: &IdPlan) -> Result<Vec<Prepar
                     path: state.clone(),
                     source,
                 })?;
-            prepare(dir, &state, cfg, ids, Vec::new(), &[])
+            prepare_tree(
+                dir,
+                &state,
+                cfg,
+                ids,
+                Vec::new(),
+                &[],
+                Some(src),
+                ids_on_disk,
+            )
         })
         .collect()
+}
+
+/// The home of the passwd entry of `uid` (canonical), if it has one other than `/`.
+fn owner_home(uid: u32) -> Vec<PathBuf> {
+    match nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)) {
+        Ok(Some(user)) if user.dir.is_absolute() && user.dir != Path::new("/") => {
+            vec![std::fs::canonicalize(&user.dir).unwrap_or(user.dir)]
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// The refusal of additional directory `dir`, in the orchestrator's words.
+fn refusal(dir: &Path, why: &str) -> String {
+    format!(
+        "refusing the permissions.additionalDirectories entry {}: {why}",
+        dir.display()
+    )
 }
 
 /// Teardown of every tree, once no sandboxed process runs: git dirs made during the
@@ -229,6 +310,58 @@ mod tests {
             all(&cfg)[2],
             ("/home/u/notes".into(), "/root/.cordon/run/s/extra-1".into())
         );
+    }
+
+    /// The launcher's second line: with real directories (below the build directory, not
+    /// /tmp), a link on the way or a directory of another owner is refused before anything
+    /// is prepared; an accepted one keeps the fd it was checked through.
+    #[test]
+    fn the_launcher_checks_the_opened_directory_itself() {
+        let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/unit-fixtures");
+        std::fs::create_dir_all(&base).unwrap();
+        let dir = tempfile::tempdir_in(base.canonicalize().unwrap()).unwrap();
+        let root = dir.path();
+        for d in ["ws", "state", "extra", "theirs"] {
+            std::fs::create_dir(root.join(d)).unwrap();
+        }
+        std::os::unix::fs::symlink(root.join("extra"), root.join("link")).unwrap();
+        let cfg = |extra: &Path| {
+            let mut c = config(&[]);
+            c.workspace = root.join("ws");
+            c.state_dir = root.join("state");
+            c.host = Default::default();
+            c.additional = vec![extra.to_path_buf()];
+            c
+        };
+        let me = (
+            nix::unistd::geteuid().as_raw(),
+            nix::unistd::getegid().as_raw(),
+        );
+        let ids = IdPlan {
+            root_host: None,
+            user_host: me,
+        };
+        let refused = |extra: &Path| match prepare_additional(&cfg(extra), &ids) {
+            Err(LaunchError::Config(why)) => why,
+            other => panic!("{}: {other:?}", extra.display()),
+        };
+        let why = refused(&root.join("link"));
+        assert!(
+            why.starts_with(&format!(
+                "refusing the permissions.additionalDirectories entry {}: ",
+                root.join("link").display()
+            )),
+            "{why}"
+        );
+        assert!(why.contains("symbolic link"), "{why}");
+        assert!(refused(Path::new("/etc")).contains("system directory"));
+        if me.0 == 0 {
+            std::os::unix::fs::chown(root.join("theirs"), Some(4242), Some(4242)).unwrap();
+            let why = refused(&root.join("theirs"));
+            assert!(why.contains("not by the workspace's owner"), "{why}");
+        }
+        let prepared = prepare_additional(&cfg(&root.join("extra")), &ids).unwrap();
+        assert!(prepared[0].src.is_some());
     }
 
     #[test]

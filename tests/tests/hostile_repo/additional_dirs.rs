@@ -173,3 +173,108 @@ fn a_refused_additional_directory_names_the_setting_and_the_path() {
     assert_eq!(code, Some(0), "{stdout}{stderr}");
     assert!(stdout.contains("RAN"), "{stdout}");
 }
+
+/// Runs `echo RAN` in a sandbox of `backend` with `dirs` as additional directories:
+/// (exit code, stdout, stderr).
+fn run_with(backend: Backend, ws: &Path, dirs: &[&Path]) -> (Option<i32>, String, String) {
+    let out = std::process::Command::new(cordon_bin())
+        .args(["sandbox", "--backend", backend.name(), "--workspace"])
+        .arg(ws)
+        .args(["--settings", &settings(dirs)])
+        .args(["--", "sh", "-c", "echo RAN"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `dir` is refused before anything runs, the message naming the setting, the path and
+/// one of `whys`.
+fn assert_refused(backend: Backend, ws: &Path, dir: &Path, whys: &[&str]) {
+    let (code, stdout, stderr) = run_with(backend, ws, &[dir]);
+    assert_ne!(code, Some(0), "{}: {stdout}{stderr}", dir.display());
+    assert!(!stdout.contains("RAN"), "{stdout}");
+    let named = format!(
+        "refusing the permissions.additionalDirectories entry {}: ",
+        dir.display()
+    );
+    assert!(stderr.contains(&named), "{stderr}");
+    assert!(whys.iter().any(|w| stderr.contains(w)), "{stderr}");
+}
+
+/// A trusted repository (here `--settings`) naming a host directory gets nothing: system
+/// directories (a user's own cgroup directory and /tmp included), root's home and its
+/// dot-directories are refused whoever owns them, so no write lands there as host root.
+fn host_directories_are_refused(backend: Backend) {
+    let ws = Workspace::new();
+    let own_tmp = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(own_tmp.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    for dir in [
+        Path::new("/etc"),
+        Path::new("/boot"),
+        Path::new("/srv"),
+        Path::new("/var/spool/cron"),
+        Path::new("/sys/fs/cgroup"),
+        Path::new("/usr/local"),
+        Path::new("/tmp"),
+        own_tmp.path(),
+    ] {
+        assert_refused(backend, ws.path(), dir, &["system directory"]);
+    }
+    assert_refused(backend, ws.path(), Path::new("/root"), &["home directory"]);
+}
+
+#[test]
+fn host_directories_are_refused_local() {
+    host_directories_are_refused(Backend::Local);
+}
+
+#[test]
+fn host_directories_are_refused_docker() {
+    if docker_or_skip() {
+        host_directories_are_refused(Backend::Docker);
+    }
+}
+
+/// A directory of another owner would be written as that owner (the idmap maps a tree's
+/// owner to the sandbox user); one group or others may write, or below such an ancestor,
+/// could be swapped by someone else. All refused. (Another owner needs host root.)
+fn directories_others_own_or_may_change_are_refused(backend: Backend) {
+    let ws = Workspace::new();
+    let loose = Workspace::new();
+    std::fs::create_dir(loose.join("inner")).unwrap();
+    std::fs::set_permissions(loose.path(), std::fs::Permissions::from_mode(0o770)).unwrap();
+    assert_refused(
+        backend,
+        ws.path(),
+        loose.path(),
+        &["group or others may write"],
+    );
+    assert_refused(backend, ws.path(), &loose.join("inner"), &["its ancestor"]);
+    if nix::unistd::geteuid().is_root() {
+        let theirs = Workspace::new();
+        std::os::unix::fs::chown(theirs.path(), Some(4242), Some(4242)).unwrap();
+        assert_refused(
+            backend,
+            ws.path(),
+            theirs.path(),
+            &["not by the workspace's owner"],
+        );
+    }
+}
+
+#[test]
+fn directories_others_own_or_may_change_are_refused_local() {
+    directories_others_own_or_may_change_are_refused(Backend::Local);
+}
+
+#[test]
+fn directories_others_own_or_may_change_are_refused_docker() {
+    if docker_or_skip() {
+        directories_others_own_or_may_change_are_refused(Backend::Docker);
+    }
+}

@@ -537,11 +537,18 @@ async fn everything_an_untrusted_repository_sets_to_widen_is_reported_once() {
 async fn a_repository_additional_directory_needs_trust(backend: &[&str]) {
     use std::os::unix::fs::MetadataExt;
     let other = Workspace::new();
-    // Owned by someone other than the user running Cordon (root in these tests).
+    // Owned by someone other than the user running Cordon (root in these tests), as the
+    // workspace is: an additional directory must be its owner's.
     const OWNER: u32 = 4242;
     std::os::unix::fs::chown(other.path(), Some(OWNER), Some(OWNER)).unwrap();
     let dir = other.path().display().to_string();
     let repo = Repo::new(&json!({"permissions": {"additionalDirectories": [dir]}}));
+    let chowned = std::process::Command::new("chown")
+        .args(["-R", &format!("{OWNER}:{OWNER}")])
+        .arg(repo.path())
+        .status()
+        .unwrap();
+    assert!(chowned.success());
     repo.managed(&strict());
     let (written, echoed) = (other.join("written.txt"), other.join("echoed.txt"));
     let calls = [

@@ -526,21 +526,51 @@ async fn additional_trees(
     }
     slot.session.attach_additional(&dirs)?;
     let uid = slot.session.uid;
-    let wanted = dirs.clone();
+    let (wanted, ws) = (dirs.clone(), workspace.to_path_buf());
     let idmaps = tokio::task::spawn_blocking(move || {
         wanted
             .iter()
-            .map(|d| idmapped_workspace(d, uid))
+            .map(|d| idmapped_additional(d, &ws, uid))
             .collect::<Vec<_>>()
     })
     .await
     .map_err(|e| SandboxError::Docker(format!("idmap an additional directory: {e}")))?;
     let mut out = Vec::with_capacity(dirs.len());
     for ((dir, idmap), tree) in dirs.iter().zip(idmaps).zip(&slot.session.additional) {
-        let idmap = idmap.ok_or_else(|| refuse(dir))?;
+        let idmap = idmap?.ok_or_else(|| refuse(dir))?;
         out.push((dir.clone(), idmap, tree.masks.binds.clone()));
     }
     Ok(out)
+}
+
+/// The idmapped clone of the additional directory `dir` (with its user namespace), made
+/// from the fd it is opened and checked through once more
+/// ([`crate::sandbox::additional::open_for_mount`]), never from its path: a component
+/// swapped for a link since the check redirects nothing. A refusal is an error; `None`
+/// when the host cannot idmap it (the reason logged).
+fn idmapped_additional(
+    dir: &Path,
+    workspace: &Path,
+    uid: u32,
+) -> Result<Option<(OwnedFd, OwnedFd)>, SandboxError> {
+    let (fd, (owner_uid, owner_gid)) = crate::sandbox::additional::open_for_mount(dir, workspace)?;
+    let attempt = || -> Result<(OwnedFd, OwnedFd), String> {
+        let ns = sandbox_agent::launch::userns::new_userns_fd(
+            &format!("{owner_uid} {uid} 1\n"),
+            &format!("{owner_gid} {uid} 1\n"),
+        )
+        .map_err(|e| e.to_string())?;
+        let tree =
+            mounts::detached_clone_fd(fd.as_fd(), false, Some(&ns)).map_err(|e| e.to_string())?;
+        Ok((tree, ns))
+    };
+    match attempt() {
+        Ok(made) => Ok(Some(made)),
+        Err(why) => {
+            tracing::warn!(dir = %dir.display(), "cannot idmap the additional directory ({why})");
+            Ok(None)
+        }
+    }
 }
 
 /// The per-command cgroup parent for the slot's container, delegated to its uid with the
