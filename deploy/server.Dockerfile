@@ -4,6 +4,7 @@
 #   rootfs/usr/local/bin/sandbox-agent   the agent (for the local backend and image builds)
 #   rootfs/usr/local/bin/setfacl         the host's, to grant a sandbox its workspace (no
 #                                        user namespaces in a container: no idmapped mount)
+#   rootfs/usr/local/bin/git             the host's, for the sessions' checkpoint stores
 #   rootfs/lib*/...                      their interpreter and shared libraries, if dynamic
 #   rootfs/etc/ssl/certs/ca-certificates.crt   the host's CA bundle (the model endpoint)
 #   rootfs/etc/{passwd,group}            root, cordon (10001) and nobody

@@ -111,13 +111,21 @@ fn run(cli: Cli) -> Result<(), String> {
 /// Binds and listens under a temporary name beside `path`, then renames it into place.
 /// `bind` makes the file before `listen` runs, so a controller polling for the path could
 /// see it and be refused in that window; a rename publishes a socket that already listens.
+/// The socket is made connectable by any uid (0666): its directory is the gate (private to
+/// the controller on the host), and a controller that is neither root nor this uid (a
+/// non-root server on the docker backend) must be able to connect.
 fn listen_then_publish(path: &std::path::Path) -> Result<std::os::unix::net::UnixListener, String> {
+    use std::os::unix::fs::PermissionsExt;
     let cannot = |e: std::io::Error| format!("cannot listen on {}: {e}", path.display());
     let mut staging = path.as_os_str().to_owned();
     staging.push(format!(".{}.tmp", std::process::id()));
     let staging = std::path::PathBuf::from(staging);
     let _ = std::fs::remove_file(&staging);
     let listener = std::os::unix::net::UnixListener::bind(&staging).map_err(cannot)?;
+    std::fs::set_permissions(&staging, std::fs::Permissions::from_mode(0o666)).map_err(|e| {
+        let _ = std::fs::remove_file(&staging);
+        cannot(e)
+    })?;
     std::fs::rename(&staging, path).map_err(|e| {
         let _ = std::fs::remove_file(&staging);
         cannot(e)

@@ -1,6 +1,6 @@
 //! `cordon-server`: the image that runs `cordon serve` in a container (`deploy/`), built
-//! from this very `cordon` binary, the agent, their shared libraries and the host's CA
-//! bundle, `FROM scratch` (recipe: `deploy/server.Dockerfile`, compiled in).
+//! from this very `cordon` binary, the agent, the host's `setfacl` and `git`, their shared
+//! libraries and the host's CA bundle, `FROM scratch` (recipe: `deploy/server.Dockerfile`, compiled in).
 
 use std::path::Path;
 
@@ -19,6 +19,33 @@ const SERVER_UID: u64 = 10001;
 /// kernel refuses the user namespace an idmapped workspace needs, so the docker backend
 /// grants the sandbox uid its workspace by ACL.
 const SETFACL: &[&str] = &["/usr/bin/setfacl", "/bin/setfacl"];
+/// The host's `git`, copied in with its libraries: each session's checkpoint store is a
+/// git repository the server keeps (its builtins need no helper from `git-core`).
+const GIT: &[&str] = &["/usr/bin/git", "/bin/git"];
+
+/// The first of `paths` that exists, read, its libraries merged into `libs`; empty (after
+/// `missing` went to `progress`) when the host has none.
+fn host_tool(
+    paths: &[&str],
+    libs: &mut RuntimeFiles,
+    progress: &mut impl FnMut(String),
+    missing: &str,
+) -> Result<Vec<u8>, SandboxError> {
+    match paths.iter().map(Path::new).find(|p| p.is_file()) {
+        Some(path) => {
+            let bytes = std::fs::read(path).map_err(|source| SandboxError::Setup {
+                step: "read a host tool for the server image",
+                source,
+            })?;
+            libs.merge(RuntimeFiles::of(path, &bytes)?);
+            Ok(bytes)
+        }
+        None => {
+            progress(format!("{SERVER}: {missing}"));
+            Ok(Vec::new())
+        }
+    }
+}
 
 pub(super) async fn build_server(
     docker: &Docker,
@@ -34,20 +61,20 @@ pub(super) async fn build_server(
     ))?;
     let mut libs = RuntimeFiles::of(&exe, &cordon)?;
     libs.merge(RuntimeFiles::of(agent_path, agent)?);
-    let setfacl = match SETFACL.iter().map(Path::new).find(|p| p.is_file()) {
-        Some(path) => {
-            let bytes = std::fs::read(path).map_err(setup("read setfacl"))?;
-            libs.merge(RuntimeFiles::of(path, &bytes)?);
-            bytes
-        }
-        None => {
-            progress(format!(
-                "{SERVER}: no setfacl on this host (apt-get install acl): docker sessions \
-                 of the containerized server will fail to start"
-            ));
-            Vec::new()
-        }
-    };
+    let setfacl = host_tool(
+        SETFACL,
+        &mut libs,
+        progress,
+        "no setfacl on this host (apt-get install acl): docker sessions of the \
+         containerized server will fail to start",
+    )?;
+    let git = host_tool(
+        GIT,
+        &mut libs,
+        progress,
+        "no git on this host (apt-get install git): sessions of the containerized \
+         server will fail to start (no checkpoint store)",
+    )?;
     let want = wanted_labels(
         agent,
         &[
@@ -55,6 +82,7 @@ pub(super) async fn build_server(
             &cordon,
             &ca,
             &setfacl,
+            &git,
             libs.digest.as_bytes(),
         ],
     );
@@ -70,7 +98,7 @@ pub(super) async fn build_server(
         exe.display(),
         libs.files.len()
     ));
-    let context = server_context(&cordon, agent, &setfacl, &ca, &libs)
+    let context = server_context(&cordon, agent, &setfacl, &git, &ca, &libs)
         .map_err(setup("assemble build context"))?;
     build(docker, Some(SERVER), context, &want, progress).await?;
     Ok(Built {
@@ -79,11 +107,12 @@ pub(super) async fn build_server(
     })
 }
 
-/// The build context; `setfacl` empty when the host has none.
+/// The build context; `setfacl` and `git` empty when the host has none.
 fn server_context(
     cordon: &[u8],
     agent: &[u8],
     setfacl: &[u8],
+    git: &[u8],
     ca: &[u8],
     libs: &RuntimeFiles,
 ) -> std::io::Result<Vec<u8>> {
@@ -93,6 +122,9 @@ fn server_context(
     add_file(&mut tar, "rootfs/usr/local/bin/sandbox-agent", agent, 0o755)?;
     if !setfacl.is_empty() {
         add_file(&mut tar, "rootfs/usr/local/bin/setfacl", setfacl, 0o755)?;
+    }
+    if !git.is_empty() {
+        add_file(&mut tar, "rootfs/usr/local/bin/git", git, 0o755)?;
     }
     libs.add_to(&mut tar, "rootfs")?;
     add_file(
@@ -126,7 +158,8 @@ mod tests {
 
     #[test]
     fn the_context_holds_both_binaries_and_the_data_dir() {
-        let ctx = server_context(b"C", b"A", b"S", b"CA", &RuntimeFiles::default()).expect("ctx");
+        let ctx =
+            server_context(b"C", b"A", b"S", b"G", b"CA", &RuntimeFiles::default()).expect("ctx");
         let mut archive = tar::Archive::new(&ctx[..]);
         let entries: Vec<(String, u64)> = archive
             .entries()
@@ -142,6 +175,7 @@ mod tests {
             "rootfs/usr/local/bin/cordon",
             "rootfs/usr/local/bin/sandbox-agent",
             "rootfs/usr/local/bin/setfacl",
+            "rootfs/usr/local/bin/git",
             "rootfs/etc/ssl/certs/ca-certificates.crt",
         ] {
             assert!(entries.iter().any(|(n, _)| n == want), "{want}");
