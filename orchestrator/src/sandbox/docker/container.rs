@@ -534,8 +534,22 @@ pub async fn create_and_start(
             docker.create_container(Some(options), body).await
         }
         other => other,
-    }
-    .map_err(docker_err("create container"))?;
+    };
+    let created = match created {
+        Ok(c) => c,
+        // The name is another live sandbox's: leave that one alone.
+        Err(
+            e @ bollard::errors::Error::DockerResponseServerError {
+                status_code: 409, ..
+            },
+        ) => return Err(docker_err("create container")(e)),
+        Err(e) => {
+            // A request cut off (a Docker daemon restarting) may have created the
+            // container all the same: by its name, which is this session's alone, it goes.
+            let _ = remove(docker, &name).await;
+            return Err(docker_err("create container")(e));
+        }
+    };
     if let Err(e) = docker.start_container(&created.id, None).await {
         let _ = remove(docker, &created.id).await;
         return Err(docker_err("start container")(e));
