@@ -102,6 +102,43 @@ async fn a_failed_start_says_why_and_the_session_can_be_deleted() {
     assert_eq!(view["state"], "ended");
 }
 
+/// Regression: a start that fails once the session is recorded (its sandbox refuses a
+/// workspace past the hard-link cap) is retried, once the cause is gone, as the same
+/// session; the retry used to fail on its own transcript ("File exists").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_that_failed_after_the_session_was_recorded_succeeds_on_retry() {
+    let model = ScriptedModel::start(vec![]).await.unwrap();
+    let server = Server::start(&model).await;
+    let alpha = server.api("alpha");
+    let tenant = server.tenant_root("alpha");
+    let ws = tenant.join("linked");
+    let outside = tenant.join("outside");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    let cap = sandbox_agent::hostside::hardlinks::DEFAULT_CAP;
+    for i in 0..=cap {
+        let name = format!("f{i}");
+        std::fs::write(outside.join(&name), "x").unwrap();
+        std::fs::hard_link(outside.join(&name), ws.join(&name)).unwrap();
+    }
+    let id = alpha.create(json!({"workspace": "linked"})).await;
+    let failed = alpha.wait_state(&id, "failed").await;
+    assert!(
+        failed["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("link")),
+        "{failed}"
+    );
+    for i in 0..=cap {
+        std::fs::remove_file(ws.join(format!("f{i}"))).unwrap();
+    }
+    let (out, exit) = alpha.exec(&id, json!({"command": "echo retried"})).await;
+    assert!(out.contains("retried"), "{out} {exit}");
+    let (status, view) = alpha.get(&format!("/v1/sessions/{id}")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_ne!(view["state"], "failed", "{view}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_kill_9_every_session_is_listed_and_resumes_with_its_transcript() {
     let model = ScriptedModel::start(vec![
