@@ -58,10 +58,7 @@ impl Transcript {
     /// Creates a new transcript (fails if it exists).
     pub fn create(path: &Path, session_id: &str) -> Result<Self, TranscriptError> {
         if let Some(dir) = path.parent() {
-            crate::paths::private_dir(dir).map_err(|source| TranscriptError::Open {
-                path: path.into(),
-                source,
-            })?;
+            crate::paths::private_dir(dir).map_err(open_error(path))?;
         }
         // Only its user may read a transcript: it holds what the model saw.
         let file = OpenOptions::new()
@@ -69,17 +66,8 @@ impl Transcript {
             .append(true)
             .mode(0o600)
             .open(path)
-            .map_err(|source| TranscriptError::Open {
-                path: path.into(),
-                source,
-            })?;
-        Ok(Self {
-            path: path.into(),
-            file,
-            session_id: session_id.into(),
-            last_uuid: None,
-            sidechain: None,
-        })
+            .map_err(open_error(path))?;
+        Ok(Self::over(path, file, session_id, None))
     }
 
     /// A sub-agent's sidechain in the transcript at `path`: its records are appended to the
@@ -93,17 +81,24 @@ impl Transcript {
         let file = OpenOptions::new()
             .append(true)
             .open(path)
-            .map_err(|source| TranscriptError::Open {
-                path: path.into(),
-                source,
-            })?;
-        Ok(Self {
+            .map_err(open_error(path))?;
+        Ok(Self::over(
+            path,
+            file,
+            session_id,
+            Some(parent_tool_use_id.into()),
+        ))
+    }
+
+    /// A transcript appending to `file` (at `path`), with no record written yet.
+    fn over(path: &Path, file: std::fs::File, session_id: &str, sidechain: Option<String>) -> Self {
+        Self {
             path: path.into(),
             file,
             session_id: session_id.into(),
             last_uuid: None,
-            sidechain: Some(parent_tool_use_id.into()),
-        })
+            sidechain,
+        }
     }
 
     /// Opens an existing transcript for appending after `loaded` (its last record becomes the
@@ -117,10 +112,7 @@ impl Transcript {
         let file = OpenOptions::new()
             .append(true)
             .open(&path)
-            .map_err(|source| TranscriptError::Open {
-                path: path.clone(),
-                source,
-            })?;
+            .map_err(open_error(&path))?;
         Ok(Self {
             path,
             file,
@@ -190,10 +182,7 @@ fn truncate_torn_tail(path: &Path) -> Result<(), TranscriptError> {
     let file = OpenOptions::new()
         .write(true)
         .open(path)
-        .map_err(|source| TranscriptError::Open {
-            path: path.into(),
-            source,
-        })?;
+        .map_err(open_error(path))?;
     file.set_len(keep as u64)
         .map_err(|source| TranscriptError::Write {
             path: path.into(),
@@ -373,4 +362,12 @@ pub fn text_of(message: &Message) -> String {
         })
         .collect::<Vec<_>>()
         .join("")
+}
+
+/// The error for a transcript at `path` that could not be opened.
+fn open_error(path: &Path) -> impl Fn(std::io::Error) -> TranscriptError + '_ {
+    move |source| TranscriptError::Open {
+        path: path.into(),
+        source,
+    }
 }
