@@ -666,7 +666,11 @@ impl Settings {
             "\ntrust it with `cordon trust {}` (or --trust for one run)",
             self.workspace.display()
         ));
-        Some(text)
+        // Every caller shows it on a terminal, and the workspace's path is named by whoever
+        // made the directory (a clone takes its remote's name): escaped like all terminal
+        // output, so no control sequence reaches the screen. The keys are the policy's own
+        // names with their values in JSON, already escaped.
+        Some(crate::output::for_terminal(&text).into_owned())
     }
 
     /// The trust state and the ignored settings, for the stream-json init record.
