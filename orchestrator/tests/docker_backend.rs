@@ -1,6 +1,7 @@
 //! The Docker backend against the real engine. Needs a reachable Docker daemon; builds the
 //! static agent (images/build-agent.sh) and the `cordon-minimal` image when missing.
-//! Skips loudly, passing, only when Docker itself is unreachable.
+//! Skips loudly, passing, only when Docker itself is unreachable (and never under CI, unless
+//! `.ci/run` could not start the engine).
 // Test support: a failed setup step should panic with its message, which is the report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -24,7 +25,15 @@ fn ready() -> Result<(), String> {
                 rt.block_on(async {
                     let report = docker::probe().await;
                     if !report.reachable {
-                        return Err(format!("docker unreachable: {:?}", report.error));
+                        let why = format!("docker unreachable: {:?}", report.error);
+                        // Under CI these tests may not skip (tests/src/lib.rs docker_ready
+                        // holds the same rule for the end-to-end tests), unless .ci/run
+                        // could not start the engine and said so.
+                        assert!(
+                            !in_ci() || std::env::var_os("CORDON_DOCKER_UNAVAILABLE").is_some(),
+                            "{why}: Docker tests may not skip in CI (CI is set); start the engine"
+                        );
+                        return Err(why);
                     }
                     if images::agent_binary().is_err() {
                         let script =
@@ -45,6 +54,12 @@ fn ready() -> Result<(), String> {
             .unwrap_or_else(|_| Err("image build panicked".into()))
         })
         .clone()
+}
+
+/// Whether the tests run in CI: `CI` set to anything but empty, `0` or `false`.
+fn in_ci() -> bool {
+    std::env::var_os("CI")
+        .is_some_and(|v| !v.is_empty() && v != "0" && !v.eq_ignore_ascii_case("false"))
 }
 
 /// These tests share one engine, and every backend start reconciles across all of its
