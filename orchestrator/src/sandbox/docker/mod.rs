@@ -350,11 +350,15 @@ pub(crate) async fn finish(
     id: String,
 ) -> Result<Sandbox, SandboxError> {
     let handle = DockerSandboxHandle::new(docker.clone(), id, session);
+    let started = std::time::Instant::now();
     match AgentClient::connect_unix_waiting(handle.socket_path(), config.ready_timeout).await {
-        Ok(client) => Ok(Sandbox {
-            client,
-            handle: Box::new(handle),
-            warm: false,
+        Ok(client) => Ok({
+            tracing::debug!(elapsed = ?started.elapsed(), "agent answered its handshake");
+            Sandbox {
+                client,
+                handle: Box::new(handle),
+                warm: false,
+            }
         }),
         Err(e) => {
             let logs = container::tail_logs(docker, &handle.container_id).await;
