@@ -438,6 +438,14 @@ fn toolchain_lines(workspace: &Path) -> Vec<Check> {
                 list(&mut secrets.into_iter())
             ),
         },
+        Check {
+            name: "tool caches (local)",
+            status: Status::Ok,
+            detail: format!(
+                "Cordon's own, seeded read-only from: {}",
+                list(&mut e.toolchains.view.seeded.iter().map(|s| &s.lower))
+            ),
+        },
     ];
     for r in &e.refused {
         lines.push(Check {

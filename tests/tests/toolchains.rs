@@ -240,3 +240,165 @@ fn the_hosts_real_toolchains_build_and_run_inside() {
     assert!(all.contains("OK"), "{all}");
     assert!(all.contains("node 42"), "{all}");
 }
+
+/// Every file under `dir` with its content and mode: what "unchanged" is checked against.
+fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>, u32)> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            let meta = std::fs::symlink_metadata(&p).unwrap();
+            if meta.is_dir() {
+                stack.push(p.clone());
+            }
+            let body = if meta.is_file() {
+                std::fs::read(&p).unwrap()
+            } else {
+                Vec::new()
+            };
+            out.push((p, body, meta.mode()));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The host's caches seed Cordon's: a session sees what the user already downloaded,
+/// changes, deletes and hard-links it, and all of that lands in Cordon's own layer. The
+/// host's caches are byte for byte and mode for mode as they were, and the next session
+/// sees the first one's changes (Cordon's layer persists), never the host's cache moved.
+#[test]
+fn the_hosts_caches_seed_cordons_and_stay_unchanged() {
+    let fake = FakeHome::new();
+    let h = fake.home();
+    write(&h.join(".cache/pip/http/ab/wheel"), "host wheel\n");
+    write(
+        &h.join(".cargo/registry/cache/idx/dep-1.0.0.crate"),
+        "crate\n",
+    );
+    let host_pip = snapshot(&h.join(".cache/pip"));
+    let host_registry = snapshot(&h.join(".cargo/registry"));
+    let ws = tempfile::tempdir().unwrap();
+    let cordon_home = tempfile::tempdir().unwrap();
+    let script = "cat \"$PIP_CACHE_DIR/http/ab/wheel\" && \
+         cat \"$CARGO_HOME/registry/cache/idx/dep-1.0.0.crate\" && \
+         echo poisoned > \"$PIP_CACHE_DIR/http/ab/wheel\" && \
+         rm \"$CARGO_HOME/registry/cache/idx/dep-1.0.0.crate\" && \
+         ln \"$PIP_CACHE_DIR/http/ab/wheel\" \"$PIP_CACHE_DIR/linked\" && \
+         echo more >> \"$PIP_CACHE_DIR/linked\" && \
+         echo fresh > \"$CARGO_HOME/registry/cache/idx/new-2.0.0.crate\" && \
+         (chmod 4755 \"$PIP_CACHE_DIR/linked\" 2>/dev/null; true) && echo session-done";
+    let out = sandboxed(cordon_home.path(), ws.path(), &h, &fake.path(), script);
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    assert!(all.contains("host wheel") && all.contains("crate"), "{all}");
+    assert!(all.contains("session-done"), "{all}");
+
+    // The host's caches: nothing changed, nothing added, nothing removed.
+    assert_eq!(snapshot(&h.join(".cache/pip")), host_pip);
+    assert_eq!(snapshot(&h.join(".cargo/registry")), host_registry);
+    // Cordon's layer holds the session's changes, without a privilege bit.
+    let upper = cordon_home.path().join("caches/.seeded/pip-0/upper");
+    assert_eq!(
+        std::fs::read_to_string(upper.join("http/ab/wheel")).unwrap(),
+        "poisoned\nmore\n"
+    );
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(upper.join("linked"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(
+        mode & 0o6000,
+        0,
+        "a privilege bit in Cordon's cache: {mode:o}"
+    );
+
+    // The next session sees the first one's cache, seeded as before.
+    let out = sandboxed(
+        cordon_home.path(),
+        ws.path(),
+        &h,
+        &fake.path(),
+        "cat \"$PIP_CACHE_DIR/http/ab/wheel\"; \
+         ls \"$CARGO_HOME/registry/cache/idx\"",
+    );
+    let all = text(&out);
+    assert!(all.contains("poisoned\nmore"), "{all}");
+    assert!(all.contains("new-2.0.0.crate"), "{all}");
+    assert!(
+        !all.contains("dep-1.0.0.crate"),
+        "deleted in Cordon's layer: {all}"
+    );
+}
+
+/// `cargo build --offline` inside a session finds a crate that only the host's registry
+/// cache has (Cordon's own starts empty): the seed is what makes it build.
+#[test]
+fn cargo_builds_offline_from_what_the_hosts_registry_already_has() {
+    let Some(_) = home_tool("cargo") else {
+        eprintln!("skipped: no cargo under $HOME on this host");
+        return;
+    };
+    let home = PathBuf::from(std::env::var_os("HOME").unwrap());
+    // A crate the host's registry holds (this workspace's own build fetched it).
+    let Some((crate_file, name, version)) = std::fs::read_dir(home.join(".cargo/registry/cache"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .flat_map(|index| {
+            std::fs::read_dir(index.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+        })
+        .filter_map(|e| {
+            let file = e.file_name().to_string_lossy().into_owned();
+            let stem = file.strip_suffix(".crate")?.to_string();
+            let (name, version) = stem.rsplit_once('-')?;
+            (name == "itoa").then(|| (e.path(), name.to_string(), version.to_string()))
+        })
+        .next()
+    else {
+        eprintln!("skipped: the host's cargo registry has no itoa");
+        return;
+    };
+    // Only this crate's file is compared afterwards: other builds on the machine may add
+    // to the host's registry meanwhile.
+    let crate_bytes = std::fs::read(&crate_file).unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let cordon_home = tempfile::tempdir().unwrap();
+    let app = ws.path().join("app");
+    write(
+        &app.join("Cargo.toml"),
+        &format!(
+            "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
+             [dependencies]\n{name} = \"={version}\"\n"
+        ),
+    );
+    write(
+        &app.join("src/main.rs"),
+        "fn main() { println!(\"seeded {}\", itoa::Buffer::new().format(42)); }\n",
+    );
+    let path = std::env::var("PATH").unwrap();
+    let out = sandboxed(
+        cordon_home.path(),
+        ws.path(),
+        &home,
+        &path,
+        "cd app && cargo run --offline -q",
+    );
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    assert!(all.contains("seeded 42"), "{all}");
+    // What cargo unpacked and recorded went to Cordon's layer; the host's crate stayed.
+    assert_eq!(std::fs::read(&crate_file).unwrap(), crate_bytes);
+    assert!(
+        cordon_home
+            .path()
+            .join("caches/.seeded/cargo-0/upper")
+            .is_dir()
+    );
+}

@@ -89,6 +89,7 @@ pub fn for_session(settings: &Settings, cordon_home: &Path, workspace: &Path) ->
             tracing::warn!("cannot create Cordon's tool caches: {e}");
             let mut t = exposure.toolchains;
             t.view.writable.clear();
+            t.view.seeded.clear();
             t
         }
     }

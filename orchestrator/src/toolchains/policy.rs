@@ -54,7 +54,20 @@ pub struct Cache {
     pub name: String,
     /// Variables pointed at it.
     pub env: Vec<String>,
+    /// The host's own caches shown beneath it, read-only (overlay lower layers).
+    #[serde(default)]
+    pub seeds: Vec<Seed>,
     pub why: String,
+}
+
+/// One host cache shown read-only beneath a part of Cordon's cache.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Seed {
+    /// `~/...`: the host's cache directory.
+    pub from: String,
+    /// Where under the Cordon cache it appears: a relative path, `""` for the cache itself.
+    pub into: String,
 }
 
 impl Policy {
@@ -85,6 +98,22 @@ impl Policy {
             }
         }
         for c in &p.caches {
+            for seed in &c.seeds {
+                let relative = seed.into.is_empty()
+                    || seed
+                        .into
+                        .split('/')
+                        .all(|part| !part.is_empty() && part != "." && part != "..");
+                if !seed.from.starts_with("~/")
+                    || seed.from.split('/').any(|c| c == ".." || c == ".")
+                    || !relative
+                {
+                    return Err(format!(
+                        "cache {} seed {:?} -> {:?}: from is ~/relative, into a plain relative path",
+                        c.name, seed.from, seed.into
+                    ));
+                }
+            }
             if c.name.is_empty()
                 || !c
                     .name

@@ -63,10 +63,16 @@ pub struct Exposure {
 }
 
 impl Exposure {
-    /// Creates Cordon's cache directories (0700, the user's own).
+    /// Creates Cordon's cache directories (0700, the user's own): each cache, the mount
+    /// point of each seeded part, and that part's overlay layers.
     pub fn create_caches(&self) -> std::io::Result<()> {
         use std::os::unix::fs::DirBuilderExt;
-        for dir in &self.toolchains.view.writable {
+        let view = &self.toolchains.view;
+        let seeded = view
+            .seeded
+            .iter()
+            .flat_map(|s| [s.at.clone(), s.upper(), s.work()]);
+        for dir in view.writable.iter().cloned().chain(seeded) {
             std::fs::DirBuilder::new()
                 .recursive(true)
                 .mode(0o700)
@@ -167,10 +173,51 @@ pub fn resolve(policy: &Policy, facts: &HostFacts, adjust: &Adjustments) -> Expo
 
     let caches_dir = facts.cordon_home.join("caches");
     let mut writable = Vec::new();
+    let mut seeded = Vec::new();
     for cache in &policy.caches {
         let dir = caches_dir.join(&cache.name);
         for var in &cache.env {
             env.insert(var.clone(), dir.to_string_lossy().into_owned());
+        }
+        for (i, seed) in cache.seeds.iter().enumerate() {
+            let from = expand(&seed.from, home);
+            let Some(real) = canonical(&from).filter(|r| r.is_dir()) else {
+                continue; // the host has no such cache
+            };
+            // The lower layer is shown read-only: the rules of a root hold for it, and it
+            // may hold no secret (the overlay has no holes) nor lie in a shown root.
+            let why = refusal(&real, facts, &secrets)
+                .or_else(|| {
+                    secrets
+                        .iter()
+                        .any(|s| s.starts_with(&real))
+                        .then_some("it contains a secret")
+                })
+                .or_else(|| {
+                    kept.iter()
+                        .any(|(k, _)| real.starts_with(k) || k.starts_with(&real))
+                        .then_some("it overlaps a shown toolchain root")
+                })
+                .or_else(|| is_system(&real).then_some("it is a system directory"));
+            if let Some(why) = why {
+                out.refused.push(Refused {
+                    path: from,
+                    why: format!("as a seed of Cordon's {} cache: {why}", cache.name),
+                });
+                continue;
+            }
+            let at = if seed.into.is_empty() {
+                dir.clone()
+            } else {
+                dir.join(&seed.into)
+            };
+            seeded.push(sandbox_agent::launch::host_view::SeededCache {
+                at,
+                lower: real,
+                layers: caches_dir
+                    .join(".seeded")
+                    .join(format!("{}-{i}", cache.name)),
+            });
         }
         writable.push(dir);
     }
@@ -198,6 +245,7 @@ pub fn resolve(policy: &Policy, facts: &HostFacts, adjust: &Adjustments) -> Expo
             read_only: kept.iter().map(|(k, _)| k.clone()).collect(),
             hidden,
             writable,
+            seeded,
         },
         env: env.into_iter().collect(),
     };

@@ -173,3 +173,40 @@ fn policies_without_a_why_or_with_escaping_paths_are_refused() {
     assert!(Policy::parse(&base(r#"{"path":"~/.x","why":"w","extra":1}"#)).is_err());
     assert!(Policy::parse(&base(r#"{"path":"~/.x","why":"w"}"#)).is_ok());
 }
+
+#[test]
+fn the_hosts_caches_seed_cordons_unless_they_hold_or_are_a_secret() {
+    let h = home();
+    std::fs::create_dir_all(h.home.join(".cargo/registry/cache")).unwrap();
+    std::fs::create_dir_all(h.home.join(".cache/pip")).unwrap();
+    // A host pip cache that is a link into the SSH directory is refused as a seed.
+    std::fs::create_dir_all(h.home.join(".ssh/pip")).unwrap();
+    std::fs::create_dir_all(h.home.join("go/pkg")).unwrap();
+    std::os::unix::fs::symlink(h.home.join(".ssh/pip"), h.home.join("go/pkg/mod")).unwrap();
+    let e = resolve(policy_ok(), &h.facts, &Adjustments::default());
+    let caches = h.home.join(".cordon/caches");
+    let seeded = &e.toolchains.view.seeded;
+    let at = |p: &str| seeded.iter().find(|s| s.at == caches.join(p));
+    let cargo = at("cargo/registry").expect("cargo's registry seeded");
+    assert_eq!(cargo.lower, h.home.join(".cargo/registry"));
+    assert_eq!(cargo.layers, caches.join(".seeded/cargo-0"));
+    assert_eq!(at("pip").unwrap().lower, h.home.join(".cache/pip"));
+    // The host has no ~/.cargo/git nor npm cache: nothing to seed from.
+    assert!(at("cargo/git").is_none() && at("npm/_cacache").is_none());
+    assert!(at("go-mod").is_none(), "{seeded:?}");
+    assert!(
+        e.refused
+            .iter()
+            .any(|r| r.path == h.home.join("go/pkg/mod") && r.why.contains("go-mod")),
+        "{:?}",
+        e.refused
+    );
+    // What the launcher checks holds for what the resolution gives.
+    e.toolchains
+        .view
+        .validate(&h.facts.workspace, &h.home.join(".cordon/run/s"))
+        .unwrap();
+    // The caches are made, seeded parts and layers included.
+    e.create_caches().unwrap();
+    assert!(cargo.at.is_dir() && cargo.upper().is_dir() && cargo.work().is_dir());
+}

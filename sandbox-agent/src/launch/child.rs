@@ -40,6 +40,9 @@ pub(super) struct ChildCtx<'a> {
     /// Idmapped trees of the host view's writable entries, in order (host root only;
     /// otherwise they are bound plainly).
     pub writable_trees: &'a [OwnedFd],
+    /// Idmapped trees of each seeded cache (its host cache read-only, Cordon's layers),
+    /// in order (host root only; otherwise both are bound plainly).
+    pub seeded_trees: &'a [(OwnedFd, OwnedFd)],
     /// The session's per-command cgroup parent on the host, and how commands are killed.
     pub exec_cgroup: Option<(&'a std::path::Path, KillMethod)>,
     /// Read end: one byte once the maps are written; EOF if the launcher gave up.
@@ -134,6 +137,15 @@ fn setup_and_serve(ctx: &ChildCtx) -> Result<i32, String> {
     } else {
         Vec::new()
     };
+    let seeded_plain = if ctx.seeded_trees.is_empty() {
+        cfg.host
+            .seeded
+            .iter()
+            .map(|s| Ok((open_path(&s.lower)?, open_path(&s.layers)?)))
+            .collect::<Result<Vec<_>, String>>()?
+    } else {
+        Vec::new()
+    };
     let cgroup_src = match ctx.exec_cgroup {
         Some((dir, _)) => Some(open_path(dir)?),
         None => None,
@@ -169,6 +181,7 @@ fn setup_and_serve(ctx: &ChildCtx) -> Result<i32, String> {
                 .collect::<Vec<_>>(),
             hidden: &cfg.host.hidden,
             writable: &writable_sources(cfg, ctx.writable_trees, &host_rw),
+            seeded: &seeded_sources(cfg, ctx.seeded_trees, &seeded_plain),
         },
         resolv_conf: dns.then_some(crate::egress::dns::RESOLV_CONF),
     })?;
@@ -256,6 +269,34 @@ fn writable_sources<'a>(
     }
 }
 
+/// The seeded caches' sources: their idmapped trees, else their plain fds' paths.
+fn seeded_sources<'a>(
+    cfg: &'a LaunchConfig,
+    trees: &'a [(OwnedFd, OwnedFd)],
+    plain: &[(OwnedFd, OwnedFd)],
+) -> Vec<mounts::SeededSource<'a>> {
+    let seeded = cfg.host.seeded.iter();
+    if trees.is_empty() {
+        seeded
+            .zip(plain)
+            .map(|(s, (lower, layers))| mounts::SeededSource {
+                at: &s.at,
+                lower: mounts::Source::Path(fd_path(lower)),
+                layers: mounts::Source::Path(fd_path(layers)),
+            })
+            .collect()
+    } else {
+        seeded
+            .zip(trees)
+            .map(|(s, (lower, layers))| mounts::SeededSource {
+                at: &s.at,
+                lower: mounts::Source::Tree(lower),
+                layers: mounts::Source::Tree(layers),
+            })
+            .collect()
+    }
+}
+
 fn fd_path(fd: &OwnedFd) -> std::path::PathBuf {
     format!("/proc/self/fd/{}", fd.as_raw_fd()).into()
 }
@@ -303,32 +344,10 @@ fn drop_privileges() -> Result<(), String> {
     }
     // Unprivileged launches keep uid 1000 throughout, so the uid change above clears
     // nothing: empty every set explicitly.
-    let header = CapHeader {
-        version: 0x2008_0522,
-        pid: 0,
-    };
-    let data = [CapData::default(); 2];
-    // SAFETY: header and data are valid for the v3 ABI (two data elements).
-    if unsafe { libc::syscall(libc::SYS_capset, &header as *const CapHeader, data.as_ptr()) } != 0 {
-        return Err(format!("capset: {}", std::io::Error::last_os_error()));
-    }
+    super::caps::clear_all().map_err(|e| format!("capset: {e}"))?;
     nix::sys::prctl::set_no_new_privs().map_err(|e| format!("no_new_privs: {e}"))?;
     // The init's /proc entries stay out of reach of the sandbox's processes.
     nix::sys::prctl::set_dumpable(false).map_err(|e| format!("dumpable: {e}"))
-}
-
-#[repr(C)]
-struct CapHeader {
-    version: u32,
-    pid: i32,
-}
-
-#[repr(C)]
-#[derive(Default, Clone, Copy)]
-struct CapData {
-    effective: u32,
-    permitted: u32,
-    inheritable: u32,
 }
 
 /// Brings `lo` up: the network namespace has no route out, but local servers started by

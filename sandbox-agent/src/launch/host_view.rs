@@ -9,6 +9,15 @@
 //! hidden entries are covered before the root is sealed; caches are Cordon's own
 //! directories, never the host's tool caches, and are `nosuid,nodev` too. Hard links from
 //! the workspace into a read-only bind fail with EXDEV (different mounts).
+//!
+//! Seeded caches: a part of a cache may show the host's own cache of that tool beneath it,
+//! as the read-only lower layer of an overlay whose upper layer is Cordon's. The kernel
+//! never writes an overlay's lower layer: a change, a deletion or a hard link inside
+//! copies the file up into Cordon's layer first, so nothing a session does reaches the
+//! cache the user's own builds trust, and its secrets (if a cache held any) are no more
+//! exposed than the policy's read-only roots are. The layers directory (upper and work)
+//! lies outside every entry the sandbox sees, so nothing inside can reach the overlay's
+//! bookkeeping except through the overlay.
 
 use std::path::{Component, Path, PathBuf};
 
@@ -31,6 +40,28 @@ pub struct HostView {
     /// Absolute host directories shown writable at the same path (Cordon's caches).
     #[serde(default)]
     pub writable: Vec<PathBuf>,
+    /// Parts of the writable entries shown as an overlay over a host cache.
+    #[serde(default)]
+    pub seeded: Vec<SeededCache>,
+}
+
+/// An overlay at `at` (inside a writable entry): the host's `lower` read-only beneath,
+/// Cordon's `layers/upper` above, `layers/work` its scratch (same filesystem).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct SeededCache {
+    pub at: PathBuf,
+    pub lower: PathBuf,
+    pub layers: PathBuf,
+}
+
+impl SeededCache {
+    pub fn upper(&self) -> PathBuf {
+        self.layers.join("upper")
+    }
+    pub fn work(&self) -> PathBuf {
+        self.layers.join("work")
+    }
 }
 
 impl HostView {
@@ -80,6 +111,34 @@ impl HostView {
                 return bad(p, "a writable entry may not overlap a read-only one");
             }
         }
+        for s in &self.seeded {
+            for p in [&s.at, &s.lower, &s.layers] {
+                if !normal_absolute(p) || p == Path::new("/") {
+                    return bad(p, "must be absolute, without . or .. components");
+                }
+                for other in [workspace, state_dir] {
+                    if p.starts_with(other) || other.starts_with(p) {
+                        return bad(p, "overlaps the workspace or the session state");
+                    }
+                }
+            }
+            if !self.writable.iter().any(|w| s.at.starts_with(w)) {
+                return bad(&s.at, "a seeded cache must lie inside a writable entry");
+            }
+            // The sandbox may see the overlay, never its layers: writing the upper or work
+            // directory behind the overlay's back is undefined, and the lower is the host's.
+            let seen = self.writable.iter().chain(&self.read_only);
+            for v in seen {
+                for (p, what) in [(&s.layers, "layers"), (&s.lower, "lower layer")] {
+                    if p.starts_with(v) || v.starts_with(p) {
+                        return bad(p, &format!("a seeded cache's {what} may not be seen"));
+                    }
+                }
+            }
+            if s.lower.starts_with(&s.layers) || s.layers.starts_with(&s.lower) {
+                return bad(&s.lower, "a seeded cache's layers overlap its lower layer");
+            }
+        }
         Ok(())
     }
 
@@ -107,6 +166,58 @@ mod tests {
             read_only: v(ro),
             hidden: v(hidden),
             writable: v(writable),
+            seeded: Vec::new(),
+        }
+    }
+
+    fn seeded(at: &str, lower: &str, layers: &str) -> HostView {
+        let mut v = view(&["/home/u/.rustup"], &[], &["/home/u/.cordon/caches/cargo"]);
+        v.seeded.push(SeededCache {
+            at: at.into(),
+            lower: lower.into(),
+            layers: layers.into(),
+        });
+        v
+    }
+
+    #[test]
+    fn a_seeded_cache_lies_in_a_writable_entry_and_its_layers_stay_unseen() {
+        let layers = "/home/u/.cordon/caches/.seeded/cargo-0";
+        check(&seeded(
+            "/home/u/.cordon/caches/cargo/registry",
+            "/home/u/.cargo/registry",
+            layers,
+        ))
+        .unwrap();
+        for v in [
+            // Not inside a writable entry.
+            seeded("/home/u/elsewhere", "/home/u/.cargo/registry", layers),
+            // Layers or lower the sandbox would see.
+            seeded(
+                "/home/u/.cordon/caches/cargo/registry",
+                "/home/u/.cargo/registry",
+                "/home/u/.cordon/caches/cargo/layers",
+            ),
+            seeded(
+                "/home/u/.cordon/caches/cargo/registry",
+                "/home/u/.rustup/x",
+                layers,
+            ),
+            seeded(
+                "/home/u/.cordon/caches/cargo/registry",
+                "/home/u/.cordon/caches/cargo",
+                layers,
+            ),
+            // The workspace, relative paths.
+            seeded("/home/u/.cordon/caches/cargo/r", "/work/p/cache", layers),
+            seeded("/home/u/.cordon/caches/cargo/r", "relative", layers),
+            seeded(
+                "/home/u/.cordon/caches/cargo/r",
+                "/home/u/.cargo/registry",
+                "/home/u/.cargo/registry/layers",
+            ),
+        ] {
+            assert!(check(&v).is_err(), "{v:?}");
         }
     }
 

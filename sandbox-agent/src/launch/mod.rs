@@ -27,6 +27,7 @@ use serde::{Deserialize, Serialize};
 use crate::cgroup::{CgroupError, SessionLimits};
 use crate::config::AgentConfig;
 
+mod caps;
 mod child;
 pub mod denied;
 pub mod gitguard;

@@ -244,6 +244,17 @@ pub struct HostSources<'a> {
     pub read_only: &'a [(&'a Path, PathBuf)],
     pub hidden: &'a [PathBuf],
     pub writable: &'a [(&'a Path, Source<'a>)],
+    /// Seeded parts of the writable entries: where, the host cache beneath (read-only),
+    /// and the directory holding the overlay's `upper/` and `work/`.
+    pub seeded: &'a [SeededSource<'a>],
+}
+
+/// One seeded cache's overlay and its two sources.
+#[derive(Debug)]
+pub struct SeededSource<'a> {
+    pub at: &'a Path,
+    pub lower: Source<'a>,
+    pub layers: Source<'a>,
 }
 
 fn io_at(step: &str, path: &Path, e: impl std::fmt::Display) -> String {
@@ -620,7 +631,119 @@ fn mount_host_view(root: &Path, host: &HostSources) -> Result<(), String> {
         restrict(&dst, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, true)
             .map_err(|e| io_at("restricting", &dst, e))?;
     }
+    let writable: Vec<&Path> = host.writable.iter().map(|(p, _)| *p).collect();
+    for (i, seed) in host.seeded.iter().enumerate() {
+        // A seed is a convenience: where the kernel cannot make the overlay, the cache
+        // part stays Cordon's alone (empty at first) and the session goes on.
+        if let Err(e) = mount_seeded(root, i, seed, &writable) {
+            tracing::warn!(cache = %seed.at.display(), error = %e, "cache not seeded from the host's");
+        }
+    }
     Ok(())
+}
+
+/// Mounts one seeded cache part: its two sources attached at a staging point on the root
+/// tmpfs (read-only for the host's cache), the overlay made from them over `seed.at`
+/// (`nosuid,nodev`; `userxattr`, the only kind of overlay a user namespace may make),
+/// then the staging mounts detached again, so that inside only the overlay remains. The
+/// overlay keeps its own private references to its layers.
+fn mount_seeded(
+    root: &Path,
+    i: usize,
+    seed: &SeededSource,
+    writable: &[&Path],
+) -> Result<(), String> {
+    let stage = root.join(format!("run/cordon-seed/{i}"));
+    let (lower, layers) = (stage.join("lower"), stage.join("layers"));
+    mkdir_all(&lower)?;
+    mkdir_all(&layers)?;
+    // The overlay looks its layers up as the sandbox user (below): the staging dirs must
+    // let it through, whatever this process's umask made them.
+    for dir in [root.join("run/cordon-seed"), stage.clone()] {
+        std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .map_err(|e| io_at("chmod", &dir, e))?;
+    }
+    let place = |src: &Source, dst: &Path, attrs: u64| -> Result<(), String> {
+        match src {
+            Source::Tree(tree) => attach(tree, dst).map_err(|e| io_at("attaching", dst, e))?,
+            Source::Path(p) => bind(p, dst, attrs)?,
+        }
+        restrict(dst, attrs, true).map_err(|e| io_at("restricting", dst, e))
+    };
+    let unstage = || {
+        for p in [&lower, &layers] {
+            let _ = umount2(p.as_path(), MntFlags::MNT_DETACH);
+        }
+    };
+    let result = (|| {
+        place(
+            &seed.lower,
+            &lower,
+            MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+        )?;
+        place(&seed.layers, &layers, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)?;
+        // The mount point lies in a cache a session may write: an earlier session could
+        // have left a link there (to host paths, before the pivot). Only a real directory
+        // is mounted over; the host made it (create_caches), so it is never made here.
+        let dst = under(root, seed.at);
+        let cache = writable
+            .iter()
+            .find(|w| seed.at.starts_with(w))
+            .ok_or_else(|| io_at("no writable cache holds", seed.at, "refusing"))?;
+        let mut step = under(root, cache);
+        for part in seed
+            .at
+            .strip_prefix(cache)
+            .unwrap_or(Path::new(""))
+            .components()
+        {
+            step.push(part);
+            match std::fs::symlink_metadata(&step) {
+                Ok(m) if m.is_dir() => {}
+                Ok(_) => {
+                    return Err(io_at(
+                        "not a directory:",
+                        &step,
+                        "refusing to mount over it",
+                    ));
+                }
+                Err(e) => return Err(io_at("stat", &step, e)),
+            }
+        }
+        // Our own staging paths (no ',' or ':', which the option string would split on).
+        let options = format!(
+            "lowerdir={},upperdir={},workdir={},userxattr",
+            lower.display(),
+            layers.join("upper").display(),
+            layers.join("work").display()
+        );
+        // The overlay does its own work (its work dir, every copy-up) with the mounter's
+        // credentials, and the layers are idmapped to show their owner as the sandbox
+        // user only: mount as that user's filesystem ids (the mount capability stays), so
+        // what the overlay writes lands as the layer's owner. Restored at once after.
+        let uid = nix::unistd::Uid::from_raw(super::SANDBOX_UID);
+        let gid = nix::unistd::Gid::from_raw(super::SANDBOX_GID);
+        let (old_uid, old_gid) = (nix::unistd::setfsuid(uid), nix::unistd::setfsgid(gid));
+        // The fsuid change dropped the filesystem capabilities the overlay's own work needs
+        // (its work dir is mode 0000): back, for this mount only (restored with the ids).
+        let raised = super::caps::raise_effective();
+        let mounted = raised
+            .map_err(|e| nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EPERM)))
+            .and_then(|()| {
+                mount(
+                    Some("overlay"),
+                    &dst,
+                    Some("overlay"),
+                    MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+                    Some(options.as_str()),
+                )
+            });
+        nix::unistd::setfsuid(old_uid);
+        nix::unistd::setfsgid(old_gid);
+        mounted.map_err(|e| io_at("mounting the seeded overlay at", seed.at, e))
+    })();
+    unstage();
+    result
 }
 
 /// Makes `root` the root of this mount namespace and drops the old root entirely.

@@ -190,6 +190,18 @@ fn run_session(
     } else {
         Vec::new()
     };
+    // Seeded caches the same way: the host's cache (read-only) and Cordon's layers, each
+    // with its owner shown as the sandbox user, so the overlay's copy-up (which keeps a
+    // file's owner) lands in Cordon's layer as the user's file.
+    let seeded_trees = if ids.privileged() {
+        cfg.host
+            .seeded
+            .iter()
+            .map(|seed| seeded_trees(seed, &ids))
+            .collect::<Result<Vec<_>, _>>()?
+    } else {
+        Vec::new()
+    };
     let pipe = || {
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| LaunchError::Clone(e.into()))
     };
@@ -224,6 +236,7 @@ fn run_session(
             workspace: &workspace,
             additional: &additional,
             writable_trees: &writable_trees,
+            seeded_trees: &seeded_trees,
             exec_cgroup: cgroup.and_then(|c| c.exec_dir()),
             go: go_r,
             errors: err_w,
@@ -240,6 +253,7 @@ fn run_session(
         additional,
         entry,
         writable_trees,
+        seeded_trees,
     ));
     // Into the session's cgroup before the init runs anything: every process of the
     // sandbox is born inside the limits. Born inside already, the init joins the v1
@@ -263,6 +277,29 @@ fn run_session(
     let ended = supervise(init, err_r, lifeline);
     drop(alive_w);
     ended
+}
+
+/// The idmapped trees of one seeded cache: the host's cache, read-only, and Cordon's
+/// layers directory, each idmapped from its own owner to the sandbox user.
+fn seeded_trees(
+    seed: &super::host_view::SeededCache,
+    ids: &IdPlan,
+) -> Result<(OwnedFd, OwnedFd), LaunchError> {
+    let owner = |dir: &Path| {
+        std::fs::metadata(dir)
+            .map(|m| (m.uid(), m.gid()))
+            .map_err(state_err(dir))
+    };
+    let lower_ns = userns::for_owner(owner(&seed.lower)?, ids.user_host)?;
+    let lower =
+        super::mounts::detached_clone(&seed.lower, true, Some(&lower_ns)).map_err(|source| {
+            LaunchError::Idmap {
+                path: seed.lower.clone(),
+                source,
+            }
+        })?;
+    let layers = trees::idmapped_for_sandbox(&seed.layers, owner(&seed.layers)?, ids)?;
+    Ok((lower, layers))
 }
 
 /// Clones the sandbox's init with `flags`. With the session's cgroup, the init is born in
