@@ -128,6 +128,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         permission_mode: args.permission_mode,
         model: args.model.clone(),
         allowed_domains: Vec::new(),
+        additional_directories: args.stream.add_dirs(&workspace),
     };
     let load = || Settings::load(&workspace, cli.clone());
     let mut settings = load().context("loading the settings")?;
@@ -145,6 +146,20 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if let Some(notice) = settings.untrusted_notice().filter(|_| !asked) {
         eprintln!("cordon: {notice}");
     }
+    let overrides = args.stream.overrides()?;
+    let model = args
+        .stream
+        .configure_model(ModelConfig::from_env().context("model configuration")?)?;
+    if overrides.options.max_budget_usd.is_some() {
+        let name = settings.model.as_deref().unwrap_or(&model.model);
+        let table = cordon::agent::budget::prices().map_err(anyhow::Error::msg)?;
+        if table.for_model(name).is_none() {
+            bail!(
+                "--max-budget-usd: model {name} has no price in policies/model-prices.json, so \
+                 the budget could not be kept"
+            );
+        }
+    }
     let env = SessionEnv {
         workspace: workspace.clone(),
         home: cordon::paths::cordon_home()?,
@@ -153,13 +168,14 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         shared_backend: None,
         image: args.image.clone(),
         tenant: None,
-        model: ModelConfig::from_env().context("model configuration")?,
-        start: session_start(&args),
+        model,
+        start: session_start(&args)?,
         max_turns: args.max_turns,
         context_window: std::env::var("CORDON_CONTEXT_WINDOW")
             .ok()
             .and_then(|v| v.parse().ok()),
         user_home: std::env::var_os("HOME").map(PathBuf::from),
+        overrides,
     };
     let prepared = env.prepare().await?;
     let h = &prepared.handles;
@@ -290,15 +306,29 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// Which session the flags ask for: new, resumed, the latest, or a fork of one of those.
-fn session_start(args: &RunArgs) -> SessionStart {
-    match (&args.resume, args.continue_last, args.fork_session) {
-        (Some(id), _, false) => SessionStart::Resume(id.clone()),
-        (Some(id), _, true) => SessionStart::Fork(id.clone()),
-        (None, true, false) => SessionStart::ContinueLatest,
-        (None, true, true) => SessionStart::ForkLatest,
-        (None, false, _) => SessionStart::New { id: None },
-    }
+/// Which session the flags ask for: new, resumed, the latest, or a fork of one of those;
+/// `--session-id` names a new session or a fork, never a session carried on.
+fn session_start(args: &RunArgs) -> anyhow::Result<SessionStart> {
+    let id = args.stream.session_id()?;
+    Ok(
+        match (&args.resume, args.continue_last, args.fork_session, id) {
+            (Some(from), _, true, Some(id)) => SessionStart::ForkAs {
+                from: from.clone(),
+                id,
+            },
+            (Some(_) | None, true, false, Some(_)) | (Some(_), _, false, Some(_)) => bail!(
+                "--session-id names a new session: with --resume or --continue it needs --fork-session"
+            ),
+            (None, true, true, Some(_)) => {
+                bail!("--session-id with --continue --fork-session: name the session with --resume")
+            }
+            (Some(from), _, false, None) => SessionStart::Resume(from.clone()),
+            (Some(from), _, true, None) => SessionStart::Fork(from.clone()),
+            (None, true, false, None) => SessionStart::ContinueLatest,
+            (None, true, true, None) => SessionStart::ForkLatest,
+            (None, false, _, id) => SessionStart::New { id },
+        },
+    )
 }
 
 /// No prompt and no -p, with standard input and output on a terminal: the user is there.

@@ -11,7 +11,7 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use anyhow::bail;
+use anyhow::{Context, bail};
 use clap::Args;
 use serde_json::{Value, json};
 use tokio::io::BufReader;
@@ -19,14 +19,16 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use cordon::agent::gate::PermissionPrompter;
-use cordon::agent::{AgentLoop, LoopEvent, LoopObserver, RunOutcome};
+use cordon::agent::{AgentLoop, LoopEvent, LoopObserver, LoopOptions, RunOutcome};
 use cordon::checkpoints::Checkpoints;
 use cordon::control::{
     self, Controller, Event, ModeSetter, PromptUuids, RecordInfo, Rewinder, SdkHookCallbacks,
     SdkPrompter, SessionControls,
 };
 use cordon::hooks::{HookObserver, Hooks};
+use cordon::model::{ModelConfig, ThinkingConfig};
 use cordon::output::OutputFormat;
+use cordon::session::SessionOverrides;
 use cordon::tools::Interrupter;
 
 /// `--input-format`.
@@ -112,35 +114,150 @@ impl StreamArgs {
                 out.push(name);
             }
         };
-        // The SDK passes `--system-prompt ""` when the caller set none: that keeps ours.
-        note(
-            self.system_prompt.as_deref().is_some_and(|s| !s.is_empty()),
-            "--system-prompt",
-        );
-        note(self.system_prompt_file.is_some(), "--system-prompt-file");
-        note(
-            self.append_system_prompt.is_some(),
-            "--append-system-prompt",
-        );
-        note(self.tools.is_some(), "--tools");
-        note(self.max_budget_usd.is_some(), "--max-budget-usd");
         note(self.task_budget.is_some(), "--task-budget");
-        note(self.fallback_model.is_some(), "--fallback-model");
-        note(self.betas.is_some(), "--betas");
-        note(self.session_id.is_some(), "--session-id");
-        note(!self.add_dir.is_empty(), "--add-dir");
         note(!self.mcp_config.is_empty(), "--mcp-config");
-        note(self.include_partial_messages, "--include-partial-messages");
+        note(self.strict_mcp_config, "--strict-mcp-config");
         note(self.include_hook_events, "--include-hook-events");
         note(self.resume_session_at.is_some(), "--resume-session-at");
         note(self.resume_drops_turn.is_some(), "--resume-drops-turn");
         note(self.session_mirror, "--session-mirror");
+        note(self.setting_sources.is_some(), "--setting-sources");
         note(!self.plugin_dir.is_empty(), "--plugin-dir");
-        note(self.thinking.is_some(), "--thinking");
-        note(self.max_thinking_tokens.is_some(), "--max-thinking-tokens");
-        note(self.effort.is_some(), "--effort");
-        note(self.json_schema.is_some(), "--json-schema");
+        note(self.thinking_display.is_some(), "--thinking-display");
         out
+    }
+
+    /// What the flags change about the session's loop and its built-in tools.
+    pub fn overrides(&self) -> anyhow::Result<SessionOverrides> {
+        let system_prompt = match (&self.system_prompt, &self.system_prompt_file) {
+            (Some(text), None) => Some(text.clone()),
+            (None, Some(path)) => Some(
+                std::fs::read_to_string(path)
+                    .with_context(|| format!("reading --system-prompt-file {path}"))?,
+            ),
+            // The SDK passes `--system-prompt ""` beside a file only when the caller set
+            // none; two prompts are a mistake.
+            (Some(text), Some(_)) if !text.is_empty() => {
+                bail!("--system-prompt and --system-prompt-file cannot both be given")
+            }
+            (Some(_), Some(path)) => Some(
+                std::fs::read_to_string(path)
+                    .with_context(|| format!("reading --system-prompt-file {path}"))?,
+            ),
+            (None, None) => None,
+        };
+        let max_budget_usd = match &self.max_budget_usd {
+            None => None,
+            Some(text) => match text.trim().parse::<f64>() {
+                Ok(usd) if usd.is_finite() && usd > 0.0 => Some(usd),
+                _ => bail!("--max-budget-usd {text:?}: expected a positive number of dollars"),
+            },
+        };
+        let json_schema = self
+            .json_schema
+            .as_deref()
+            .map(cordon::agent::structured::parse_flag)
+            .transpose()?;
+        let options = LoopOptions {
+            system_prompt,
+            append_system_prompt: self.append_system_prompt.clone(),
+            thinking: self.thinking_config()?,
+            effort: self.effort()?,
+            max_budget_usd,
+            json_schema,
+            spend: Default::default(),
+        };
+        Ok(SessionOverrides {
+            options,
+            builtin_tools: self.builtin_tools(),
+        })
+    }
+
+    /// `--tools`: `default` for all built-ins, `""` for none, else the names (comma or
+    /// space separated).
+    fn builtin_tools(&self) -> Option<Vec<String>> {
+        let list = self.tools.as_deref()?;
+        if list.trim() == "default" {
+            return None;
+        }
+        Some(
+            list.split(|c: char| c == ',' || c.is_whitespace())
+                .filter(|n| !n.is_empty())
+                .map(String::from)
+                .collect(),
+        )
+    }
+
+    /// `--thinking adaptive|disabled|enabled` and `--max-thinking-tokens N` (0: none), as
+    /// the API's `thinking`.
+    fn thinking_config(&self) -> anyhow::Result<Option<ThinkingConfig>> {
+        let budget = match &self.max_thinking_tokens {
+            None => None,
+            Some(text) => Some(text.trim().parse::<u32>().map_err(|_| {
+                anyhow::anyhow!("--max-thinking-tokens {text:?}: expected a number of tokens")
+            })?),
+        };
+        Ok(match (self.thinking.as_deref(), budget) {
+            (Some("disabled"), _) | (None, Some(0)) => Some(ThinkingConfig::Disabled),
+            (Some("adaptive"), _) => Some(ThinkingConfig::Adaptive),
+            (Some("enabled") | None, Some(budget_tokens)) => {
+                Some(ThinkingConfig::Enabled { budget_tokens })
+            }
+            (Some("enabled"), None) => bail!("--thinking enabled needs --max-thinking-tokens"),
+            (Some(other), _) => {
+                bail!("--thinking {other:?}: expected adaptive, enabled or disabled")
+            }
+            (None, None) => None,
+        })
+    }
+
+    /// `--effort`, one of the API's levels.
+    fn effort(&self) -> anyhow::Result<Option<String>> {
+        const LEVELS: [&str; 5] = ["low", "medium", "high", "xhigh", "max"];
+        match self.effort.as_deref() {
+            None => Ok(None),
+            Some(level) if LEVELS.contains(&level) => Ok(Some(level.to_string())),
+            Some(other) => bail!("--effort {other:?}: expected one of {}", LEVELS.join(", ")),
+        }
+    }
+
+    /// The model client's part: `--betas`, `--fallback-model`, and the raw stream events
+    /// `--include-partial-messages` shows.
+    pub fn configure_model(&self, mut config: ModelConfig) -> anyhow::Result<ModelConfig> {
+        if let Some(betas) = &self.betas {
+            config.betas = betas
+                .split(|c: char| c == ',' || c.is_whitespace())
+                .filter(|b| !b.is_empty())
+                .map(String::from)
+                .collect();
+        }
+        if let Some(fallback) = self.fallback_model.as_deref().filter(|f| !f.is_empty()) {
+            config.fallback_model = Some(fallback.to_string());
+        }
+        config.raw_events = self.include_partial_messages;
+        Ok(config)
+    }
+
+    /// `--session-id`: the id a new session (or a fork) gets; a UUID, as Claude Code
+    /// requires.
+    pub fn session_id(&self) -> anyhow::Result<Option<String>> {
+        match &self.session_id {
+            None => Ok(None),
+            Some(id) => match uuid::Uuid::parse_str(id) {
+                Ok(uuid) => Ok(Some(uuid.hyphenated().to_string())),
+                Err(_) => bail!("--session-id {id:?} is not a UUID"),
+            },
+        }
+    }
+
+    /// `--add-dir`: absolute (relative ones from `cwd`); they join
+    /// `permissions.additionalDirectories` of the command line's settings, and so pass
+    /// the same host-side checks before the sandbox mounts them.
+    pub fn add_dirs(&self, cwd: &std::path::Path) -> Vec<String> {
+        self.add_dir
+            .iter()
+            .map(|d| cwd.join(d).display().to_string())
+            .collect()
     }
 }
 

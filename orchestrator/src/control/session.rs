@@ -332,16 +332,24 @@ fn forward(
             }
             controller.send(record);
         }
+        LoopEvent::Stream(event) => {
+            controller.send(records::stream_event(&info.session_id, event, None));
+        }
         LoopEvent::Subagent {
             parent_tool_use_id,
             event,
-        } => {
-            if let LoopEvent::Assistant(m) | LoopEvent::User(m) = *event {
+        } => match *event {
+            LoopEvent::Assistant(m) | LoopEvent::User(m) => {
                 let mut record = records::message(&info.session_id, &info.model, &m);
                 record["parent_tool_use_id"] = json!(parent_tool_use_id);
                 controller.send(record);
             }
-        }
+            LoopEvent::Stream(event) => {
+                let parent = Some(parent_tool_use_id);
+                controller.send(records::stream_event(&info.session_id, event, parent));
+            }
+            _ => {}
+        },
         LoopEvent::TextDelta(_) | LoopEvent::Compacted { .. } => {}
     }
 }

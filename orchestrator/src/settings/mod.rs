@@ -120,6 +120,9 @@ pub struct CliSettings {
     pub model: Option<String>,
     /// `--allow-domain` (`cordon sandbox`): `sandbox.network.allowedDomains` of the CLI layer.
     pub allowed_domains: Vec<String>,
+    /// `--add-dir` (absolute paths): `permissions.additionalDirectories` of the CLI layer,
+    /// checked as every entry of that setting is before a sandbox mounts it.
+    pub additional_directories: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -810,6 +813,12 @@ fn cli_flags_value(cli: &CliSettings) -> Value {
     }
     if let Some(m) = cli.permission_mode {
         perms.insert("defaultMode".into(), Value::String(m.as_str().into()));
+    }
+    if !cli.additional_directories.is_empty() {
+        perms.insert(
+            "additionalDirectories".into(),
+            serde_json::json!(cli.additional_directories),
+        );
     }
     let mut root = serde_json::Map::new();
     if !perms.is_empty() {
