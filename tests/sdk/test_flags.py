@@ -213,7 +213,37 @@ async def add_dir():
     return {}
 
 
+async def mcp_config():
+    time_server = {"command": ARG, "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"]}
+    messages = await ask("What time is it?", mcp_servers={"time": time_server})
+    init = init_of(messages)
+    servers = {s["name"]: s["status"] for s in init.data.get("mcp_servers", [])}
+    check(servers == {"time": "connected"}, "the --mcp-config server is up", servers)
+    check("mcp__time__get_current_time" in init.data.get("tools", []), "its tools are offered")
+    check(result_of(messages).result == "it is time", "the run ends")
+    other = json.dumps({"mcpServers": {"other": time_server}})
+    loose = await ask("Again?", mcp_servers={"time": time_server}, settings=other)
+    names = sorted(s["name"] for s in init_of(loose).data.get("mcp_servers", []))
+    check(names == ["other", "time"], "without strict, the settings' servers join", names)
+    strict = await ask(
+        "Again?", mcp_servers={"time": time_server}, settings=other, strict_mcp_config=True
+    )
+    names = [s["name"] for s in init_of(strict).data.get("mcp_servers", [])]
+    check(names == ["time"], "--strict-mcp-config keeps only the flag's servers", names)
+    return {}
+
+
+async def setting_sources():
+    everything = await ask("Hello?")
+    check("Grep" not in init_of(everything).data.get("tools", []), "the project's deny removes Grep")
+    user_only = await ask("Hello?", setting_sources=["user"])
+    check("Grep" in init_of(user_only).data.get("tools", []), "without project settings Grep stays")
+    return {}
+
+
 SCENARIOS = {
+    "mcp_config": mcp_config,
+    "setting_sources": setting_sources,
     "system_prompts": system_prompts,
     "tools": tools,
     "partial_messages": partial_messages,

@@ -308,3 +308,64 @@ async fn add_dir_mounts_a_directory_and_refuses_a_system_one() {
         "the refused session never called the model"
     );
 }
+
+/// The python of tests/mcp/setup.sh's environment (mcp-server-time from PyPI).
+fn mcp_python() -> std::path::PathBuf {
+    let script = cordon_tests::repo_root().join("tests/mcp/setup.sh");
+    let out = std::process::Command::new(&script).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}: {}",
+        script.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::path::PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_config_starts_servers_and_strict_keeps_only_them() {
+    let ws = Workspace::new();
+    let python = mcp_python();
+    let turns = vec![
+        Turn::tool_use(
+            "t1",
+            "mcp__time__get_current_time",
+            json!({"timezone": "UTC"}),
+        ),
+        Turn::text("it is time"),
+        Turn::text("loose"),
+        Turn::text("strict"),
+    ];
+    let Some(requests) = scenario("mcp_config", turns, &ws, Some(&python)).await else {
+        return;
+    };
+    assert!(tool_names(&requests[0].body).contains(&"mcp__time__get_current_time".to_string()));
+    let answered = cordon_tests::agent::last_tool_results(&requests[1].body);
+    assert_ne!(answered[0]["is_error"], true, "{answered:?}");
+    assert!(cordon_tests::agent::result_text(&answered[0]).contains("UTC"));
+    let strict = tool_names(&requests[3].body);
+    assert!(
+        !strict.iter().any(|t| t.starts_with("mcp__other__")),
+        "{strict:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn setting_sources_choose_the_files_and_memory_read() {
+    let ws = Workspace::new();
+    std::fs::create_dir_all(ws.join(".claude")).unwrap();
+    std::fs::write(
+        ws.join(".claude/settings.json"),
+        r#"{"permissions": {"deny": ["Grep"]}}"#,
+    )
+    .unwrap();
+    std::fs::write(ws.join("CLAUDE.md"), "PROJECT MEMORY: use tabs.\n").unwrap();
+    let turns = vec![Turn::text("all"), Turn::text("user only")];
+    let Some(requests) = scenario("setting_sources", turns, &ws, None).await else {
+        return;
+    };
+    let all = system_texts(&requests[0].body).join("\n");
+    assert!(all.contains("PROJECT MEMORY"), "{all}");
+    let user_only = system_texts(&requests[1].body).join("\n");
+    assert!(!user_only.contains("PROJECT MEMORY"), "{user_only}");
+}

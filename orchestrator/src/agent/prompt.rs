@@ -29,6 +29,19 @@ pub enum MemoryFile {
     Workspace(PathBuf),
 }
 
+impl MemoryFile {
+    /// The setting source it belongs to (`--setting-sources` chooses which are read):
+    /// the user's, the project's, or `CLAUDE.local.md`, the local one.
+    pub fn source(&self) -> crate::settings::Source {
+        use crate::settings::Source;
+        match self {
+            Self::User(_) => Source::User,
+            Self::Workspace(rel) if rel == Path::new("CLAUDE.local.md") => Source::Local,
+            Self::Workspace(_) => Source::Project,
+        }
+    }
+}
+
 /// The workspace's own memory files, in the order they are read.
 const WORKSPACE_MEMORY: [&str; 3] = ["CLAUDE.md", ".claude/CLAUDE.md", "CLAUDE.local.md"];
 

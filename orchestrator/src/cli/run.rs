@@ -129,6 +129,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         model: args.model.clone(),
         allowed_domains: Vec::new(),
         additional_directories: args.stream.add_dirs(&workspace),
+        mcp_servers: args.stream.mcp_servers()?,
+        strict_mcp_config: args.stream.strict_mcp_config,
+        setting_sources: args.stream.setting_sources()?,
     };
     let load = || Settings::load(&workspace, cli.clone());
     let mut settings = load().context("loading the settings")?;

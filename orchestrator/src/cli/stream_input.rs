@@ -115,13 +115,10 @@ impl StreamArgs {
             }
         };
         note(self.task_budget.is_some(), "--task-budget");
-        note(!self.mcp_config.is_empty(), "--mcp-config");
-        note(self.strict_mcp_config, "--strict-mcp-config");
         note(self.include_hook_events, "--include-hook-events");
         note(self.resume_session_at.is_some(), "--resume-session-at");
         note(self.resume_drops_turn.is_some(), "--resume-drops-turn");
         note(self.session_mirror, "--session-mirror");
-        note(self.setting_sources.is_some(), "--setting-sources");
         note(!self.plugin_dir.is_empty(), "--plugin-dir");
         note(self.thinking_display.is_some(), "--thinking-display");
         out
@@ -248,6 +245,52 @@ impl StreamArgs {
                 Err(_) => bail!("--session-id {id:?} is not a UUID"),
             },
         }
+    }
+
+    /// `--mcp-config`: each a file or inline JSON of `{"mcpServers": {...}}`, merged (a
+    /// later one's server replaces an earlier one's of the same name). The client's own
+    /// in-process servers (`"type": "sdk"`) are left out: they live in the client and
+    /// come through the control protocol's initialize, not as programs to start.
+    pub fn mcp_servers(&self) -> anyhow::Result<Option<serde_json::Map<String, Value>>> {
+        if self.mcp_config.is_empty() {
+            return Ok(None);
+        }
+        let mut servers = serde_json::Map::new();
+        for arg in &self.mcp_config {
+            let (text, shown) = if arg.trim_start().starts_with('{') {
+                (arg.clone(), "inline JSON".to_string())
+            } else {
+                let text = std::fs::read_to_string(arg)
+                    .with_context(|| format!("reading --mcp-config {arg}"))?;
+                (text, arg.clone())
+            };
+            let value: Value = serde_json::from_str(&text)
+                .with_context(|| format!("--mcp-config ({shown}) is not valid JSON"))?;
+            let Some(map) = value.get("mcpServers").and_then(Value::as_object) else {
+                bail!("--mcp-config ({shown}) has no \"mcpServers\" object");
+            };
+            for (name, entry) in map {
+                if entry.get("type").and_then(Value::as_str) != Some("sdk") {
+                    servers.insert(name.clone(), entry.clone());
+                }
+            }
+        }
+        Ok(Some(servers))
+    }
+
+    /// `--setting-sources user,project,local` (any of them; empty: none).
+    pub fn setting_sources(&self) -> anyhow::Result<Option<Vec<cordon::settings::Source>>> {
+        let Some(list) = &self.setting_sources else {
+            return Ok(None);
+        };
+        let mut sources = Vec::new();
+        for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            match cordon::settings::Source::parse_file_source(name) {
+                Some(source) => sources.push(source),
+                None => bail!("--setting-sources {name:?}: expected user, project or local"),
+            }
+        }
+        Ok(Some(sources))
     }
 
     /// `--add-dir`: absolute (relative ones from `cwd`); they join

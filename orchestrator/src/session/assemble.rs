@@ -370,10 +370,11 @@ impl SessionEnv {
             config.context_window = window;
         }
         config.commands = crate::slash_commands::load(&self.workspace, self.user_home.as_deref());
-        config.memory = prompt::memory_text(
-            &self.workspace,
-            &prompt::memory_files(&self.workspace, self.user_home.as_deref()),
-        );
+        let mut memory = prompt::memory_files(&self.workspace, self.user_home.as_deref());
+        if let Some(only) = &self.settings.setting_sources {
+            memory.retain(|file| only.contains(&file.source()));
+        }
+        config.memory = prompt::memory_text(&self.workspace, &memory);
         config
     }
 }
