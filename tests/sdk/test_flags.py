@@ -241,7 +241,33 @@ async def setting_sources():
     return {}
 
 
+HOOK_SETTINGS = json.dumps(
+    {"hooks": {"UserPromptSubmit": [{"hooks": [{"type": "command", "command": "echo hooked"}]}]}}
+)
+
+
+async def hook_events():
+    from claude_agent_sdk import HookEventMessage
+
+    messages = await ask("Hello?", settings=HOOK_SETTINGS, include_hook_events=True)
+    events = [m for m in messages if isinstance(m, HookEventMessage)]
+    phases = [(e.subtype, e.hook_event_name) for e in events]
+    check(
+        phases == [("hook_started", "UserPromptSubmit"), ("hook_response", "UserPromptSubmit")],
+        "the hook's start and end reach the client",
+        phases,
+    )
+    response = events[1].data
+    check(response["hook_id"] == events[0].data["hook_id"], "both name the same hook run")
+    check("hooked" in response["output"] and response["exit_code"] == 0, "the output and exit code", response)
+    check(response["outcome"] == "success", "the outcome", response)
+    quiet = await ask("Hello?", settings=HOOK_SETTINGS)
+    check(not any(isinstance(m, HookEventMessage) for m in quiet), "no hook events unless asked")
+    return {}
+
+
 SCENARIOS = {
+    "hook_events": hook_events,
     "mcp_config": mcp_config,
     "setting_sources": setting_sources,
     "system_prompts": system_prompts,

@@ -369,3 +369,16 @@ async fn setting_sources_choose_the_files_and_memory_read() {
     let user_only = system_texts(&requests[1].body).join("\n");
     assert!(!user_only.contains("PROJECT MEMORY"), "{user_only}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn include_hook_events_reports_each_hook_run() {
+    let ws = Workspace::new();
+    let turns = vec![Turn::text("heard"), Turn::text("quiet")];
+    let Some(requests) = scenario("hook_events", turns, &ws, None).await else {
+        return;
+    };
+    // The hook's stdout is the prompt's added context, with the events asked for or not.
+    for request in &requests {
+        assert!(request.body["messages"].to_string().contains("hooked"));
+    }
+}

@@ -194,6 +194,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     });
     let mut observers: Vec<Arc<dyn cordon::agent::LoopObserver>> = Vec::new();
     if let Some(stream) = stream.as_mut() {
+        if args.stream.include_hook_events {
+            stream.report_hooks(&h.hooks, &session_id);
+        }
         // First: it tags the prompt's record with its transcript uuid (rewind_files).
         observers.extend(stream.prompt_uuids());
         stream.set_checkpoints(h.checkpoints.clone(), Some(h.sandbox.clone()));

@@ -115,7 +115,6 @@ impl StreamArgs {
             }
         };
         note(self.task_budget.is_some(), "--task-budget");
-        note(self.include_hook_events, "--include-hook-events");
         note(self.resume_session_at.is_some(), "--resume-session-at");
         note(self.resume_drops_turn.is_some(), "--resume-drops-turn");
         note(self.session_mirror, "--session-mirror");
@@ -380,6 +379,16 @@ impl StreamSession {
             Arc::new(SdkPrompter::new(self.controller.clone()).with_interrupts(interrupts))
                 as Arc<dyn PermissionPrompter>
         })
+    }
+
+    /// `--include-hook-events`: the session's command hooks are reported as they run.
+    pub fn report_hooks(&self, hooks: &Hooks, session_id: &str) {
+        hooks
+            .runner
+            .set_events(Arc::new(control::hook_events::SdkHookEvents::new(
+                self.controller.clone(),
+                session_id,
+            )));
     }
 
     /// `mcp_status` reports these servers.
