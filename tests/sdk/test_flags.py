@@ -176,6 +176,7 @@ async def thinking():
         "Think hard.",
         thinking={"type": "enabled", "budget_tokens": 20000},
         effort="high",
+        task_budget={"total": 50000},
         betas=["context-1m-2025-08-07"],
     )
     check(result_of(messages).result == "thought", "the run ends")

@@ -250,10 +250,13 @@ async fn thinking_effort_and_betas_reach_the_api() {
         json!({"type": "enabled", "budget_tokens": 20000})
     );
     assert!(body["max_tokens"].as_u64().unwrap() > 20_000, "{body}");
-    assert_eq!(body["output_config"], json!({"effort": "high"}));
+    assert_eq!(
+        body["output_config"],
+        json!({"effort": "high", "task_budget": {"type": "tokens", "total": 50000}})
+    );
     assert_eq!(
         requests[0].header("anthropic-beta"),
-        Some("context-1m-2025-08-07")
+        Some("context-1m-2025-08-07,task-budgets-2026-03-13")
     );
     assert_eq!(requests[1].body["thinking"], json!({"type": "adaptive"}));
     assert!(requests[1].body.get("output_config").is_none());

@@ -575,12 +575,7 @@ impl AgentLoop {
         );
         req.system = self.system.clone();
         req.thinking = options.thinking.clone();
-        req.output_config = options
-            .effort
-            .clone()
-            .map(|effort| crate::model::OutputConfig {
-                effort: Some(effort),
-            });
+        req.output_config = options.output_config();
         req.tools = self.tool_definitions();
         // A breakpoint on the latest turn: the next call reads the whole conversation from
         // the cache and only pays for what is new.

@@ -19,6 +19,8 @@ pub struct LoopOptions {
     pub thinking: Option<ThinkingConfig>,
     /// `output_config.effort`.
     pub effort: Option<String>,
+    /// `output_config.task_budget`, in tokens.
+    pub task_budget: Option<u64>,
     /// The session's spending limit: no model call starts once the priced usage reached
     /// it (the run ends `error_max_budget_usd`).
     pub max_budget_usd: Option<f64>,
@@ -36,6 +38,18 @@ pub struct LoopOptions {
 const ANSWER_TOKENS: u32 = 8_000;
 
 impl LoopOptions {
+    /// The request's `output_config` (none when nothing in it is set).
+    pub fn output_config(&self) -> Option<crate::model::OutputConfig> {
+        (self.effort.is_some() || self.task_budget.is_some()).then(|| {
+            crate::model::OutputConfig {
+                effort: self.effort.clone(),
+                task_budget: self
+                    .task_budget
+                    .map(|total| crate::model::TaskBudget::Tokens { total }),
+            }
+        })
+    }
+
     /// `max_tokens` for a call that would otherwise ask for `default`: raised above a
     /// thinking budget that reaches it.
     pub fn max_tokens(&self, default: u32) -> u32 {

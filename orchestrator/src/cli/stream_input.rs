@@ -114,7 +114,6 @@ impl StreamArgs {
                 out.push(name);
             }
         };
-        note(self.task_budget.is_some(), "--task-budget");
         note(self.resume_session_at.is_some(), "--resume-session-at");
         note(self.resume_drops_turn.is_some(), "--resume-drops-turn");
         note(self.session_mirror, "--session-mirror");
@@ -159,6 +158,12 @@ impl StreamArgs {
             append_system_prompt: self.append_system_prompt.clone(),
             thinking: self.thinking_config()?,
             effort: self.effort()?,
+            task_budget: match &self.task_budget {
+                None => None,
+                Some(text) => Some(text.trim().parse::<u64>().map_err(|_| {
+                    anyhow::anyhow!("--task-budget {text:?}: expected a number of tokens")
+                })?),
+            },
             max_budget_usd,
             json_schema,
             spend: Default::default(),
@@ -226,6 +231,10 @@ impl StreamArgs {
                 .filter(|b| !b.is_empty())
                 .map(String::from)
                 .collect();
+        }
+        // The API takes `output_config.task_budget` under its beta.
+        if self.task_budget.is_some() && !config.betas.iter().any(|b| b == TASK_BUDGET_BETA) {
+            config.betas.push(TASK_BUDGET_BETA.to_string());
         }
         if let Some(fallback) = self.fallback_model.as_deref().filter(|f| !f.is_empty()) {
             config.fallback_model = Some(fallback.to_string());
@@ -302,6 +311,9 @@ impl StreamArgs {
             .collect()
     }
 }
+
+/// The beta `output_config.task_budget` needs.
+const TASK_BUDGET_BETA: &str = "task-budgets-2026-03-13";
 
 /// A stream-json connection: the writer and reader tasks over stdout and stdin.
 pub struct StreamSession {

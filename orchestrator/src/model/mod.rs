@@ -41,6 +41,6 @@ pub use sse::{SseError, SseEvent, SseParser};
 pub use stream::{MessageAssembler, StreamDecoder, StreamEvent};
 pub use types::{
     AssistantMessage, CacheControl, ContentBlock, Message, MessagesRequest, Metadata, OutputConfig,
-    Role, StopReason, SystemBlock, ThinkingConfig, ToolDefinition, ToolResultBlock,
+    Role, StopReason, SystemBlock, TaskBudget, ThinkingConfig, ToolDefinition, ToolResultBlock,
     ToolResultContent, Usage,
 };

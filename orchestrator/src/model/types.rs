@@ -260,6 +260,17 @@ pub struct OutputConfig {
     /// `low`, `medium`, `high`, `xhigh` or `max`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub effort: Option<String>,
+    /// An advisory token budget for the agentic task: the model sees what remains and
+    /// winds down (`--task-budget`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_budget: Option<TaskBudget>,
+}
+
+/// `output_config.task_budget`: `{"type": "tokens", "total": N}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum TaskBudget {
+    Tokens { total: u64 },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
