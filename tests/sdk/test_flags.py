@@ -267,7 +267,44 @@ async def hook_events():
     return {}
 
 
+async def resume_at():
+    from claude_agent_sdk import UserMessage
+
+    source_id = "0b5c1e0e-5d7a-4c39-9a57-3f1c2a9d0003"
+    async with ClaudeSDKClient(options=options(session_id=source_id)) as client:
+        await client.query("one")
+        first = [m async for m in client.receive_response()]
+        await client.query("two")
+        second = [m async for m in client.receive_response()]
+    kept = next(m for m in first if isinstance(m, AssistantMessage))
+    dropped = next(m for m in second if isinstance(m, UserMessage))
+    check(kept.uuid and dropped.uuid, "assistant and prompt records carry their transcript uuids")
+    fork = await ask(
+        "three",
+        resume=source_id,
+        fork_session=True,
+        resume_session_at=kept.uuid,
+        resume_drops_turn=dropped.uuid,
+    )
+    check(result_of(fork).result == "third", "the fork at the first answer goes on")
+    check(result_of(fork).session_id != source_id, "as a session of its own")
+    try:
+        await ask(
+            "four",
+            resume=source_id,
+            fork_session=True,
+            resume_session_at=kept.uuid,
+            resume_drops_turn="0b5c1e0e-5d7a-4c39-9a57-3f1c2a9d0fff",
+        )
+        refused = None
+    except Exception as e:
+        refused = str(e)
+    check(refused is not None, "a fork that would drop more than the named turn is refused")
+    return {}
+
+
 SCENARIOS = {
+    "resume_at": resume_at,
     "hook_events": hook_events,
     "mcp_config": mcp_config,
     "setting_sources": setting_sources,

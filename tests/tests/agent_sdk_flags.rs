@@ -385,3 +385,23 @@ async fn include_hook_events_reports_each_hook_run() {
         assert!(request.body["messages"].to_string().contains("hooked"));
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resume_session_at_forks_from_an_earlier_answer() {
+    let ws = Workspace::new();
+    let turns = vec![
+        Turn::text("first"),
+        Turn::text("second"),
+        Turn::text("third"),
+    ];
+    let Some(requests) = scenario("resume_at", turns, &ws, None).await else {
+        return;
+    };
+    assert_eq!(requests.len(), 3, "the refused fork never called the model");
+    let fork = requests[2].body["messages"].to_string();
+    assert!(fork.contains("\"one\"") && fork.contains("first"), "{fork}");
+    assert!(
+        !fork.contains("\"two\"") && !fork.contains("second"),
+        "{fork}"
+    );
+}

@@ -427,11 +427,14 @@ impl AgentLoop {
                 + reply.usage.output_tokens;
             self.shared.record_usage(self.context_report());
             let message = reply.to_message();
-            self.record(RecordBody::Assistant {
+            let uuid = self.record(RecordBody::Assistant {
                 message: message.clone(),
                 stop_reason: reply.stop_reason.as_ref().map(|s| s.as_str().to_string()),
                 usage: reply.usage,
             });
+            if let Some(uuid) = uuid {
+                self.observer.assistant_recorded(&uuid).await;
+            }
             self.emit(LoopEvent::Assistant(message.clone()));
             self.messages.push(message);
             outcome.stop_reason = reply.stop_reason.clone();

@@ -40,13 +40,11 @@ const ANSWER_TOKENS: u32 = 8_000;
 impl LoopOptions {
     /// The request's `output_config` (none when nothing in it is set).
     pub fn output_config(&self) -> Option<crate::model::OutputConfig> {
-        (self.effort.is_some() || self.task_budget.is_some()).then(|| {
-            crate::model::OutputConfig {
-                effort: self.effort.clone(),
-                task_budget: self
-                    .task_budget
-                    .map(|total| crate::model::TaskBudget::Tokens { total }),
-            }
+        (self.effort.is_some() || self.task_budget.is_some()).then(|| crate::model::OutputConfig {
+            effort: self.effort.clone(),
+            task_budget: self
+                .task_budget
+                .map(|total| crate::model::TaskBudget::Tokens { total }),
         })
     }
 

@@ -316,6 +316,26 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
 /// `--session-id` names a new session or a fork, never a session carried on.
 fn session_start(args: &RunArgs) -> anyhow::Result<SessionStart> {
     let id = args.stream.session_id()?;
+    let drops_turn = args.stream.resume_drops_turn.clone();
+    if let Some(at) = args.stream.resume_session_at.clone() {
+        // Cordon's transcripts are one line of records, not a tree: the session resumed
+        // at an earlier message is a fork, which leaves the original whole.
+        let (Some(from), true) = (&args.resume, args.fork_session) else {
+            bail!(
+                "--resume-session-at needs --resume and --fork-session (Cordon continues an \
+                 earlier point of a session as a fork of it)"
+            );
+        };
+        return Ok(SessionStart::ForkAt {
+            from: from.clone(),
+            id,
+            at,
+            drops_turn,
+        });
+    }
+    if drops_turn.is_some() {
+        bail!("--resume-drops-turn needs --resume-session-at");
+    }
     Ok(
         match (&args.resume, args.continue_last, args.fork_session, id) {
             (Some(from), _, true, Some(id)) => SessionStart::ForkAs {

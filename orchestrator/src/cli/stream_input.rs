@@ -114,8 +114,6 @@ impl StreamArgs {
                 out.push(name);
             }
         };
-        note(self.resume_session_at.is_some(), "--resume-session-at");
-        note(self.resume_drops_turn.is_some(), "--resume-drops-turn");
         note(self.session_mirror, "--session-mirror");
         note(!self.plugin_dir.is_empty(), "--plugin-dir");
         note(self.thinking_display.is_some(), "--thinking-display");

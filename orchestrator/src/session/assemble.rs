@@ -43,6 +43,14 @@ pub enum SessionStart {
     ForkLatest,
     /// A fork of `from` under the id the caller chose.
     ForkAs { from: String, id: String },
+    /// A fork of `from` that keeps its conversation up to the record `at`; with
+    /// `drops_turn`, only that prompt's turn may be left out.
+    ForkAt {
+        from: String,
+        id: Option<String>,
+        at: String,
+        drops_turn: Option<String>,
+    },
 }
 
 /// Everything a session needs from outside, made explicit.
@@ -515,6 +523,18 @@ fn open_session(
                 _ => (store.latest_in(workspace)?.id, None),
             };
             let (info, transcript) = store.fork_with_id(&previous, new_id)?;
+            let loaded = Loaded::read(&info.transcript)?;
+            let (messages, _) = loaded.conversation();
+            return Ok((info.id, messages, transcript));
+        }
+        SessionStart::ForkAt {
+            from,
+            id,
+            at,
+            drops_turn,
+        } => {
+            let (info, transcript) =
+                store.fork_at(from, id.as_deref(), at, drops_turn.as_deref())?;
             let loaded = Loaded::read(&info.transcript)?;
             let (messages, _) = loaded.conversation();
             return Ok((info.id, messages, transcript));
