@@ -180,7 +180,7 @@ async def thinking():
         betas=["context-1m-2025-08-07"],
     )
     check(result_of(messages).result == "thought", "the run ends")
-    adaptive = await ask("Think as you like.", thinking={"type": "adaptive"})
+    adaptive = await ask("Think as you like.", thinking={"type": "adaptive", "display": "summarized"})
     check(result_of(adaptive).result == "adapted", "the adaptive run ends")
     return {}
 

@@ -258,7 +258,10 @@ async fn thinking_effort_and_betas_reach_the_api() {
         requests[0].header("anthropic-beta"),
         Some("context-1m-2025-08-07,task-budgets-2026-03-13")
     );
-    assert_eq!(requests[1].body["thinking"], json!({"type": "adaptive"}));
+    assert_eq!(
+        requests[1].body["thinking"],
+        json!({"type": "adaptive", "display": "summarized"})
+    );
     assert!(requests[1].body.get("output_config").is_none());
     assert_eq!(requests[1].header("anthropic-beta"), None);
 }

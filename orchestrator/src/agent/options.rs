@@ -52,7 +52,7 @@ impl LoopOptions {
     /// thinking budget that reaches it.
     pub fn max_tokens(&self, default: u32) -> u32 {
         match self.thinking {
-            Some(ThinkingConfig::Enabled { budget_tokens }) if budget_tokens >= default => {
+            Some(ThinkingConfig::Enabled { budget_tokens, .. }) if budget_tokens >= default => {
                 budget_tokens.saturating_add(ANSWER_TOKENS)
             }
             _ => default,
@@ -70,13 +70,15 @@ mod tests {
         assert_eq!(options.max_tokens(16_000), 16_000);
         options.thinking = Some(ThinkingConfig::Enabled {
             budget_tokens: 4_000,
+            display: None,
         });
         assert_eq!(options.max_tokens(16_000), 16_000);
         options.thinking = Some(ThinkingConfig::Enabled {
             budget_tokens: 32_000,
+            display: None,
         });
         assert_eq!(options.max_tokens(16_000), 40_000);
-        options.thinking = Some(ThinkingConfig::Adaptive);
+        options.thinking = Some(ThinkingConfig::Adaptive { display: None });
         assert_eq!(options.max_tokens(16_000), 16_000);
     }
 }

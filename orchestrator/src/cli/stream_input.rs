@@ -116,7 +116,6 @@ impl StreamArgs {
         };
         note(self.session_mirror, "--session-mirror");
         note(!self.plugin_dir.is_empty(), "--plugin-dir");
-        note(self.thinking_display.is_some(), "--thinking-display");
         out
     }
 
@@ -187,8 +186,8 @@ impl StreamArgs {
         )
     }
 
-    /// `--thinking adaptive|disabled|enabled` and `--max-thinking-tokens N` (0: none), as
-    /// the API's `thinking`.
+    /// `--thinking adaptive|disabled|enabled`, `--max-thinking-tokens N` (0: none) and
+    /// `--thinking-display`, as the API's `thinking`.
     fn thinking_config(&self) -> anyhow::Result<Option<ThinkingConfig>> {
         let budget = match &self.max_thinking_tokens {
             None => None,
@@ -196,12 +195,20 @@ impl StreamArgs {
                 anyhow::anyhow!("--max-thinking-tokens {text:?}: expected a number of tokens")
             })?),
         };
+        let display = match self.thinking_display.as_deref() {
+            None => None,
+            Some(d @ ("summarized" | "omitted")) => Some(d.to_string()),
+            Some(other) => {
+                bail!("--thinking-display {other:?}: expected summarized or omitted")
+            }
+        };
         Ok(match (self.thinking.as_deref(), budget) {
             (Some("disabled"), _) | (None, Some(0)) => Some(ThinkingConfig::Disabled),
-            (Some("adaptive"), _) => Some(ThinkingConfig::Adaptive),
-            (Some("enabled") | None, Some(budget_tokens)) => {
-                Some(ThinkingConfig::Enabled { budget_tokens })
-            }
+            (Some("adaptive"), _) => Some(ThinkingConfig::Adaptive { display }),
+            (Some("enabled") | None, Some(budget_tokens)) => Some(ThinkingConfig::Enabled {
+                budget_tokens,
+                display,
+            }),
             (Some("enabled"), None) => bail!("--thinking enabled needs --max-thinking-tokens"),
             (Some(other), _) => {
                 bail!("--thinking {other:?}: expected adaptive, enabled or disabled")

@@ -249,8 +249,16 @@ impl ToolDefinition {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ThinkingConfig {
-    Enabled { budget_tokens: u32 },
-    Adaptive,
+    Enabled {
+        budget_tokens: u32,
+        /// `summarized` or `omitted`: whether thinking text comes back (`--thinking-display`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        display: Option<String>,
+    },
+    Adaptive {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        display: Option<String>,
+    },
     Disabled,
 }
 
@@ -415,6 +423,7 @@ mod tests {
     fn thinking_config_and_blocks_round_trip() {
         let cfg = ThinkingConfig::Enabled {
             budget_tokens: 2048,
+            display: None,
         };
         assert_eq!(
             serde_json::to_value(&cfg).unwrap(),
