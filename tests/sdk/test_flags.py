@@ -22,18 +22,11 @@ from claude_agent_sdk import (
     SystemMessage,
 )
 
+from checks import check
+
 CLI = os.environ["CORDON_BIN"]
 WS = os.environ["SDK_WORKSPACE"]
 ARG = os.environ.get("SDK_ARG", "")
-
-
-def check(condition, what, detail=None):
-    if not condition:
-        print(f"FAILED: {what}", file=sys.stderr)
-        if detail is not None:
-            print(f"  detail: {detail!r}", file=sys.stderr)
-        sys.exit(1)
-    print(f"ok: {what}", file=sys.stderr)
 
 
 def options(**kwargs):

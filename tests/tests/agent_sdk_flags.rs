@@ -315,23 +315,10 @@ async fn add_dir_mounts_a_directory_and_refuses_a_system_one() {
     );
 }
 
-/// The python of tests/mcp/setup.sh's environment (mcp-server-time from PyPI).
-fn mcp_python() -> std::path::PathBuf {
-    let script = cordon_tests::repo_root().join("tests/mcp/setup.sh");
-    let out = std::process::Command::new(&script).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}: {}",
-        script.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    std::path::PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mcp_config_starts_servers_and_strict_keeps_only_them() {
     let ws = Workspace::new();
-    let python = mcp_python();
+    let python = cordon_tests::mcp_python();
     let turns = vec![
         Turn::tool_use(
             "t1",
