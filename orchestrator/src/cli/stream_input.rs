@@ -510,3 +510,168 @@ impl Rewinder for CheckpointRewinder {
         .await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        stream: StreamArgs,
+    }
+
+    fn args(flags: &[&str]) -> StreamArgs {
+        let mut argv = vec!["cordon"];
+        argv.extend_from_slice(flags);
+        Cli::try_parse_from(argv).unwrap().stream
+    }
+
+    #[test]
+    fn tools_thinking_and_effort_are_read_as_claude_code_reads_them() {
+        assert_eq!(args(&["--tools", "default"]).builtin_tools(), None);
+        assert_eq!(args(&["--tools", ""]).builtin_tools(), Some(vec![]));
+        assert_eq!(
+            args(&["--tools", "Read,Grep"]).builtin_tools(),
+            Some(vec!["Read".to_string(), "Grep".to_string()])
+        );
+        let thinking = |flags: &[&str]| args(flags).thinking_config();
+        assert_eq!(
+            thinking(&["--max-thinking-tokens", "2048"]).unwrap(),
+            Some(ThinkingConfig::Enabled {
+                budget_tokens: 2048,
+                display: None
+            })
+        );
+        assert_eq!(
+            thinking(&["--max-thinking-tokens", "0"]).unwrap(),
+            Some(ThinkingConfig::Disabled)
+        );
+        assert_eq!(
+            thinking(&["--thinking", "adaptive", "--thinking-display", "omitted"]).unwrap(),
+            Some(ThinkingConfig::Adaptive {
+                display: Some("omitted".into())
+            })
+        );
+        for bad in [
+            &["--thinking", "lots"][..],
+            &["--thinking", "enabled"],
+            &["--max-thinking-tokens", "many"],
+            &["--thinking", "adaptive", "--thinking-display", "loud"],
+        ] {
+            assert!(thinking(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(
+            args(&["--effort", "high"]).effort().unwrap(),
+            Some("high".into())
+        );
+        let err = args(&["--effort", "extreme"]).effort().unwrap_err();
+        assert!(err.to_string().contains("low, medium, high"), "{err}");
+    }
+
+    #[test]
+    fn budgets_schemas_and_session_ids_are_checked_before_anything_runs() {
+        for bad in ["0", "-1", "lots", "NaN"] {
+            let flag = format!("--max-budget-usd={bad}");
+            assert!(args(&[&flag]).overrides().is_err(), "{bad}");
+        }
+        let o = args(&["--max-budget-usd", "0.5", "--task-budget", "1000"])
+            .overrides()
+            .unwrap();
+        assert_eq!(o.options.max_budget_usd, Some(0.5));
+        assert_eq!(o.options.task_budget, Some(1000));
+        assert!(args(&["--json-schema", "{not json"]).overrides().is_err());
+        assert!(args(&["--session-id", "not-a-uuid"]).session_id().is_err());
+        assert_eq!(
+            args(&["--session-id=0B5C1E0E-5D7A-4C39-9A57-3F1C2A9D0001"])
+                .session_id()
+                .unwrap()
+                .as_deref(),
+            Some("0b5c1e0e-5d7a-4c39-9a57-3f1c2a9d0001")
+        );
+        assert!(
+            args(&[
+                "--system-prompt",
+                "a",
+                "--system-prompt-file",
+                "/nonexistent"
+            ])
+            .overrides()
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn mcp_config_merges_files_and_json_and_leaves_the_clients_own_servers_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("servers.json");
+        std::fs::write(
+            &file,
+            r#"{"mcpServers": {"a": {"command": "one"}, "b": {"command": "file"}}}"#,
+        )
+        .unwrap();
+        let inline = r#"{"mcpServers": {"b": {"command": "inline"}, "mine": {"type": "sdk", "name": "mine"}}}"#;
+        let servers = args(&[
+            "--mcp-config",
+            file.to_str().unwrap(),
+            "--mcp-config",
+            inline,
+        ])
+        .mcp_servers()
+        .unwrap()
+        .unwrap();
+        assert_eq!(servers["a"]["command"], "one");
+        assert_eq!(servers["b"]["command"], "inline", "a later one replaces");
+        assert!(
+            !servers.contains_key("mine"),
+            "sdk servers live in the client"
+        );
+        assert!(args(&["--mcp-config", "{\"x\": 1}"]).mcp_servers().is_err());
+        assert!(
+            args(&["--mcp-config", "/nonexistent.json"])
+                .mcp_servers()
+                .is_err()
+        );
+        assert_eq!(args(&[]).mcp_servers().unwrap(), None);
+    }
+
+    #[test]
+    fn setting_sources_name_files_and_betas_reach_the_client() {
+        use cordon::settings::Source;
+        assert_eq!(
+            args(&["--setting-sources=user,local"])
+                .setting_sources()
+                .unwrap(),
+            Some(vec![Source::User, Source::Local])
+        );
+        assert_eq!(
+            args(&["--setting-sources="]).setting_sources().unwrap(),
+            Some(vec![])
+        );
+        assert!(
+            args(&["--setting-sources=managed"])
+                .setting_sources()
+                .is_err()
+        );
+        let config = ModelConfig::new(
+            "http://127.0.0.1:9",
+            cordon::model::Credentials::ApiKey("k".into()),
+        );
+        let config = args(&[
+            "--betas",
+            "a-1,b-2",
+            "--task-budget",
+            "5",
+            "--fallback-model",
+            "claude-haiku-4-5",
+            "--include-partial-messages",
+        ])
+        .configure_model(config)
+        .unwrap();
+        assert_eq!(config.betas, ["a-1", "b-2", TASK_BUDGET_BETA]);
+        assert_eq!(config.fallback_model.as_deref(), Some("claude-haiku-4-5"));
+        assert!(config.raw_events);
+        assert!(args(&[]).not_applied().is_empty());
+    }
+}
