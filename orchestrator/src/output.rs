@@ -99,7 +99,7 @@ pub fn result_record(session_id: &str, outcome: &RunOutcome, duration_ms: u64) -
         cache_read_input_tokens,
         cache_creation_input_tokens,
     } = outcome.usage;
-    json!({
+    let mut record = json!({
         "type": "result",
         "subtype": outcome.subtype,
         "is_error": outcome.is_error,
@@ -109,7 +109,13 @@ pub fn result_record(session_id: &str, outcome: &RunOutcome, duration_ms: u64) -
         "session_id": session_id,
         "stop_reason": outcome.stop_reason.as_ref().map(|s| s.as_str().to_string()),
         "usage": UsageOut { input_tokens, output_tokens, cache_read_input_tokens, cache_creation_input_tokens },
-    })
+        // Priced from policies/model-prices.json; null when a model there has no price.
+        "total_cost_usd": outcome.total_cost_usd,
+    });
+    if let Some(value) = &outcome.structured_output {
+        record["structured_output"] = value.clone();
+    }
+    record
 }
 
 #[cfg(test)]
@@ -135,7 +141,7 @@ mod tests {
                 output_tokens: 7,
                 ..Default::default()
             },
-            stop_reason: None,
+            ..RunOutcome::start()
         };
         let result = result_record("s1", &outcome, 12);
         assert_eq!(result["result"], "done");

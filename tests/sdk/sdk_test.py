@@ -26,6 +26,8 @@ from claude_agent_sdk import (
     UserMessage,
 )
 
+from checks import check
+
 CLI = os.environ["CORDON_BIN"]
 WS = os.environ["SDK_WORKSPACE"]
 UPDATED_CONTENT = "written with the input can_use_tool gave back\n"
@@ -65,15 +67,6 @@ async def pre_bash(input_data, tool_use_id, context):
 
 async def collect(client):
     return [m async for m in client.receive_response()]
-
-
-def check(condition, what, detail=None):
-    if not condition:
-        print(f"FAILED: {what}", file=sys.stderr)
-        if detail is not None:
-            print(f"  detail: {detail!r}", file=sys.stderr)
-        sys.exit(1)
-    print(f"ok: {what}")
 
 
 async def main():

@@ -12,6 +12,7 @@ pub mod differential;
 pub mod limits;
 pub mod net;
 pub mod pty;
+pub mod sdk;
 pub mod webdriver;
 
 use std::path::{Path, PathBuf};
@@ -65,6 +66,25 @@ fn static_dir() -> PathBuf {
 /// image (the busybox-only `cordon-minimal` has no dynamic loader) and on the host alike.
 pub fn static_probe_bin() -> Option<PathBuf> {
     Some(static_dir().join("escape-probe")).filter(|p| p.is_file())
+}
+
+/// The python of tests/mcp/setup.sh's environment (the pinned mcp-server-time from
+/// PyPI and the `mcp` SDK), set up once per test binary.
+pub fn mcp_python() -> PathBuf {
+    static PYTHON: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    PYTHON
+        .get_or_init(|| {
+            let script = repo_root().join("tests/mcp/setup.sh");
+            let out = Command::new(&script).output().unwrap();
+            assert!(
+                out.status.success(),
+                "{}: {}",
+                script.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+        })
+        .clone()
 }
 
 /// The repository root (the workspace's `Cargo.toml` is there).

@@ -191,6 +191,7 @@ async fn request_body_and_headers_are_exactly_what_was_sent() {
         )]));
     req.thinking = Some(ThinkingConfig::Enabled {
         budget_tokens: 2048,
+        display: None,
     });
     req.stop_sequences = vec!["STOP".into()];
     req.metadata = Some(Metadata {

@@ -77,7 +77,12 @@ impl AgentLoop {
         let mut history: Vec<Message> = self.messages[..keep_from].to_vec();
         crate::session::transcript::push_merged(&mut history, Message::user_text(SUMMARY_PROMPT));
         let mut req = MessagesRequest::new(self.config.model.clone(), 4096, history);
-        req.system = super::prompt::system_blocks(&self.config.cwd, None, &self.config.today);
+        req.system = super::prompt::system_blocks(
+            &self.config.cwd,
+            None,
+            &self.config.today,
+            &self.config.options,
+        );
         let reply = self.model.complete(&req).await?;
         let summary = crate::session::transcript::text_of(&reply.to_message());
         let mut text = format!(

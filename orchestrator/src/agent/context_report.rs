@@ -39,7 +39,12 @@ fn tokens_of<T: Serialize>(value: &T) -> u64 {
 }
 
 pub(crate) fn build(agent: &AgentLoop) -> ContextReport {
-    let system = super::prompt::system_blocks(&agent.config.cwd, None, &agent.config.today);
+    let system = super::prompt::system_blocks(
+        &agent.config.cwd,
+        None,
+        &agent.config.today,
+        &agent.config.options,
+    );
     let memory = agent
         .config
         .memory

@@ -144,6 +144,9 @@ pub trait LoopObserver: Send + Sync {
     /// The prompt was written to the transcript as the user message `user_message_uuid`
     /// (checkpoints are recorded against it, so a rewind can name the message).
     async fn prompt_recorded(&self, _user_message_uuid: &str) {}
+    /// A model turn was written to the transcript as the record `uuid` (before it is
+    /// reported: a client sees that uuid, and may resume a fork at it).
+    async fn assistant_recorded(&self, _uuid: &str) {}
     /// A model turn is about to start (`turn` counts from 1 within the run); tools of the
     /// previous turn have finished. Checkpoints are taken here.
     async fn turn_start(&self, _turn: u32) {}
@@ -203,6 +206,12 @@ impl LoopObserver for Observers {
     async fn prompt_recorded(&self, user_message_uuid: &str) {
         for o in &self.0 {
             o.prompt_recorded(user_message_uuid).await;
+        }
+    }
+
+    async fn assistant_recorded(&self, uuid: &str) {
+        for o in &self.0 {
+            o.assistant_recorded(uuid).await;
         }
     }
 

@@ -8,11 +8,14 @@
 //!   crash loses no completed turn and a resumed session is valid;
 //! - a model or sandbox failure ends the run with an error result, never a panic.
 
+pub mod budget;
 mod compact;
 mod context_report;
 pub mod gate;
+mod options;
 pub mod prompt;
 mod shared;
+pub mod structured;
 mod tool_turn;
 
 use std::path::PathBuf;
@@ -34,7 +37,9 @@ pub use gate::{
     GateVerdict, LoopObserver, NoObserver, PromptVerdict, RulesGate, StopVerdict, ToolCallInfo,
     ToolGate,
 };
+pub use options::LoopOptions;
 pub use shared::LoopShared;
+pub use structured::StructuredOutput;
 
 /// How one loop runs.
 #[derive(Debug, Clone)]
@@ -54,6 +59,8 @@ pub struct LoopConfig {
     pub commands: Vec<crate::slash_commands::CustomCommand>,
     /// Today's date as YYYY-MM-DD.
     pub today: String,
+    /// The caller's choices (system prompt, thinking, effort, budget, output schema).
+    pub options: LoopOptions,
 }
 
 impl LoopConfig {
@@ -68,6 +75,7 @@ impl LoopConfig {
             memory: None,
             commands: Vec::new(),
             today: crate::session::record::now_rfc3339()[..10].to_string(),
+            options: LoopOptions::default(),
         }
     }
 }
@@ -77,6 +85,8 @@ impl LoopConfig {
 pub enum LoopEvent {
     /// A piece of assistant text as it streams.
     TextDelta(String),
+    /// The API's stream event as it came (when the model client was asked for them).
+    Stream(serde_json::Value),
     /// A complete assistant turn.
     Assistant(Message),
     /// A complete user turn (the prompt, or tool results).
@@ -102,6 +112,26 @@ pub struct RunOutcome {
     pub turns: u32,
     pub usage: Usage,
     pub stop_reason: Option<StopReason>,
+    /// What the session spent so far, in US dollars (none when a model had no price).
+    pub total_cost_usd: Option<f64>,
+    /// The value given through the StructuredOutput tool (`--json-schema`).
+    pub structured_output: Option<serde_json::Value>,
+}
+
+impl RunOutcome {
+    /// A run that has not ended yet.
+    pub fn start() -> Self {
+        Self {
+            text: String::new(),
+            is_error: false,
+            subtype: "success".into(),
+            turns: 0,
+            usage: Usage::default(),
+            stop_reason: None,
+            total_cost_usd: None,
+            structured_output: None,
+        }
+    }
 }
 
 /// One session's loop.
@@ -125,6 +155,8 @@ pub struct AgentLoop {
     shared: LoopShared,
     /// A sub-agent's loop: the parent's Agent tool_use id its events are wrapped with.
     sidechain_of: Option<String>,
+    /// The StructuredOutput tool's state, when the answer must match a schema.
+    structured: Option<StructuredOutput>,
 }
 
 /// How many times in a row the loop asks the model to go on after it hit max_tokens.
@@ -153,7 +185,13 @@ impl AgentLoop {
             context_tokens: 0,
             shared: LoopShared::default(),
             sidechain_of: None,
-            system: prompt::system_blocks(&config.cwd, config.memory.as_deref(), &config.today),
+            structured: None,
+            system: prompt::system_blocks(
+                &config.cwd,
+                config.memory.as_deref(),
+                &config.today,
+                &config.options,
+            ),
             config,
         }
     }
@@ -173,6 +211,13 @@ impl AgentLoop {
     /// Replaces the system blocks (a sub-agent's own prompt).
     pub fn with_system(mut self, system: Vec<SystemBlock>) -> Self {
         self.system = system;
+        self
+    }
+
+    /// The answer must come through `tool` (registered among the loop's tools by the
+    /// caller): the run ends once it holds a matching value.
+    pub fn with_structured_output(mut self, tool: StructuredOutput) -> Self {
+        self.structured = Some(tool);
         self
     }
 
@@ -275,14 +320,10 @@ impl AgentLoop {
     /// Runs one user prompt to the end of the model's turn.
     pub async fn run(&mut self, prompt: &str, interrupts: &mut watch::Receiver<u64>) -> RunOutcome {
         interrupts.borrow_and_update();
-        let mut outcome = RunOutcome {
-            text: String::new(),
-            is_error: false,
-            subtype: "success".into(),
-            turns: 0,
-            usage: Usage::default(),
-            stop_reason: None,
-        };
+        let outcome = RunOutcome::start();
+        if let Some(structured) = &self.structured {
+            structured.reset();
+        }
         // Session commands, as users of Claude Code type them: they act on the session
         // instead of going to the model.
         match prompt.trim() {
@@ -316,9 +357,28 @@ impl AgentLoop {
                 }
             }
         }
+        self.converse(outcome, interrupts).await
+    }
+
+    /// Calls the model and runs its tools until the turn ends.
+    async fn converse(
+        &mut self,
+        mut outcome: RunOutcome,
+        interrupts: &mut watch::Receiver<u64>,
+    ) -> RunOutcome {
         let mut continuations = 0;
         let mut stop_continuations = 0;
         loop {
+            // Checked before a call, never after one: the tools of the last reply ran
+            // and have their results, so the transcript stays whole.
+            if let Some(why) = self
+                .config
+                .options
+                .max_budget_usd
+                .and_then(|budget| self.config.options.spend.over(budget))
+            {
+                return self.finish(outcome, true, "error_max_budget_usd", why);
+            }
             if self
                 .config
                 .max_turns
@@ -360,17 +420,21 @@ impl AgentLoop {
                 }
             };
             add_usage(&mut outcome.usage, &reply.usage);
+            self.config.options.spend.add(&reply.model, &reply.usage);
             self.context_tokens = reply.usage.input_tokens
                 + reply.usage.cache_read_input_tokens
                 + reply.usage.cache_creation_input_tokens
                 + reply.usage.output_tokens;
             self.shared.record_usage(self.context_report());
             let message = reply.to_message();
-            self.record(RecordBody::Assistant {
+            let uuid = self.record(RecordBody::Assistant {
                 message: message.clone(),
                 stop_reason: reply.stop_reason.as_ref().map(|s| s.as_str().to_string()),
                 usage: reply.usage,
             });
+            if let Some(uuid) = uuid {
+                self.observer.assistant_recorded(&uuid).await;
+            }
             self.emit(LoopEvent::Assistant(message.clone()));
             self.messages.push(message);
             outcome.stop_reason = reply.stop_reason.clone();
@@ -388,6 +452,12 @@ impl AgentLoop {
                         "interrupted",
                         "interrupted by the user".into(),
                     );
+                }
+                if let Some(structured) = &self.structured {
+                    structured.refused(refused_calls(&reply, &self.messages, structured::NAME));
+                    if structured.exhausted() {
+                        return self.structured_retries_spent(outcome);
+                    }
                 }
                 continue;
             }
@@ -417,6 +487,16 @@ impl AgentLoop {
                 }
                 _ => {
                     let text = last_text(&self.messages);
+                    if let Some(structured) = &self.structured
+                        && structured.value().is_none()
+                    {
+                        if !structured.missed() {
+                            return self.structured_retries_spent(outcome);
+                        }
+                        self.push_user(Message::user_text(structured::REMINDER));
+                        self.sync();
+                        continue;
+                    }
                     if stop_continuations < MAX_STOP_CONTINUATIONS
                         && let StopVerdict::Continue { reason } = self.observer.stop(&text).await
                     {
@@ -460,6 +540,14 @@ impl AgentLoop {
         }
     }
 
+    fn structured_retries_spent(&mut self, outcome: RunOutcome) -> RunOutcome {
+        let why = format!(
+            "no value matching the --json-schema after {} attempts",
+            structured::MAX_RETRIES
+        );
+        self.finish(outcome, true, "error_max_structured_output_retries", why)
+    }
+
     fn finish(
         &mut self,
         mut outcome: RunOutcome,
@@ -467,6 +555,8 @@ impl AgentLoop {
         subtype: &str,
         text: String,
     ) -> RunOutcome {
+        outcome.total_cost_usd = self.config.options.spend.total();
+        outcome.structured_output = self.structured.as_ref().and_then(StructuredOutput::value);
         outcome.is_error = is_error;
         outcome.subtype = subtype.to_string();
         outcome.text = text;
@@ -480,12 +570,15 @@ impl AgentLoop {
     }
 
     fn request(&self) -> MessagesRequest {
+        let options = &self.config.options;
         let mut req = MessagesRequest::new(
             self.model_name(),
-            self.config.max_tokens,
+            options.max_tokens(self.config.max_tokens),
             self.messages.clone(),
         );
         req.system = self.system.clone();
+        req.thinking = options.thinking.clone();
+        req.output_config = options.output_config();
         req.tools = self.tool_definitions();
         // A breakpoint on the latest turn: the next call reads the whole conversation from
         // the cache and only pays for what is new.
@@ -506,6 +599,7 @@ impl AgentLoop {
             while let Some(event) = stream.next().await {
                 match event? {
                     StreamEvent::TextDelta { text, .. } => self.emit(LoopEvent::TextDelta(text)),
+                    StreamEvent::Raw(event) => self.emit(LoopEvent::Stream(event)),
                     StreamEvent::Message(message) => return Ok(message),
                     _ => {}
                 }
@@ -561,6 +655,31 @@ fn add_usage(total: &mut Usage, more: &Usage) {
     total.output_tokens += more.output_tokens;
     total.cache_read_input_tokens += more.cache_read_input_tokens;
     total.cache_creation_input_tokens += more.cache_creation_input_tokens;
+}
+
+/// How many of `reply`'s calls of the tool `name` got an error result (in the latest user
+/// turn of `messages`).
+fn refused_calls(reply: &AssistantMessage, messages: &[Message], name: &str) -> u32 {
+    let ids: Vec<&str> = reply
+        .content
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::ToolUse { id, name: n, .. } if n == name => Some(id.as_str()),
+            _ => None,
+        })
+        .collect();
+    let Some(results) = messages.last() else {
+        return 0;
+    };
+    let refused = results
+        .content
+        .iter()
+        .filter(|b| {
+            matches!(b, ContentBlock::ToolResult { tool_use_id, is_error: true, .. }
+                if ids.contains(&tool_use_id.as_str()))
+        })
+        .count();
+    u32::try_from(refused).unwrap_or(u32::MAX)
 }
 
 fn last_text(messages: &[Message]) -> String {

@@ -29,6 +29,19 @@ pub enum MemoryFile {
     Workspace(PathBuf),
 }
 
+impl MemoryFile {
+    /// The setting source it belongs to (`--setting-sources` chooses which are read):
+    /// the user's, the project's, or `CLAUDE.local.md`, the local one.
+    pub fn source(&self) -> crate::settings::Source {
+        use crate::settings::Source;
+        match self {
+            Self::User(_) => Source::User,
+            Self::Workspace(rel) if rel == Path::new("CLAUDE.local.md") => Source::Local,
+            Self::Workspace(_) => Source::Project,
+        }
+    }
+}
+
 /// The workspace's own memory files, in the order they are read.
 const WORKSPACE_MEMORY: [&str; 3] = ["CLAUDE.md", ".claude/CLAUDE.md", "CLAUDE.local.md"];
 
@@ -147,13 +160,34 @@ fn git_summary(cwd: &Path) -> Option<(String, String)> {
     ))
 }
 
-/// The system blocks of every request: our prompt and the environment, then the memory
-/// files. The last block carries a cache breakpoint: this prefix is stable across turns.
-pub fn system_blocks(cwd: &Path, memory: Option<&str>, today: &str) -> Vec<SystemBlock> {
-    let mut blocks = vec![
-        SystemBlock::text(SYSTEM_PROMPT),
-        SystemBlock::text(environment(cwd, today)),
-    ];
+/// The system blocks of every request: our prompt and the environment, the caller's
+/// addition, then the memory files. The last block carries a cache breakpoint: this
+/// prefix is stable across turns.
+///
+/// As with Claude Code driven by the Agent SDK: a caller's prompt replaces ours and the
+/// environment (only what it gives is sent); an empty one (the SDK's "none set") is the
+/// minimal prompt, the environment alone; no `--system-prompt` at all (the SDK's preset)
+/// is ours.
+pub fn system_blocks(
+    cwd: &Path,
+    memory: Option<&str>,
+    today: &str,
+    options: &crate::agent::LoopOptions,
+) -> Vec<SystemBlock> {
+    let mut blocks = match &options.system_prompt {
+        Some(minimal) if minimal.is_empty() => vec![SystemBlock::text(environment(cwd, today))],
+        Some(replacement) => vec![SystemBlock::text(replacement.clone())],
+        None => vec![
+            SystemBlock::text(SYSTEM_PROMPT),
+            SystemBlock::text(environment(cwd, today)),
+        ],
+    };
+    if let Some(extra) = &options.append_system_prompt {
+        blocks.push(SystemBlock::text(extra.clone()));
+    }
+    if options.json_schema.is_some() {
+        blocks.push(SystemBlock::text(crate::agent::structured::INSTRUCTION));
+    }
     if let Some(memory) = memory {
         blocks.push(SystemBlock::text(memory));
     }
@@ -232,7 +266,8 @@ mod tests {
 
     #[test]
     fn system_prefix_ends_with_a_cache_breakpoint() {
-        let blocks = system_blocks(Path::new("/nonexistent"), Some("mem"), "2026-11-29");
+        let none = crate::agent::LoopOptions::default();
+        let blocks = system_blocks(Path::new("/nonexistent"), Some("mem"), "2026-11-29", &none);
         assert_eq!(blocks.len(), 3);
         let SystemBlock::Text {
             cache_control,
@@ -242,5 +277,39 @@ mod tests {
         assert_eq!(text, "mem");
         let SystemBlock::Text { text, .. } = &blocks[1];
         assert!(text.contains("Today's date: 2026-11-29"));
+    }
+
+    #[test]
+    fn the_callers_prompt_replaces_ours_and_its_addition_follows() {
+        let texts = |options: &crate::agent::LoopOptions| -> Vec<String> {
+            system_blocks(
+                Path::new("/nonexistent"),
+                Some("mem"),
+                "2026-11-29",
+                options,
+            )
+            .into_iter()
+            .map(|SystemBlock::Text { text, .. }| text)
+            .collect()
+        };
+        let mut options = crate::agent::LoopOptions {
+            append_system_prompt: Some("Answer in French.".into()),
+            ..Default::default()
+        };
+        let appended = texts(&options);
+        assert_eq!(appended[0], SYSTEM_PROMPT);
+        assert_eq!(appended[2], "Answer in French.");
+        assert_eq!(appended[3], "mem");
+        options.system_prompt = Some("You are a pirate.".into());
+        assert_eq!(
+            texts(&options),
+            ["You are a pirate.", "Answer in French.", "mem"]
+        );
+        // The SDK passes `--system-prompt ""` for "none given": the minimal prompt.
+        options.system_prompt = Some(String::new());
+        options.append_system_prompt = None;
+        let minimal = texts(&options);
+        assert_eq!(minimal.len(), 2);
+        assert!(minimal[0].starts_with("<env>"), "{minimal:?}");
     }
 }

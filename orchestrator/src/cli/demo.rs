@@ -94,6 +94,7 @@ async fn run_session(dir: &std::path::Path, model: ModelConfig) -> anyhow::Resul
         max_turns: None,
         context_window: None,
         user_home: std::env::var_os("HOME").map(std::path::PathBuf::from),
+        overrides: Default::default(),
     };
     let prepared = env.prepare().await?;
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();

@@ -80,7 +80,7 @@ fn explain(args: &ExplainArgs) -> anyhow::Result<(String, Decision)> {
             disallowed_tools: args.disallowed_tools.clone(),
             permission_mode: args.permission_mode,
             model: None,
-            allowed_domains: Vec::new(),
+            ..CliSettings::default()
         },
     )
     .context("loading the settings")?;

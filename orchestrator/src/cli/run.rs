@@ -128,6 +128,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         permission_mode: args.permission_mode,
         model: args.model.clone(),
         allowed_domains: Vec::new(),
+        additional_directories: args.stream.add_dirs(&workspace),
+        mcp_servers: args.stream.mcp_servers()?,
+        strict_mcp_config: args.stream.strict_mcp_config,
+        setting_sources: args.stream.setting_sources()?,
     };
     let load = || Settings::load(&workspace, cli.clone());
     let mut settings = load().context("loading the settings")?;
@@ -145,6 +149,20 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if let Some(notice) = settings.untrusted_notice().filter(|_| !asked) {
         eprintln!("cordon: {notice}");
     }
+    let overrides = args.stream.overrides()?;
+    let model = args
+        .stream
+        .configure_model(ModelConfig::from_env().context("model configuration")?)?;
+    if overrides.options.max_budget_usd.is_some() {
+        let name = settings.model.as_deref().unwrap_or(&model.model);
+        let table = cordon::agent::budget::prices().map_err(anyhow::Error::msg)?;
+        if table.for_model(name).is_none() {
+            bail!(
+                "--max-budget-usd: model {name} has no price in policies/model-prices.json, so \
+                 the budget could not be kept"
+            );
+        }
+    }
     let env = SessionEnv {
         workspace: workspace.clone(),
         home: cordon::paths::cordon_home()?,
@@ -153,13 +171,14 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         shared_backend: None,
         image: args.image.clone(),
         tenant: None,
-        model: ModelConfig::from_env().context("model configuration")?,
-        start: session_start(&args),
+        model,
+        start: session_start(&args)?,
         max_turns: args.max_turns,
         context_window: std::env::var("CORDON_CONTEXT_WINDOW")
             .ok()
             .and_then(|v| v.parse().ok()),
         user_home: std::env::var_os("HOME").map(PathBuf::from),
+        overrides,
     };
     let prepared = env.prepare().await?;
     let h = &prepared.handles;
@@ -175,6 +194,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     });
     let mut observers: Vec<Arc<dyn cordon::agent::LoopObserver>> = Vec::new();
     if let Some(stream) = stream.as_mut() {
+        if args.stream.include_hook_events {
+            stream.report_hooks(&h.hooks, &session_id);
+        }
         // First: it tags the prompt's record with its transcript uuid (rewind_files).
         observers.extend(stream.prompt_uuids());
         stream.set_checkpoints(h.checkpoints.clone(), Some(h.sandbox.clone()));
@@ -290,15 +312,49 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// Which session the flags ask for: new, resumed, the latest, or a fork of one of those.
-fn session_start(args: &RunArgs) -> SessionStart {
-    match (&args.resume, args.continue_last, args.fork_session) {
-        (Some(id), _, false) => SessionStart::Resume(id.clone()),
-        (Some(id), _, true) => SessionStart::Fork(id.clone()),
-        (None, true, false) => SessionStart::ContinueLatest,
-        (None, true, true) => SessionStart::ForkLatest,
-        (None, false, _) => SessionStart::New { id: None },
+/// Which session the flags ask for: new, resumed, the latest, or a fork of one of those;
+/// `--session-id` names a new session or a fork, never a session carried on.
+fn session_start(args: &RunArgs) -> anyhow::Result<SessionStart> {
+    let id = args.stream.session_id()?;
+    let drops_turn = args.stream.resume_drops_turn.clone();
+    if let Some(at) = args.stream.resume_session_at.clone() {
+        // Cordon's transcripts are one line of records, not a tree: the session resumed
+        // at an earlier message is a fork, which leaves the original whole.
+        let (Some(from), true) = (&args.resume, args.fork_session) else {
+            bail!(
+                "--resume-session-at needs --resume and --fork-session (Cordon continues an \
+                 earlier point of a session as a fork of it)"
+            );
+        };
+        return Ok(SessionStart::ForkAt {
+            from: from.clone(),
+            id,
+            at,
+            drops_turn,
+        });
     }
+    if drops_turn.is_some() {
+        bail!("--resume-drops-turn needs --resume-session-at");
+    }
+    Ok(
+        match (&args.resume, args.continue_last, args.fork_session, id) {
+            (Some(from), _, true, Some(id)) => SessionStart::ForkAs {
+                from: from.clone(),
+                id,
+            },
+            (Some(_) | None, true, false, Some(_)) | (Some(_), _, false, Some(_)) => bail!(
+                "--session-id names a new session: with --resume or --continue it needs --fork-session"
+            ),
+            (None, true, true, Some(_)) => {
+                bail!("--session-id with --continue --fork-session: name the session with --resume")
+            }
+            (Some(from), _, false, None) => SessionStart::Resume(from.clone()),
+            (Some(from), _, true, None) => SessionStart::Fork(from.clone()),
+            (None, true, false, None) => SessionStart::ContinueLatest,
+            (None, true, true, None) => SessionStart::ForkLatest,
+            (None, false, _, id) => SessionStart::New { id },
+        },
+    )
 }
 
 /// No prompt and no -p, with standard input and output on a terminal: the user is there.

@@ -11,7 +11,7 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use anyhow::bail;
+use anyhow::{Context, bail};
 use clap::Args;
 use serde_json::{Value, json};
 use tokio::io::BufReader;
@@ -19,14 +19,16 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use cordon::agent::gate::PermissionPrompter;
-use cordon::agent::{AgentLoop, LoopEvent, LoopObserver, RunOutcome};
+use cordon::agent::{AgentLoop, LoopEvent, LoopObserver, LoopOptions, RunOutcome};
 use cordon::checkpoints::Checkpoints;
 use cordon::control::{
     self, Controller, Event, ModeSetter, PromptUuids, RecordInfo, Rewinder, SdkHookCallbacks,
     SdkPrompter, SessionControls,
 };
 use cordon::hooks::{HookObserver, Hooks};
+use cordon::model::{ModelConfig, ThinkingConfig};
 use cordon::output::OutputFormat;
+use cordon::session::SessionOverrides;
 use cordon::tools::Interrupter;
 
 /// `--input-format`.
@@ -112,37 +114,211 @@ impl StreamArgs {
                 out.push(name);
             }
         };
-        // The SDK passes `--system-prompt ""` when the caller set none: that keeps ours.
-        note(
-            self.system_prompt.as_deref().is_some_and(|s| !s.is_empty()),
-            "--system-prompt",
-        );
-        note(self.system_prompt_file.is_some(), "--system-prompt-file");
-        note(
-            self.append_system_prompt.is_some(),
-            "--append-system-prompt",
-        );
-        note(self.tools.is_some(), "--tools");
-        note(self.max_budget_usd.is_some(), "--max-budget-usd");
-        note(self.task_budget.is_some(), "--task-budget");
-        note(self.fallback_model.is_some(), "--fallback-model");
-        note(self.betas.is_some(), "--betas");
-        note(self.session_id.is_some(), "--session-id");
-        note(!self.add_dir.is_empty(), "--add-dir");
-        note(!self.mcp_config.is_empty(), "--mcp-config");
-        note(self.include_partial_messages, "--include-partial-messages");
-        note(self.include_hook_events, "--include-hook-events");
-        note(self.resume_session_at.is_some(), "--resume-session-at");
-        note(self.resume_drops_turn.is_some(), "--resume-drops-turn");
         note(self.session_mirror, "--session-mirror");
         note(!self.plugin_dir.is_empty(), "--plugin-dir");
-        note(self.thinking.is_some(), "--thinking");
-        note(self.max_thinking_tokens.is_some(), "--max-thinking-tokens");
-        note(self.effort.is_some(), "--effort");
-        note(self.json_schema.is_some(), "--json-schema");
         out
     }
+
+    /// What the flags change about the session's loop and its built-in tools.
+    pub fn overrides(&self) -> anyhow::Result<SessionOverrides> {
+        let system_prompt = match (&self.system_prompt, &self.system_prompt_file) {
+            (Some(text), None) => Some(text.clone()),
+            (None, Some(path)) => Some(
+                std::fs::read_to_string(path)
+                    .with_context(|| format!("reading --system-prompt-file {path}"))?,
+            ),
+            // The SDK passes `--system-prompt ""` beside a file only when the caller set
+            // none; two prompts are a mistake.
+            (Some(text), Some(_)) if !text.is_empty() => {
+                bail!("--system-prompt and --system-prompt-file cannot both be given")
+            }
+            (Some(_), Some(path)) => Some(
+                std::fs::read_to_string(path)
+                    .with_context(|| format!("reading --system-prompt-file {path}"))?,
+            ),
+            (None, None) => None,
+        };
+        let max_budget_usd = match &self.max_budget_usd {
+            None => None,
+            Some(text) => match text.trim().parse::<f64>() {
+                Ok(usd) if usd.is_finite() && usd > 0.0 => Some(usd),
+                _ => bail!("--max-budget-usd {text:?}: expected a positive number of dollars"),
+            },
+        };
+        let json_schema = self
+            .json_schema
+            .as_deref()
+            .map(cordon::agent::structured::parse_flag)
+            .transpose()?;
+        let options = LoopOptions {
+            system_prompt,
+            append_system_prompt: self.append_system_prompt.clone(),
+            thinking: self.thinking_config()?,
+            effort: self.effort()?,
+            task_budget: match &self.task_budget {
+                None => None,
+                Some(text) => Some(text.trim().parse::<u64>().map_err(|_| {
+                    anyhow::anyhow!("--task-budget {text:?}: expected a number of tokens")
+                })?),
+            },
+            max_budget_usd,
+            json_schema,
+            spend: Default::default(),
+        };
+        Ok(SessionOverrides {
+            options,
+            builtin_tools: self.builtin_tools(),
+        })
+    }
+
+    /// `--tools`: `default` for all built-ins, `""` for none, else the names (comma or
+    /// space separated).
+    fn builtin_tools(&self) -> Option<Vec<String>> {
+        let list = self.tools.as_deref()?;
+        if list.trim() == "default" {
+            return None;
+        }
+        Some(
+            list.split(|c: char| c == ',' || c.is_whitespace())
+                .filter(|n| !n.is_empty())
+                .map(String::from)
+                .collect(),
+        )
+    }
+
+    /// `--thinking adaptive|disabled|enabled`, `--max-thinking-tokens N` (0: none) and
+    /// `--thinking-display`, as the API's `thinking`.
+    fn thinking_config(&self) -> anyhow::Result<Option<ThinkingConfig>> {
+        let budget = match &self.max_thinking_tokens {
+            None => None,
+            Some(text) => Some(text.trim().parse::<u32>().map_err(|_| {
+                anyhow::anyhow!("--max-thinking-tokens {text:?}: expected a number of tokens")
+            })?),
+        };
+        let display = match self.thinking_display.as_deref() {
+            None => None,
+            Some(d @ ("summarized" | "omitted")) => Some(d.to_string()),
+            Some(other) => {
+                bail!("--thinking-display {other:?}: expected summarized or omitted")
+            }
+        };
+        Ok(match (self.thinking.as_deref(), budget) {
+            (Some("disabled"), _) | (None, Some(0)) => Some(ThinkingConfig::Disabled),
+            (Some("adaptive"), _) => Some(ThinkingConfig::Adaptive { display }),
+            (Some("enabled") | None, Some(budget_tokens)) => Some(ThinkingConfig::Enabled {
+                budget_tokens,
+                display,
+            }),
+            (Some("enabled"), None) => bail!("--thinking enabled needs --max-thinking-tokens"),
+            (Some(other), _) => {
+                bail!("--thinking {other:?}: expected adaptive, enabled or disabled")
+            }
+            (None, None) => None,
+        })
+    }
+
+    /// `--effort`, one of the API's levels.
+    fn effort(&self) -> anyhow::Result<Option<String>> {
+        const LEVELS: [&str; 5] = ["low", "medium", "high", "xhigh", "max"];
+        match self.effort.as_deref() {
+            None => Ok(None),
+            Some(level) if LEVELS.contains(&level) => Ok(Some(level.to_string())),
+            Some(other) => bail!("--effort {other:?}: expected one of {}", LEVELS.join(", ")),
+        }
+    }
+
+    /// The model client's part: `--betas`, `--fallback-model`, and the raw stream events
+    /// `--include-partial-messages` shows.
+    pub fn configure_model(&self, mut config: ModelConfig) -> anyhow::Result<ModelConfig> {
+        if let Some(betas) = &self.betas {
+            config.betas = betas
+                .split(|c: char| c == ',' || c.is_whitespace())
+                .filter(|b| !b.is_empty())
+                .map(String::from)
+                .collect();
+        }
+        // The API takes `output_config.task_budget` under its beta.
+        if self.task_budget.is_some() && !config.betas.iter().any(|b| b == TASK_BUDGET_BETA) {
+            config.betas.push(TASK_BUDGET_BETA.to_string());
+        }
+        if let Some(fallback) = self.fallback_model.as_deref().filter(|f| !f.is_empty()) {
+            config.fallback_model = Some(fallback.to_string());
+        }
+        config.raw_events = self.include_partial_messages;
+        Ok(config)
+    }
+
+    /// `--session-id`: the id a new session (or a fork) gets; a UUID, as Claude Code
+    /// requires.
+    pub fn session_id(&self) -> anyhow::Result<Option<String>> {
+        match &self.session_id {
+            None => Ok(None),
+            Some(id) => match uuid::Uuid::parse_str(id) {
+                Ok(uuid) => Ok(Some(uuid.hyphenated().to_string())),
+                Err(_) => bail!("--session-id {id:?} is not a UUID"),
+            },
+        }
+    }
+
+    /// `--mcp-config`: each a file or inline JSON of `{"mcpServers": {...}}`, merged (a
+    /// later one's server replaces an earlier one's of the same name). The client's own
+    /// in-process servers (`"type": "sdk"`) are left out: they live in the client and
+    /// come through the control protocol's initialize, not as programs to start.
+    pub fn mcp_servers(&self) -> anyhow::Result<Option<serde_json::Map<String, Value>>> {
+        if self.mcp_config.is_empty() {
+            return Ok(None);
+        }
+        let mut servers = serde_json::Map::new();
+        for arg in &self.mcp_config {
+            let (text, shown) = if arg.trim_start().starts_with('{') {
+                (arg.clone(), "inline JSON".to_string())
+            } else {
+                let text = std::fs::read_to_string(arg)
+                    .with_context(|| format!("reading --mcp-config {arg}"))?;
+                (text, arg.clone())
+            };
+            let value: Value = serde_json::from_str(&text)
+                .with_context(|| format!("--mcp-config ({shown}) is not valid JSON"))?;
+            let Some(map) = value.get("mcpServers").and_then(Value::as_object) else {
+                bail!("--mcp-config ({shown}) has no \"mcpServers\" object");
+            };
+            for (name, entry) in map {
+                if entry.get("type").and_then(Value::as_str) != Some("sdk") {
+                    servers.insert(name.clone(), entry.clone());
+                }
+            }
+        }
+        Ok(Some(servers))
+    }
+
+    /// `--setting-sources user,project,local` (any of them; empty: none).
+    pub fn setting_sources(&self) -> anyhow::Result<Option<Vec<cordon::settings::Source>>> {
+        let Some(list) = &self.setting_sources else {
+            return Ok(None);
+        };
+        let mut sources = Vec::new();
+        for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            match cordon::settings::Source::parse_file_source(name) {
+                Some(source) => sources.push(source),
+                None => bail!("--setting-sources {name:?}: expected user, project or local"),
+            }
+        }
+        Ok(Some(sources))
+    }
+
+    /// `--add-dir`: absolute (relative ones from `cwd`); they join
+    /// `permissions.additionalDirectories` of the command line's settings, and so pass
+    /// the same host-side checks before the sandbox mounts them.
+    pub fn add_dirs(&self, cwd: &std::path::Path) -> Vec<String> {
+        self.add_dir
+            .iter()
+            .map(|d| cwd.join(d).display().to_string())
+            .collect()
+    }
 }
+
+/// The beta `output_config.task_budget` needs.
+const TASK_BUDGET_BETA: &str = "task-budgets-2026-03-13";
 
 /// A stream-json connection: the writer and reader tasks over stdout and stdin.
 pub struct StreamSession {
@@ -220,6 +396,16 @@ impl StreamSession {
             Arc::new(SdkPrompter::new(self.controller.clone()).with_interrupts(interrupts))
                 as Arc<dyn PermissionPrompter>
         })
+    }
+
+    /// `--include-hook-events`: the session's command hooks are reported as they run.
+    pub fn report_hooks(&self, hooks: &Hooks, session_id: &str) {
+        hooks
+            .runner
+            .set_events(Arc::new(control::hook_events::SdkHookEvents::new(
+                self.controller.clone(),
+                session_id,
+            )));
     }
 
     /// `mcp_status` reports these servers.
@@ -322,5 +508,170 @@ impl Rewinder for CheckpointRewinder {
             })
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        stream: StreamArgs,
+    }
+
+    fn args(flags: &[&str]) -> StreamArgs {
+        let mut argv = vec!["cordon"];
+        argv.extend_from_slice(flags);
+        Cli::try_parse_from(argv).unwrap().stream
+    }
+
+    #[test]
+    fn tools_thinking_and_effort_are_read_as_claude_code_reads_them() {
+        assert_eq!(args(&["--tools", "default"]).builtin_tools(), None);
+        assert_eq!(args(&["--tools", ""]).builtin_tools(), Some(vec![]));
+        assert_eq!(
+            args(&["--tools", "Read,Grep"]).builtin_tools(),
+            Some(vec!["Read".to_string(), "Grep".to_string()])
+        );
+        let thinking = |flags: &[&str]| args(flags).thinking_config();
+        assert_eq!(
+            thinking(&["--max-thinking-tokens", "2048"]).unwrap(),
+            Some(ThinkingConfig::Enabled {
+                budget_tokens: 2048,
+                display: None
+            })
+        );
+        assert_eq!(
+            thinking(&["--max-thinking-tokens", "0"]).unwrap(),
+            Some(ThinkingConfig::Disabled)
+        );
+        assert_eq!(
+            thinking(&["--thinking", "adaptive", "--thinking-display", "omitted"]).unwrap(),
+            Some(ThinkingConfig::Adaptive {
+                display: Some("omitted".into())
+            })
+        );
+        for bad in [
+            &["--thinking", "lots"][..],
+            &["--thinking", "enabled"],
+            &["--max-thinking-tokens", "many"],
+            &["--thinking", "adaptive", "--thinking-display", "loud"],
+        ] {
+            assert!(thinking(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(
+            args(&["--effort", "high"]).effort().unwrap(),
+            Some("high".into())
+        );
+        let err = args(&["--effort", "extreme"]).effort().unwrap_err();
+        assert!(err.to_string().contains("low, medium, high"), "{err}");
+    }
+
+    #[test]
+    fn budgets_schemas_and_session_ids_are_checked_before_anything_runs() {
+        for bad in ["0", "-1", "lots", "NaN"] {
+            let flag = format!("--max-budget-usd={bad}");
+            assert!(args(&[&flag]).overrides().is_err(), "{bad}");
+        }
+        let o = args(&["--max-budget-usd", "0.5", "--task-budget", "1000"])
+            .overrides()
+            .unwrap();
+        assert_eq!(o.options.max_budget_usd, Some(0.5));
+        assert_eq!(o.options.task_budget, Some(1000));
+        assert!(args(&["--json-schema", "{not json"]).overrides().is_err());
+        assert!(args(&["--session-id", "not-a-uuid"]).session_id().is_err());
+        assert_eq!(
+            args(&["--session-id=0B5C1E0E-5D7A-4C39-9A57-3F1C2A9D0001"])
+                .session_id()
+                .unwrap()
+                .as_deref(),
+            Some("0b5c1e0e-5d7a-4c39-9a57-3f1c2a9d0001")
+        );
+        assert!(
+            args(&[
+                "--system-prompt",
+                "a",
+                "--system-prompt-file",
+                "/nonexistent"
+            ])
+            .overrides()
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn mcp_config_merges_files_and_json_and_leaves_the_clients_own_servers_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("servers.json");
+        std::fs::write(
+            &file,
+            r#"{"mcpServers": {"a": {"command": "one"}, "b": {"command": "file"}}}"#,
+        )
+        .unwrap();
+        let inline = r#"{"mcpServers": {"b": {"command": "inline"}, "mine": {"type": "sdk", "name": "mine"}}}"#;
+        let servers = args(&[
+            "--mcp-config",
+            file.to_str().unwrap(),
+            "--mcp-config",
+            inline,
+        ])
+        .mcp_servers()
+        .unwrap()
+        .unwrap();
+        assert_eq!(servers["a"]["command"], "one");
+        assert_eq!(servers["b"]["command"], "inline", "a later one replaces");
+        assert!(
+            !servers.contains_key("mine"),
+            "sdk servers live in the client"
+        );
+        assert!(args(&["--mcp-config", "{\"x\": 1}"]).mcp_servers().is_err());
+        assert!(
+            args(&["--mcp-config", "/nonexistent.json"])
+                .mcp_servers()
+                .is_err()
+        );
+        assert_eq!(args(&[]).mcp_servers().unwrap(), None);
+    }
+
+    #[test]
+    fn setting_sources_name_files_and_betas_reach_the_client() {
+        use cordon::settings::Source;
+        assert_eq!(
+            args(&["--setting-sources=user,local"])
+                .setting_sources()
+                .unwrap(),
+            Some(vec![Source::User, Source::Local])
+        );
+        assert_eq!(
+            args(&["--setting-sources="]).setting_sources().unwrap(),
+            Some(vec![])
+        );
+        assert!(
+            args(&["--setting-sources=managed"])
+                .setting_sources()
+                .is_err()
+        );
+        let config = ModelConfig::new(
+            "http://127.0.0.1:9",
+            cordon::model::Credentials::ApiKey("k".into()),
+        );
+        let config = args(&[
+            "--betas",
+            "a-1,b-2",
+            "--task-budget",
+            "5",
+            "--fallback-model",
+            "claude-haiku-4-5",
+            "--include-partial-messages",
+        ])
+        .configure_model(config)
+        .unwrap();
+        assert_eq!(config.betas, ["a-1", "b-2", TASK_BUDGET_BETA]);
+        assert_eq!(config.fallback_model.as_deref(), Some("claude-haiku-4-5"));
+        assert!(config.raw_events);
+        assert!(args(&[]).not_applied().is_empty());
     }
 }

@@ -17,6 +17,7 @@
 //! rule (the gate asks only after the rules said "ask") nor the sandbox.
 
 pub mod channel;
+pub mod hook_events;
 pub mod prompter;
 pub mod protocol;
 pub mod records;

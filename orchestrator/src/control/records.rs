@@ -25,6 +25,18 @@ pub fn message(session_id: &str, model: &str, message: &Message) -> Value {
     record
 }
 
+/// One of the API's stream events as it came (`--include-partial-messages`), of the
+/// main conversation or of the sub-agent run by the Agent call `parent_tool_use_id`.
+pub fn stream_event(session_id: &str, event: Value, parent_tool_use_id: Option<String>) -> Value {
+    json!({
+        "type": "stream_event",
+        "uuid": new_uuid(),
+        "session_id": session_id,
+        "event": event,
+        "parent_tool_use_id": parent_tool_use_id,
+    })
+}
+
 /// The result of one prompt.
 pub fn result(
     session_id: &str,
@@ -34,8 +46,6 @@ pub fn result(
 ) -> Value {
     let mut record = output::result_record(session_id, outcome, duration_ms);
     record["duration_api_ms"] = json!(duration_api_ms);
-    // Cordon does not price tokens; the usage is exact, the cost is left to the caller.
-    record["total_cost_usd"] = Value::Null;
     record["uuid"] = json!(new_uuid());
     record["permission_denials"] = json!([]);
     record
@@ -67,7 +77,7 @@ mod tests {
             subtype: "success".into(),
             turns: 2,
             usage: Usage::default(),
-            stop_reason: None,
+            ..RunOutcome::start()
         };
         let r = result("s", &outcome, 10, 4);
         for field in [

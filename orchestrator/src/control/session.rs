@@ -47,12 +47,20 @@ pub type InterruptFn = Arc<dyn Fn() + Send + Sync>;
 /// it: checkpoints are recorded against that uuid, and `rewind_files` takes it back.
 /// Put it first among the loop's observers (it then runs before the prompt's record can
 /// be forwarded).
+/// The assistant records' uuids likewise, in order (a fork may resume at one of them).
 #[derive(Debug, Default)]
-pub struct PromptUuids(std::sync::Mutex<Option<String>>);
+pub struct PromptUuids(
+    std::sync::Mutex<Option<String>>,
+    std::sync::Mutex<VecDeque<String>>,
+);
 
 impl PromptUuids {
     fn take(&self) -> Option<String> {
         self.0.lock().ok().and_then(|mut u| u.take())
+    }
+
+    fn take_assistant(&self) -> Option<String> {
+        self.1.lock().ok().and_then(|mut q| q.pop_front())
     }
 }
 
@@ -61,6 +69,12 @@ impl crate::agent::LoopObserver for PromptUuids {
     async fn prompt_recorded(&self, user_message_uuid: &str) {
         if let Ok(mut u) = self.0.lock() {
             *u = Some(user_message_uuid.to_string());
+        }
+    }
+
+    async fn assistant_recorded(&self, uuid: &str) {
+        if let Ok(mut q) = self.1.lock() {
+            q.push_back(uuid.to_string());
         }
     }
 }
@@ -319,7 +333,11 @@ fn forward(
 ) {
     match event {
         LoopEvent::Assistant(m) => {
-            controller.send(records::message(&info.session_id, &info.model, &m));
+            let mut record = records::message(&info.session_id, &info.model, &m);
+            if let Some(uuid) = controls.prompt_uuids.take_assistant() {
+                record["uuid"] = json!(uuid);
+            }
+            controller.send(record);
         }
         LoopEvent::User(m) => {
             let mut record = records::message(&info.session_id, &info.model, &m);
@@ -332,16 +350,24 @@ fn forward(
             }
             controller.send(record);
         }
+        LoopEvent::Stream(event) => {
+            controller.send(records::stream_event(&info.session_id, event, None));
+        }
         LoopEvent::Subagent {
             parent_tool_use_id,
             event,
-        } => {
-            if let LoopEvent::Assistant(m) | LoopEvent::User(m) = *event {
+        } => match *event {
+            LoopEvent::Assistant(m) | LoopEvent::User(m) => {
                 let mut record = records::message(&info.session_id, &info.model, &m);
                 record["parent_tool_use_id"] = json!(parent_tool_use_id);
                 controller.send(record);
             }
-        }
+            LoopEvent::Stream(event) => {
+                let parent = Some(parent_tool_use_id);
+                controller.send(records::stream_event(&info.session_id, event, parent));
+            }
+            _ => {}
+        },
         LoopEvent::TextDelta(_) | LoopEvent::Compacted { .. } => {}
     }
 }

@@ -312,6 +312,13 @@ pub trait HookCallbacks: Send + Sync {
     ) -> Result<serde_json::Value, String>;
 }
 
+/// Told when a command hook starts and when it ended (`--include-hook-events`: the
+/// client sees them as `hook_started` and `hook_response` records).
+pub trait HookEvents: Send + Sync {
+    fn started(&self, hook_id: &str, entry: &HookEntry);
+    fn responded(&self, hook_id: &str, entry: &HookEntry, run: &output::HookRun);
+}
+
 /// The session facts every hook input carries.
 #[derive(Debug, Clone)]
 pub struct SessionFacts {

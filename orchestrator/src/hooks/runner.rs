@@ -18,7 +18,7 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::output::{self, HookOutcome, HookRun, RunStatus};
-use super::{Handler, HookCallbacks, HookEntry, RunsOn};
+use super::{Handler, HookCallbacks, HookEntry, HookEvents, RunsOn};
 use crate::tools::ToolContext;
 
 /// Most bytes of a hook's stdout or stderr kept.
@@ -32,6 +32,7 @@ pub struct HookRunner {
     sandbox: Option<ToolContext>,
     workspace: PathBuf,
     callbacks: RwLock<Option<Arc<dyn HookCallbacks>>>,
+    events: RwLock<Option<Arc<dyn HookEvents>>>,
 }
 
 impl std::fmt::Debug for HookRunner {
@@ -48,6 +49,7 @@ impl HookRunner {
             sandbox,
             workspace: workspace.into(),
             callbacks: RwLock::new(None),
+            events: RwLock::new(None),
         }
     }
 
@@ -57,6 +59,11 @@ impl HookRunner {
             .callbacks
             .write()
             .unwrap_or_else(PoisonError::into_inner) = Some(callbacks);
+    }
+
+    /// Who hears of each command hook's start and end.
+    pub fn set_events(&self, events: Arc<dyn HookEvents>) {
+        *self.events.write().unwrap_or_else(PoisonError::into_inner) = Some(events);
     }
 
     /// Runs `entry` with `input` on stdin and interprets the result.
@@ -73,10 +80,22 @@ impl HookRunner {
                 runs_on,
             } => {
                 let stdin = serde_json::to_vec(input).unwrap_or_default();
+                let events = self
+                    .events
+                    .read()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .clone();
+                let hook_id = uuid::Uuid::new_v4().to_string();
+                if let Some(events) = &events {
+                    events.started(&hook_id, entry);
+                }
                 let run = match runs_on {
                     RunsOn::Host => self.on_host(command, stdin, *timeout).await,
                     RunsOn::Sandbox => self.in_sandbox(command, stdin, *timeout).await,
                 };
+                if let Some(events) = &events {
+                    events.responded(&hook_id, entry, &run);
+                }
                 tracing::debug!(hook = %entry.describe(), status = ?run.status, "hook ran");
                 output::interpret(entry.event, &run)
             }

@@ -478,6 +478,8 @@ fn show_event(screen: &mut Screen, event: LoopEvent) {
         // A sub-agent's own steps stay out of the conversation view: its report arrives
         // as the Agent call's result.
         LoopEvent::Subagent { .. } => {}
+        // Raw API events are for stream-json clients that asked for them.
+        LoopEvent::Stream(_) => {}
     }
 }
 

@@ -124,12 +124,24 @@ pub fn load(
     };
     let approval = Approval::from_settings(settings);
     let mut out = McpConfig::default();
+    // `--strict-mcp-config`: the command line's own servers (its flags layer) alone.
+    let strict = settings.strict_mcp_config;
     for f in settings.files() {
+        if strict && !(f.source == Source::Cli && f.origin == "cli") {
+            continue;
+        }
         if let Some(map) = f.value.get("mcpServers").and_then(Value::as_object) {
             for (name, entry) in map {
                 add(&mut out, name, f.source.as_str(), entry, &lookup, &approval);
             }
         }
+    }
+    let project_wanted = settings
+        .setting_sources
+        .as_ref()
+        .is_none_or(|only| only.contains(&Source::Project));
+    if strict || !project_wanted {
+        return out;
     }
     let mut warnings = Vec::new();
     let text =

@@ -66,7 +66,18 @@ pub struct ModelConfig {
     pub read_timeout: Duration,
     /// Told of failed attempts, retries and finished calls (the server's metrics).
     pub observer: Option<Observer>,
+    /// Beta features asked for in the `anthropic-beta` header (`--betas`).
+    pub betas: Vec<String>,
+    /// The model a call moves to once the asked one answered "overloaded"
+    /// [`OVERLOADS_BEFORE_FALLBACK`] times in a row (`--fallback-model`).
+    pub fallback_model: Option<String>,
+    /// Streams also yield the API's events as they came ([`StreamEvent::Raw`]).
+    pub raw_events: bool,
 }
+
+/// Overloaded answers in a row before a call moves to the fallback model: one is often
+/// a passing spike the backoff rides out; several say the model is saturated.
+pub const OVERLOADS_BEFORE_FALLBACK: u32 = 3;
 
 impl ModelConfig {
     pub fn new(base_url: impl Into<String>, credentials: Credentials) -> Self {
@@ -78,6 +89,9 @@ impl ModelConfig {
             connect_timeout: Duration::from_secs(30),
             read_timeout: Duration::from_secs(300),
             observer: None,
+            betas: Vec::new(),
+            fallback_model: None,
+            raw_events: false,
         }
     }
 
@@ -140,6 +154,11 @@ impl ModelConfig {
         );
         headers.insert("content-type", HeaderValue::from_static("application/json"));
         headers.insert("accept", HeaderValue::from_static("text/event-stream"));
+        if !self.betas.is_empty() {
+            let betas = HeaderValue::from_str(&self.betas.join(","))
+                .map_err(|_| ModelError::InvalidBeta(self.betas.join(",")))?;
+            headers.insert("anthropic-beta", betas);
+        }
         Ok(headers)
     }
 }
@@ -194,10 +213,11 @@ impl ModelClient {
         req: &MessagesRequest,
         emit_deltas: bool,
     ) -> Result<ModelStream, ModelError> {
-        let body = self.request_body(req)?;
+        let mut body = self.request_body(req)?;
+        let mut fallback = self.fallback_body(req)?;
         let mut retries = 0;
         let began = Instant::now();
-        let response = match self.open(&body, &mut retries).await {
+        let response = match self.open(&mut body, &mut fallback, &mut retries).await {
             Ok(response) => response,
             Err(err) => {
                 self.finished(began, false);
@@ -208,8 +228,9 @@ impl ModelClient {
             began,
             client: self.clone(),
             body,
+            fallback,
             response: Some(response.bytes_stream().boxed()),
-            decoder: StreamDecoder::new(emit_deltas),
+            decoder: self.decoder(emit_deltas),
             emit_deltas,
             pending: VecDeque::new(),
             scratch: Vec::new(),
@@ -222,6 +243,34 @@ impl ModelClient {
             Some((item, state))
         })
         .boxed())
+    }
+
+    fn decoder(&self, emit_deltas: bool) -> StreamDecoder {
+        let decoder = StreamDecoder::new(emit_deltas);
+        if self.config.raw_events && emit_deltas {
+            decoder.with_raw_events()
+        } else {
+            decoder
+        }
+    }
+
+    /// The body sent instead once the model is overloaded: the same request for the
+    /// fallback model (none without one, or when it is the model asked for).
+    fn fallback_body(&self, req: &MessagesRequest) -> Result<Option<Bytes>, ModelError> {
+        let Some(fallback) = &self.config.fallback_model else {
+            return Ok(None);
+        };
+        let asked = if req.model.is_empty() {
+            &self.config.model
+        } else {
+            &req.model
+        };
+        if asked == fallback {
+            return Ok(None);
+        }
+        let mut req = req.clone();
+        req.model = fallback.clone();
+        self.request_body(&req).map(Some)
     }
 
     fn request_body(&self, req: &MessagesRequest) -> Result<Bytes, ModelError> {
@@ -241,12 +290,37 @@ impl ModelClient {
     }
 
     /// Sends until a success status, retrying per the policy; `retries` counts across the
-    /// whole call (reconnections mid-stream included).
-    async fn open(&self, body: &Bytes, retries: &mut u32) -> Result<reqwest::Response, ModelError> {
+    /// whole call (reconnections mid-stream included). After
+    /// [`OVERLOADS_BEFORE_FALLBACK`] overloaded answers in a row, `body` becomes the
+    /// `fallback` one (taken: the call stays on the fallback model) and is sent at once.
+    async fn open(
+        &self,
+        body: &mut Bytes,
+        fallback: &mut Option<Bytes>,
+        retries: &mut u32,
+    ) -> Result<reqwest::Response, ModelError> {
+        let mut overloads = 0;
         loop {
             match self.send_once(body).await {
                 Ok(response) => return Ok(response),
-                Err(err) => self.backoff(err, retries).await?,
+                Err(err) if err.is_overloaded() && fallback.is_some() => {
+                    overloads += 1;
+                    if overloads >= OVERLOADS_BEFORE_FALLBACK
+                        && let Some(next) = fallback.take()
+                    {
+                        tracing::warn!(
+                            model = ?self.config.fallback_model,
+                            "the model is overloaded; moving to the fallback model"
+                        );
+                        *body = next;
+                        continue;
+                    }
+                    self.backoff(err, retries).await?;
+                }
+                Err(err) => {
+                    overloads = 0;
+                    self.backoff(err, retries).await?;
+                }
             }
         }
     }
@@ -354,6 +428,8 @@ struct StreamState {
     began: Instant,
     client: ModelClient,
     body: Bytes,
+    /// The fallback model's body, until the call moved to it.
+    fallback: Option<Bytes>,
     response: Option<BoxStream<'static, reqwest::Result<Bytes>>>,
     decoder: StreamDecoder,
     emit_deltas: bool,
@@ -427,8 +503,11 @@ impl StreamState {
                 reason,
             });
         }
-        self.decoder = StreamDecoder::new(self.emit_deltas);
-        let response = self.client.open(&self.body, &mut self.retries).await?;
+        self.decoder = self.client.decoder(self.emit_deltas);
+        let response = self
+            .client
+            .open(&mut self.body, &mut self.fallback, &mut self.retries)
+            .await?;
         self.response = Some(response.bytes_stream().boxed());
         Ok(())
     }

@@ -14,6 +14,8 @@ pub enum ModelError {
     InvalidBaseUrl { url: String, reason: String },
     #[error("model credential is not a valid http header value")]
     InvalidCredential,
+    #[error("--betas {0:?} is not a valid anthropic-beta header value")]
+    InvalidBeta(String),
     #[error("building the http client failed: {0}")]
     BuildClient(#[source] reqwest::Error),
     #[error("serialising the request failed: {0}")]
@@ -75,6 +77,11 @@ impl ModelError {
             Self::StreamErrorEvent { error_type, .. } => is_retryable_error_type(error_type),
             _ => false,
         }
+    }
+
+    /// The API said the model is overloaded (HTTP 529 or an `overloaded_error`).
+    pub fn is_overloaded(&self) -> bool {
+        self.status() == Some(529) || self.error_type() == Some("overloaded_error")
     }
 
     /// The delay the server asked for (`retry-after-ms` / `retry-after`), if any.

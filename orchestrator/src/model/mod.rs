@@ -40,7 +40,7 @@ pub use retry::RetryPolicy;
 pub use sse::{SseError, SseEvent, SseParser};
 pub use stream::{MessageAssembler, StreamDecoder, StreamEvent};
 pub use types::{
-    AssistantMessage, CacheControl, ContentBlock, Message, MessagesRequest, Metadata, Role,
-    StopReason, SystemBlock, ThinkingConfig, ToolDefinition, ToolResultBlock, ToolResultContent,
-    Usage,
+    AssistantMessage, CacheControl, ContentBlock, Message, MessagesRequest, Metadata, OutputConfig,
+    Role, StopReason, SystemBlock, TaskBudget, ThinkingConfig, ToolDefinition, ToolResultBlock,
+    ToolResultContent, Usage,
 };

@@ -41,6 +41,10 @@ pub enum StreamEvent {
         attempt: u32,
         reason: String,
     },
+    /// The API's event as it came (`message_start`, `content_block_delta`, ...; no pings),
+    /// when the decoder was asked for them ([`StreamDecoder::with_raw_events`]): what a
+    /// client asking for partial messages is shown.
+    Raw(Value),
     /// The complete message; always the last event of a successful stream.
     Message(AssistantMessage),
 }
@@ -74,6 +78,7 @@ struct Block {
 /// Builds one [`AssistantMessage`] from decoded events.
 pub struct MessageAssembler {
     emit_deltas: bool,
+    raw_events: bool,
     started: Option<(String, String)>,
     usage: Usage,
     blocks: Vec<Block>,
@@ -88,6 +93,7 @@ impl MessageAssembler {
     pub fn new(emit_deltas: bool) -> Self {
         Self {
             emit_deltas,
+            raw_events: false,
             started: None,
             usage: Usage::default(),
             blocks: Vec::new(),
@@ -109,6 +115,13 @@ impl MessageAssembler {
         event: SseEvent<'_>,
         out: &mut Vec<StreamEvent>,
     ) -> Result<(), ModelError> {
+        if self.raw_events && !matches!(event.event, "ping" | "error") && !self.finished {
+            // The client sees the event as the API sent it; one it cannot parse is
+            // left to the decoder below to report.
+            if let Ok(raw) = serde_json::from_slice::<Value>(event.data) {
+                out.push(StreamEvent::Raw(raw));
+            }
+        }
         match wire::decode(event.data) {
             Ok(Ok(wire)) => self.apply(wire, out),
             Ok(Err(missing)) => Err(ModelError::Protocol(format!(
@@ -431,6 +444,13 @@ impl StreamDecoder {
             sse: SseParser::new(),
             assembler: MessageAssembler::new(emit_deltas),
         }
+    }
+
+    /// Also yields every API event as it came ([`StreamEvent::Raw`]), before what it
+    /// decodes to.
+    pub fn with_raw_events(mut self) -> Self {
+        self.assembler.raw_events = true;
+        self
     }
 
     /// Feeds one network chunk (split anywhere); appends produced events to `out`.

@@ -329,3 +329,45 @@ fn server_tool_blocks_are_kept_and_go_back_unchanged() {
         ])
     );
 }
+
+#[test]
+fn raw_events_come_as_sent_before_what_they_decode_to_without_pings() {
+    let text = start()
+        + "event: ping\ndata: {\"type\": \"ping\"}\n\n"
+        + &tool_block(0, "toolu_1", &["{\"command\":", "\"ls\"}"])
+        + &stop("tool_use");
+    let mut decoder = StreamDecoder::new(true).with_raw_events();
+    let mut out = Vec::new();
+    decoder.feed(text.as_bytes(), &mut out).unwrap();
+    let raw: Vec<&Value> = out
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::Raw(v) => Some(v),
+            _ => None,
+        })
+        .collect();
+    let kinds: Vec<&str> = raw.iter().map(|v| v["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "message_start",
+            "content_block_start",
+            "content_block_delta",
+            "content_block_delta",
+            "content_block_stop",
+            "message_delta",
+            "message_stop"
+        ]
+    );
+    assert_eq!(raw[2]["delta"]["partial_json"], "{\"command\":");
+    // Each raw event comes before the events it decodes to; the message is still last.
+    let first_delta = out
+        .iter()
+        .position(|e| matches!(e, StreamEvent::ToolInputDelta { .. }))
+        .unwrap();
+    assert!(matches!(out[first_delta - 1], StreamEvent::Raw(_)));
+    assert!(matches!(out.last(), Some(StreamEvent::Message(_))));
+    // Without asking, none.
+    let plain = decode(&[text.as_bytes()], true).unwrap();
+    assert!(!plain.iter().any(|e| matches!(e, StreamEvent::Raw(_))));
+}

@@ -26,6 +26,9 @@ pub struct MessagesRequest {
     pub metadata: Option<Metadata>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f32>,
+    /// `output_config`: how much effort the model spends (`{"effort": "high"}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_config: Option<OutputConfig>,
 }
 
 impl MessagesRequest {
@@ -42,6 +45,7 @@ impl MessagesRequest {
             stop_sequences: Vec::new(),
             metadata: None,
             temperature: None,
+            output_config: None,
         }
     }
 }
@@ -240,12 +244,41 @@ impl ToolDefinition {
     }
 }
 
-/// Extended thinking: `{"type":"enabled","budget_tokens":N}` or `{"type":"disabled"}`.
+/// Extended thinking: `{"type":"enabled","budget_tokens":N}`, `{"type":"adaptive"}` (the
+/// model decides how much to think) or `{"type":"disabled"}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ThinkingConfig {
-    Enabled { budget_tokens: u32 },
+    Enabled {
+        budget_tokens: u32,
+        /// `summarized` or `omitted`: whether thinking text comes back (`--thinking-display`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        display: Option<String>,
+    },
+    Adaptive {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        display: Option<String>,
+    },
     Disabled,
+}
+
+/// The request's `output_config`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputConfig {
+    /// `low`, `medium`, `high`, `xhigh` or `max`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effort: Option<String>,
+    /// An advisory token budget for the agentic task: the model sees what remains and
+    /// winds down (`--task-budget`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_budget: Option<TaskBudget>,
+}
+
+/// `output_config.task_budget`: `{"type": "tokens", "total": N}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum TaskBudget {
+    Tokens { total: u64 },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -390,6 +423,7 @@ mod tests {
     fn thinking_config_and_blocks_round_trip() {
         let cfg = ThinkingConfig::Enabled {
             budget_tokens: 2048,
+            display: None,
         };
         assert_eq!(
             serde_json::to_value(&cfg).unwrap(),

@@ -72,6 +72,7 @@ pub async fn start(session: &Arc<Session>, state: &ServerState) -> Result<Runtim
         max_turns: None,
         context_window: None,
         user_home: None,
+        overrides: Default::default(),
     };
     let prepared = env.prepare().await.map_err(|e| e.to_string())?;
     session.mark_started();
@@ -204,6 +205,8 @@ fn forward(log: &EventLog, event: LoopEvent) {
         LoopEvent::TextDelta(text) => {
             log.emit("text_delta", json!({"text": text}));
         }
+        // The server's own events carry the deltas; its model client asks for no raw ones.
+        LoopEvent::Stream(_) => {}
         LoopEvent::Assistant(message) => {
             log.emit("assistant", json!({"message": message}));
             for block in &message.content {

@@ -43,6 +43,14 @@ pub enum SessionStart {
     ForkLatest,
     /// A fork of `from` under the id the caller chose.
     ForkAs { from: String, id: String },
+    /// A fork of `from` that keeps its conversation up to the record `at`; with
+    /// `drops_turn`, only that prompt's turn may be left out.
+    ForkAt {
+        from: String,
+        id: Option<String>,
+        at: String,
+        drops_turn: Option<String>,
+    },
 }
 
 /// Everything a session needs from outside, made explicit.
@@ -72,6 +80,18 @@ pub struct SessionEnv {
     pub context_window: Option<u64>,
     /// The user's home: `~` in deny rules and the user's CLAUDE.md (none on a server).
     pub user_home: Option<PathBuf>,
+    /// What the caller changes beyond the settings (the Agent SDK's flags).
+    pub overrides: SessionOverrides,
+}
+
+/// The caller's choices for one session beyond the settings: how the loop asks the model
+/// and which built-in tools it offers.
+#[derive(Debug, Clone, Default)]
+pub struct SessionOverrides {
+    pub options: crate::agent::LoopOptions,
+    /// The built-in tools offered (`--tools`): `None` for all of them, else only these
+    /// (MCP servers' tools are not built-ins and stay).
+    pub builtin_tools: Option<Vec<String>>,
 }
 
 /// Why a session could not be assembled; each variant names the step that failed.
@@ -93,6 +113,8 @@ pub enum AssembleError {
     Checkpoints(#[from] CheckpointError),
     #[error("closing unfinished tool calls in the transcript: {0}")]
     Transcript(#[from] crate::session::TranscriptError),
+    #[error(transparent)]
+    Schema(#[from] crate::agent::structured::SchemaError),
 }
 
 /// The parts of a running session a front end keeps and wires into its UI.
@@ -149,6 +171,10 @@ struct LoopInputs {
     extra_tools: ToolRegistry,
     /// The sub-agent types the Agent tool offers.
     agents: Vec<crate::subagents::AgentDefinition>,
+    /// `--tools`: the built-ins offered (all when `None`).
+    builtin_tools: Option<Vec<String>>,
+    /// The StructuredOutput tool, when the answer must match a schema.
+    structured: Option<crate::agent::StructuredOutput>,
 }
 
 /// A session whose sandbox runs, waiting for its front end's parts.
@@ -264,6 +290,12 @@ impl SessionEnv {
         let checkpoints = Checkpoints::open(&self.home, &session_id, &workspace)?
             .with_budget(settings.checkpoint_budget_bytes());
         let config = self.loop_config(&model_name);
+        let structured = config
+            .options
+            .json_schema
+            .clone()
+            .map(crate::agent::StructuredOutput::new)
+            .transpose()?;
         let resumed = !matches!(self.start, SessionStart::New { .. });
         let agents = crate::subagents::definition::load(
             &workspace,
@@ -296,6 +328,8 @@ impl SessionEnv {
                 config,
                 extra_tools,
                 agents,
+                builtin_tools: self.overrides.builtin_tools.clone(),
+                structured,
             },
         })
     }
@@ -339,14 +373,16 @@ impl SessionEnv {
     fn loop_config(&self, model_name: &str) -> LoopConfig {
         let mut config = LoopConfig::new(model_name, &self.workspace);
         config.max_turns = self.max_turns;
+        config.options = self.overrides.options.clone();
         if let Some(window) = self.context_window {
             config.context_window = window;
         }
         config.commands = crate::slash_commands::load(&self.workspace, self.user_home.as_deref());
-        config.memory = prompt::memory_text(
-            &self.workspace,
-            &prompt::memory_files(&self.workspace, self.user_home.as_deref()),
-        );
+        let mut memory = prompt::memory_files(&self.workspace, self.user_home.as_deref());
+        if let Some(only) = &self.settings.setting_sources {
+            memory.retain(|file| only.contains(&file.source()));
+        }
+        config.memory = prompt::memory_text(&self.workspace, &memory);
         config
     }
 }
@@ -376,6 +412,18 @@ impl Prepared {
                 tools.register(tool.clone());
             }
         }
+        let offered = |name: &str| {
+            inputs
+                .builtin_tools
+                .as_ref()
+                .is_none_or(|only| builtin_offered(only, name))
+        };
+        if inputs.builtin_tools.is_some() {
+            let names: Vec<String> = tools.names().into_iter().map(String::from).collect();
+            for name in names.iter().filter(|n| !offered(n)) {
+                tools.remove(name);
+            }
+        }
         let mut observers = front.observers;
         observers.push(handles.observer.clone());
         observers.push(Arc::new(
@@ -400,11 +448,17 @@ impl Prepared {
             events: front.events.clone(),
             definitions: inputs.agents,
         };
-        tools.register(Arc::new(crate::subagents::AgentTool::new(kit)));
-        tools.alias(
-            crate::subagents::tool::OLD_NAME,
-            crate::subagents::tool::NAME,
-        );
+        if offered(crate::subagents::tool::NAME) {
+            tools.register(Arc::new(crate::subagents::AgentTool::new(kit)));
+            tools.alias(
+                crate::subagents::tool::OLD_NAME,
+                crate::subagents::tool::NAME,
+            );
+        }
+        // The main loop's alone: a sub-agent reports to its parent, not to the user.
+        if let Some(structured) = &inputs.structured {
+            tools.register(Arc::new(structured.clone()));
+        }
         let mut agent = AgentLoop::new(
             inputs.model,
             tools,
@@ -415,11 +469,24 @@ impl Prepared {
         )
         .with_history(inputs.history)
         .with_observer(Arc::new(Observers(observers)));
+        if let Some(structured) = inputs.structured {
+            agent = agent.with_structured_output(structured);
+        }
         if let Some(events) = front.events {
             agent = agent.with_events(events);
         }
         (agent, handles)
     }
+}
+
+/// Whether the built-in `name` is among `only` (`--tools`); an MCP server's tool is no
+/// built-in and always is. `Task` is the Agent tool's older name.
+fn builtin_offered(only: &[String], name: &str) -> bool {
+    name.starts_with("mcp__")
+        || only.iter().any(|o| {
+            o == name
+                || (o == crate::subagents::tool::OLD_NAME && name == crate::subagents::tool::NAME)
+        })
 }
 
 /// The built-in tools, plus ExitPlanMode when the session starts in plan mode or the front
@@ -456,6 +523,18 @@ fn open_session(
                 _ => (store.latest_in(workspace)?.id, None),
             };
             let (info, transcript) = store.fork_with_id(&previous, new_id)?;
+            let loaded = Loaded::read(&info.transcript)?;
+            let (messages, _) = loaded.conversation();
+            return Ok((info.id, messages, transcript));
+        }
+        SessionStart::ForkAt {
+            from,
+            id,
+            at,
+            drops_turn,
+        } => {
+            let (info, transcript) =
+                store.fork_at(from, id.as_deref(), at, drops_turn.as_deref())?;
             let loaded = Loaded::read(&info.transcript)?;
             let (messages, _) = loaded.conversation();
             return Ok((info.id, messages, transcript));

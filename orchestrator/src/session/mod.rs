@@ -7,7 +7,9 @@ pub mod record;
 pub mod store;
 pub mod transcript;
 
-pub use assemble::{FrontEnd, Prepared, SessionEnv, SessionHandles, SessionStart};
+pub use assemble::{
+    FrontEnd, Prepared, SessionEnv, SessionHandles, SessionOverrides, SessionStart,
+};
 pub use record::{Record, RecordBody};
 pub use store::{SessionInfo, SessionStore, StoreError};
 pub use transcript::{Loaded, Transcript, TranscriptError};

@@ -89,6 +89,13 @@ impl Record {
     }
 
     /// What a fork or rewind copies: the session's own turns and compactions.
+    /// A prompt of the main conversation (a user turn that is not tool results).
+    pub fn is_prompt(&self) -> bool {
+        !self.is_sidechain
+            && matches!(&self.body, RecordBody::User { message }
+                if !message.content.iter().any(|b| matches!(b, crate::model::ContentBlock::ToolResult { .. })))
+    }
+
     pub fn is_conversation(&self) -> bool {
         self.is_turn() || !self.is_sidechain && matches!(self.body, RecordBody::Compaction { .. })
     }

@@ -29,6 +29,10 @@ pub enum StoreError {
     NotFound(String),
     #[error("no earlier session in workspace {0}")]
     NoneInWorkspace(PathBuf),
+    #[error("session {session} has no message {uuid} to resume at")]
+    NoSuchMessage { session: String, uuid: String },
+    #[error("Resume rejected by --resume-drops-turn: {0}")]
+    DropsMoreThanTheTurn(String),
     #[error(transparent)]
     Transcript(#[from] TranscriptError),
 }
@@ -201,6 +205,47 @@ impl SessionStore {
     }
 
     /// [`SessionStore::fork`], the new session under the id the caller chose.
+    /// A fork of `id` that keeps its conversation up to and including the record `at`
+    /// (`--resume-session-at`). With `drops_turn`, every prompt after `at` must be that
+    /// one (the turn the caller means to discard); anything else refuses the fork.
+    pub fn fork_at(
+        &self,
+        id: &str,
+        new_id: Option<&str>,
+        at: &str,
+        drops_turn: Option<&str>,
+    ) -> Result<(SessionInfo, Transcript), StoreError> {
+        let source = self.get(id)?;
+        let loaded = Loaded::read(&source.transcript)?;
+        let Some(cut) = loaded.records.iter().position(|r| r.uuid == at) else {
+            return Err(StoreError::NoSuchMessage {
+                session: id.to_string(),
+                uuid: at.to_string(),
+            });
+        };
+        if let Some(drops) = drops_turn {
+            let later_prompt = loaded.records[cut + 1..]
+                .iter()
+                .find(|r| r.is_prompt() && r.uuid != drops);
+            if let Some(other) = later_prompt {
+                return Err(StoreError::DropsMoreThanTheTurn(format!(
+                    "the messages after {at} hold the prompt {}, not only the turn of {drops}",
+                    other.uuid
+                )));
+            }
+        }
+        let (info, mut transcript) =
+            self.create_with(&source.workspace, &source.model, Some(id), new_id)?;
+        for rec in loaded.records[..=cut]
+            .iter()
+            .filter(|r| r.is_conversation())
+        {
+            transcript.append(rec.body.clone())?;
+        }
+        transcript.sync()?;
+        Ok((info, transcript))
+    }
+
     pub fn fork_with_id(
         &self,
         id: &str,

@@ -63,6 +63,16 @@ pub enum Source {
 }
 
 impl Source {
+    /// A `--setting-sources` entry: `user`, `project` or `local`.
+    pub fn parse_file_source(name: &str) -> Option<Self> {
+        match name {
+            "user" => Some(Self::User),
+            "project" => Some(Self::Project),
+            "local" => Some(Self::Local),
+            _ => None,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Managed => "managed",
@@ -120,6 +130,16 @@ pub struct CliSettings {
     pub model: Option<String>,
     /// `--allow-domain` (`cordon sandbox`): `sandbox.network.allowedDomains` of the CLI layer.
     pub allowed_domains: Vec<String>,
+    /// `--add-dir` (absolute paths): `permissions.additionalDirectories` of the CLI layer,
+    /// checked as every entry of that setting is before a sandbox mounts it.
+    pub additional_directories: Vec<String>,
+    /// `--mcp-config`: `mcpServers` of the CLI layer.
+    pub mcp_servers: Option<serde_json::Map<String, Value>>,
+    /// `--strict-mcp-config`: no MCP server but those of `--mcp-config`.
+    pub strict_mcp_config: bool,
+    /// `--setting-sources`: which of the user's and the workspace's files are read
+    /// (`None`: all; the managed settings and the command line always are).
+    pub setting_sources: Option<Vec<Source>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -179,6 +199,11 @@ pub struct Settings {
     pub disable_all_hooks: bool,
     pub workspace: PathBuf,
     pub home: Option<PathBuf>,
+    /// `--strict-mcp-config`: only the command line's `mcpServers` count.
+    pub strict_mcp_config: bool,
+    /// `--setting-sources`: the file sources read (`None`: all); the memory files follow
+    /// the same choice.
+    pub setting_sources: Option<Vec<Source>>,
     files: Vec<LoadedFile>,
     warnings: Vec<String>,
     trust: WorkspaceTrust,
@@ -307,8 +332,18 @@ impl Settings {
     ) -> Result<Settings, SettingsError> {
         let mut files = Vec::new();
         let mut warnings = Vec::new();
+        let wanted = |source: Source| {
+            cli.setting_sources
+                .as_ref()
+                .is_none_or(|only| only.contains(&source))
+        };
         // Read first (a refused file becomes a warning); parsed below in merge order.
-        let repository = read_repository_files_noting(workspace, &mut warnings)?;
+        let mut repository = read_repository_files_noting(workspace, &mut warnings)?;
+        for ((_, text), source) in repository.iter_mut().zip([Source::Local, Source::Project]) {
+            if !wanted(source) {
+                *text = None;
+            }
+        }
         let mut parse = |source: Source, origin: String, text: &str| {
             let value: Value = serde_json::from_str(text).map_err(|e| SettingsError::Parse {
                 path: PathBuf::from(&origin),
@@ -347,7 +382,7 @@ impl Settings {
                 parse(source, origin(&workspace.join(rel)), text)?;
             }
         }
-        if let Some(u) = &sources.user
+        if let Some(u) = sources.user.as_ref().filter(|_| wanted(Source::User))
             && let Some(text) = read_text(u)?
         {
             parse(Source::User, origin(u), &text)?;
@@ -376,6 +411,8 @@ impl Settings {
         let mut s = Settings {
             workspace: workspace.to_path_buf(),
             home: sources.home.clone(),
+            strict_mcp_config: cli.strict_mcp_config,
+            setting_sources: cli.setting_sources.clone(),
             warnings,
             ..Settings::default()
         };
@@ -811,12 +848,21 @@ fn cli_flags_value(cli: &CliSettings) -> Value {
     if let Some(m) = cli.permission_mode {
         perms.insert("defaultMode".into(), Value::String(m.as_str().into()));
     }
+    if !cli.additional_directories.is_empty() {
+        perms.insert(
+            "additionalDirectories".into(),
+            serde_json::json!(cli.additional_directories),
+        );
+    }
     let mut root = serde_json::Map::new();
     if !perms.is_empty() {
         root.insert("permissions".into(), Value::Object(perms));
     }
     if let Some(m) = &cli.model {
         root.insert("model".into(), Value::String(m.clone()));
+    }
+    if let Some(servers) = &cli.mcp_servers {
+        root.insert("mcpServers".into(), Value::Object(servers.clone()));
     }
     if !cli.allowed_domains.is_empty() {
         root.insert(

@@ -232,6 +232,8 @@ impl Tool for AgentTool {
         let mut config = self.kit.config.clone();
         config.model = model_for(def.model.as_deref(), &self.kit.config.model);
         config.commands.clear();
+        // The answer's schema is the main loop's: a sub-agent reports in prose.
+        config.options.json_schema = None;
         let observer: Arc<dyn LoopObserver> = match &self.kit.hooks {
             Some(hooks) => Arc::new(SubagentObserver::new(hooks.clone(), &def.name, &id)),
             None => Arc::new(NoObserver),

@@ -12,22 +12,9 @@ use serde_json::{Value, json};
 
 use super::{run, tool_names};
 
-/// The venv's python, set up once per test binary.
+/// The MCP servers' python (tests/mcp/setup.sh), set up once per test binary.
 fn python() -> PathBuf {
-    static PYTHON: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    PYTHON
-        .get_or_init(|| {
-            let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/setup.sh");
-            let out = std::process::Command::new(&script).output().unwrap();
-            assert!(
-                out.status.success(),
-                "{}: {}",
-                script.display(),
-                String::from_utf8_lossy(&out.stderr)
-            );
-            PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
-        })
-        .clone()
+    cordon_tests::mcp_python()
 }
 
 /// A workspace whose `.mcp.json` lists `servers` (the flaky server's file copied in).
