@@ -6,6 +6,8 @@
 
 #[path = "reach/agents.rs"]
 mod agents;
+#[path = "reach/background.rs"]
+mod background;
 #[path = "reach/commands.rs"]
 mod commands;
 #[path = "reach/mcp.rs"]

@@ -120,9 +120,10 @@ pub struct SessionHandles {
 }
 
 impl SessionHandles {
-    /// Marks the session used in the index and tears its sandbox down; both best effort
-    /// (the transcript is already on disk), so failures are logged, not returned. The
-    /// index is updated at once; the returned future (which holds no borrow of the
+    /// Marks the session used in the index, ends its background shells and tears its
+    /// sandbox down; all best effort (the transcript is already on disk), so failures are
+    /// logged, not returned. The index is updated and the shells' exec calls ended at
+    /// once; the returned future (which holds no borrow of the
     /// handles, so a spawned task may await it) ends the sandbox.
     pub fn end(&self) -> impl std::future::Future<Output = ()> + Send + 'static + use<> {
         if let Err(e) = self.store.touch(&self.session_id) {
@@ -130,6 +131,8 @@ impl SessionHandles {
         }
         let sandbox = self.sandbox.clone();
         let mcp = self.mcp.clone();
+        // Background shells end with the session (the agent kills each one's cgroup).
+        self.ctx.background().stop_all();
         async move {
             mcp.stop_all().await;
             if let Err(e) = sandbox.destroy().await {

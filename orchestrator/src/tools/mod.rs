@@ -13,6 +13,7 @@
 //!   permission kind the engine routes on.
 //! - one file per tool: [`read`], [`write`], [`edit`], [`bash`], [`glob`], [`grep`],
 //!   [`todo_write`], [`web_fetch`], [`web_search`]; MCP tools live in [`crate::mcp`].
+//! - [`background`]: Bash's background commands and the TaskOutput and TaskStop tools.
 //!
 //! # Example
 //!
@@ -28,6 +29,7 @@
 //! # let _ = defs; }
 //! ```
 
+pub mod background;
 pub mod bash;
 pub mod context;
 pub mod edit;
@@ -144,7 +146,9 @@ impl ToolRegistry {
         Self::default()
     }
 
-    /// The six built-in tools: Read, Write, Edit, Bash, Glob, Grep.
+    /// The built-in tools: Read, Write, Edit, Bash, Glob, Grep, and TaskOutput and
+    /// TaskStop for Bash's background commands (also under their older names BashOutput
+    /// and KillShell).
     pub fn default_tools() -> Self {
         let mut reg = Self::new();
         reg.register(Arc::new(read::ReadTool));
@@ -153,6 +157,13 @@ impl ToolRegistry {
         reg.register(Arc::new(bash::BashTool));
         reg.register(Arc::new(glob::GlobTool));
         reg.register(Arc::new(grep::GrepTool));
+        reg.register(Arc::new(background::task_output::TaskOutputTool));
+        reg.register(Arc::new(background::task_stop::TaskStopTool));
+        reg.alias(
+            background::task_output::OLD_NAME,
+            background::task_output::NAME,
+        );
+        reg.alias(background::task_stop::OLD_NAME, background::task_stop::NAME);
         reg
     }
 
