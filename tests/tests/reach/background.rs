@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use cordon_tests::Workspace;
+use cordon_tests::{Backend, Workspace, backend_ready};
 use cordon_tests::agent::{Output, run_command, tool_results};
 use cordon_tests::scripted_model::{ScriptedModel, Turn};
 use serde_json::json;
@@ -71,9 +71,23 @@ async fn wait_for_result(model: &ScriptedModel, id: &str) -> (String, bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_background_command_is_read_twice_stopped_and_one_left_ends_with_the_session() {
+    background_shells(&[], "local").await;
+}
+
+/// The same on Docker: the same agent code path, in a `cordon-minimal` container (busybox
+/// sh, no bash).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn background_shells_work_the_same_in_a_docker_sandbox() {
+    if !backend_ready(Backend::Docker) {
+        return;
+    }
+    background_shells(&["--sandbox", "docker", "--image", "cordon-minimal"], "docker").await;
+}
+
+async fn background_shells(sandbox: &[&str], tag_name: &str) {
     let ws = Workspace::new();
-    let stopped = format!("cordon-bg-stopped-{}", std::process::id());
-    let left = format!("cordon-bg-left-{}", std::process::id());
+    let stopped = format!("cordon-bg-stopped-{tag_name}-{}", std::process::id());
+    let left = format!("cordon-bg-left-{tag_name}-{}", std::process::id());
     let bash_bg = |id: &str, command: String| {
         Turn::tool_use(
             id,
@@ -117,7 +131,8 @@ async fn a_background_command_is_read_twice_stopped_and_one_left_ends_with_the_s
     .unwrap();
     let home = tempfile::tempdir().unwrap();
     let mut cmd = run_command(&model, home.path(), ws.path(), &["--output-format", "json"]);
-    cmd.args(["--allowedTools", "Bash", "-p", "run a server"]);
+    cmd.args(sandbox)
+        .args(["--allowedTools", "Bash", "-p", "run a server"]);
     let run = tokio::spawn(Output::of(cmd));
 
     let (started, is_error) = wait_for_result(&model, "start").await;

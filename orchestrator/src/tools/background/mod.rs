@@ -18,8 +18,9 @@
 //! slot while the exec runs), so TaskStop, the command's own end and the session's end
 //! each kill its whole process tree through that cgroup however it forks. Its stdin is at
 //! end of file; its stderr is joined to its stdout by the shell (`exec 2>&1`) because the
-//! agent streams only an interactive command's stdout whole; it runs with `argv`, not as
-//! a session shell command, so its final directory never changes the session's.
+//! agent streams only an interactive command's stdout whole; it runs with `argv` (a small
+//! launcher that execs bash, or sh where there is no bash), not as a session shell
+//! command, so its final directory never changes the session's.
 //!
 //! A reader task drains the stream into [`unread::Unread`] all the time (a command is
 //! never held up by a model that does not read), and dropping the shell aborts that
@@ -48,6 +49,10 @@ pub const MAX_RUNNING: usize = 8;
 /// The most shells remembered, running or ended; the oldest ended ones are forgotten
 /// first.
 const MAX_KEPT: usize = 64;
+/// Joins stderr to stdout, then runs the command (`$1`) with bash where the sandbox has
+/// it, else sh: the shell a foreground Bash call gets.
+const LAUNCH: &str =
+    r#"exec 2>&1; if command -v bash >/dev/null; then exec bash -c "$1"; fi; exec sh -c "$1""#;
 /// How long TaskStop waits for the agent to report the command gone.
 const STOP_WAIT: Duration = Duration::from_secs(10);
 
@@ -184,7 +189,15 @@ impl BackgroundShells {
         let exec_id = format!("background-{}", uuid::Uuid::new_v4());
         let req = ExecRequest {
             exec_id: exec_id.clone(),
-            argv: vec!["bash".into(), "-c".into(), format!("exec 2>&1\n{command}")],
+            argv: [
+                "sh",
+                "-c",
+                LAUNCH,
+                "cordon-background",
+                command,
+            ]
+            .map(String::from)
+            .to_vec(),
             env: ctx.env().clone(),
             // 0: the interactive maximum (a day); the session's end comes first.
             timeout_ms: 0,
