@@ -10,6 +10,8 @@ mod agents;
 mod background;
 #[path = "reach/commands.rs"]
 mod commands;
+#[path = "reach/images.rs"]
+mod images;
 #[path = "reach/mcp.rs"]
 mod mcp;
 

@@ -211,6 +211,7 @@ pub fn render(output: &[u8], status: &ExitStatus, timeout_ms: u64) -> ToolOutput
     ToolOutput {
         content: text,
         is_error: failed,
+        ..ToolOutput::default()
     }
 }
 

@@ -240,7 +240,8 @@ fn unknown_tools_list_the_available_ones() {
     let err = check("Fetch", json!({})).unwrap_err();
     assert_eq!(
         err,
-        "there is no tool named `Fetch`; available tools: Read, Write, Edit, Bash, Glob, Grep"
+        "there is no tool named `Fetch`; available tools: Read, Write, Edit, Bash, Glob, Grep, \
+         TaskOutput, TaskStop"
     );
 }
 

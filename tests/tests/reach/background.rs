@@ -5,9 +5,9 @@
 
 use std::time::Duration;
 
-use cordon_tests::{Backend, Workspace, backend_ready};
 use cordon_tests::agent::{Output, run_command, tool_results};
 use cordon_tests::scripted_model::{ScriptedModel, Turn};
+use cordon_tests::{Backend, Workspace, backend_ready};
 use serde_json::json;
 
 /// A loop printing numbered lines; `marker` makes its command line findable on the host.
@@ -81,7 +81,11 @@ async fn background_shells_work_the_same_in_a_docker_sandbox() {
     if !backend_ready(Backend::Docker) {
         return;
     }
-    background_shells(&["--sandbox", "docker", "--image", "cordon-minimal"], "docker").await;
+    background_shells(
+        &["--sandbox", "docker", "--image", "cordon-minimal"],
+        "docker",
+    )
+    .await;
 }
 
 async fn background_shells(sandbox: &[&str], tag_name: &str) {

@@ -189,15 +189,9 @@ impl BackgroundShells {
         let exec_id = format!("background-{}", uuid::Uuid::new_v4());
         let req = ExecRequest {
             exec_id: exec_id.clone(),
-            argv: [
-                "sh",
-                "-c",
-                LAUNCH,
-                "cordon-background",
-                command,
-            ]
-            .map(String::from)
-            .to_vec(),
+            argv: ["sh", "-c", LAUNCH, "cordon-background", command]
+                .map(String::from)
+                .to_vec(),
             env: ctx.env().clone(),
             // 0: the interactive maximum (a day); the session's end comes first.
             timeout_ms: 0,

@@ -36,6 +36,8 @@ impl Tool for TaskStopTool {
                 "shell_id": {"type": "string", "minLength": 1,
                     "description": "Deprecated: use task_id"}
             },
+            // task_id, or its older name: the call checks that one is there.
+            "required": [],
             "additionalProperties": false
         })
     }
