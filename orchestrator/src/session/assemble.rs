@@ -392,9 +392,11 @@ impl Prepared {
         )));
         // The Agent tool: sub-agents on the same model, sandbox, gate, hooks and events,
         // with the session's other tools (or a subset of them).
+        let shared = crate::agent::LoopShared::default();
         let kit = crate::subagents::SubagentKit {
             model: inputs.model.clone(),
             config: inputs.config.clone(),
+            parent: shared.clone(),
             tools: tools.clone(),
             gate: gate.clone(),
             hooks: Some(handles.hooks.clone()),
@@ -416,6 +418,7 @@ impl Prepared {
             inputs.transcript,
             inputs.config,
         )
+        .with_shared(shared)
         .with_history(inputs.history)
         .with_observer(Arc::new(Observers(observers)));
         if let Some(events) = front.events {
