@@ -225,6 +225,15 @@ impl SessionEnv {
                 search_model,
             )));
         }
+        // HTTP MCP servers are reached from here, under the same policy and resolver.
+        let mcp_egress =
+            network
+                .policy
+                .grants_egress()
+                .then(|| crate::network::proxy::dial::Dialer {
+                    policy: Arc::new(network.policy.clone()),
+                    resolver: Arc::new(crate::network::proxy::dial::SystemResolver),
+                });
         if network.policy.grants_egress() {
             // Every connection, allowed or refused, is recorded beside the transcript.
             let mut log_path = transcript.path().as_os_str().to_owned();
@@ -256,7 +265,7 @@ impl SessionEnv {
         ));
         let observer = Arc::new(HookObserver::new(hooks.clone()));
         // MCP servers: stdio ones start inside the sandbox; their tools join the built-ins.
-        let mcp = crate::mcp::McpSet::for_session(settings, &workspace);
+        let mcp = crate::mcp::McpSet::for_session(settings, &workspace, mcp_egress);
         let mut extra_tools = web_tools;
         extra_tools.register(Arc::new(crate::tools::todo_write::TodoWriteTool::default()));
         let skills = crate::tools::skill::load(&workspace, self.user_home.as_deref());

@@ -2,7 +2,11 @@ use super::*;
 
 fn png(width: u32, height: u32) -> Vec<u8> {
     let img = image::RgbImage::from_fn(width, height, |x, y| {
-        image::Rgb([(x % 256) as u8, (y % 256) as u8, 90])
+        image::Rgb([
+            u8::try_from(x % 256).unwrap(),
+            u8::try_from(y % 256).unwrap(),
+            90,
+        ])
     });
     let mut out = Cursor::new(Vec::new());
     DynamicImage::ImageRgb8(img)

@@ -16,7 +16,12 @@ use super::run;
 
 fn encoded(width: u32, height: u32, format: ImageFormat) -> Vec<u8> {
     let img = RgbaImage::from_fn(width, height, |x, y| {
-        image::Rgba([(x % 251) as u8, (y % 241) as u8, 120, 255])
+        image::Rgba([
+            u8::try_from(x % 251).unwrap(),
+            u8::try_from(y % 241).unwrap(),
+            120,
+            255,
+        ])
     });
     let img = if format == ImageFormat::Jpeg {
         DynamicImage::ImageRgb8(DynamicImage::ImageRgba8(img).to_rgb8())
