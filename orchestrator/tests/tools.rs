@@ -405,15 +405,64 @@ async fn bash_is_cancelled_by_an_interrupt() {
 }
 
 #[tokio::test]
-async fn bash_in_background_is_refused_for_now() {
+async fn bash_in_background_runs_is_read_and_stopped_without_cgroups() {
+    // This agent has no delegated cgroups: the /proc-scan kill path.
     let s = Session::start().await;
     let out = s
         .call(
             "Bash",
-            json!({"command": "sleep 1", "run_in_background": true}),
+            json!({"command": "echo one; echo two >&2", "run_in_background": true}),
         )
         .await;
-    assert!(err(&out).contains("not supported"), "{}", out.content);
+    assert!(
+        !out.is_error && out.content.contains("bash_1"),
+        "{}",
+        out.content
+    );
+    let read = s
+        .call("TaskOutput", json!({"task_id": "bash_1", "timeout": 60000}))
+        .await;
+    assert!(!read.is_error, "{}", read.content);
+    assert!(
+        read.content.contains("<status>completed</status>"),
+        "{}",
+        read.content
+    );
+    assert!(
+        read.content.contains("<exit_code>0</exit_code>"),
+        "{}",
+        read.content
+    );
+    assert!(
+        read.content.contains("one\ntwo"),
+        "stderr joins stdout: {}",
+        read.content
+    );
+    let again = s
+        .call("BashOutput", json!({"bash_id": "bash_1", "block": false}))
+        .await;
+    assert!(
+        again.content.contains("(no new output)"),
+        "{}",
+        again.content
+    );
+    let sleeper = s
+        .call(
+            "Bash",
+            json!({"command": "sleep 600", "run_in_background": true}),
+        )
+        .await;
+    assert!(sleeper.content.contains("bash_2"), "{}", sleeper.content);
+    let stop = s.call("KillShell", json!({"shell_id": "bash_2"})).await;
+    assert!(!stop.is_error, "{}", stop.content);
+    let after = s
+        .call("TaskOutput", json!({"task_id": "bash_2", "block": false}))
+        .await;
+    assert!(
+        after.content.contains("<status>killed</status>"),
+        "{}",
+        after.content
+    );
 }
 
 // ------------------------------------------------------------------ Glob and Grep

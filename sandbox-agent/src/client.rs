@@ -108,11 +108,26 @@ impl AgentClient {
         offset: u64,
         limit: u64,
     ) -> Result<ReadResponse, AgentError> {
-        let req = ReadRequest {
+        self.read_request(ReadRequest {
             path: path.to_string(),
             offset,
             limit,
-        };
+            raw: false,
+        })
+        .await
+    }
+
+    /// The file's bytes whole (`raw_content`), at most `limits::MAX_READ_RAW_BYTES`.
+    pub async fn read_raw(&mut self, path: &str) -> Result<ReadResponse, AgentError> {
+        self.read_request(ReadRequest {
+            path: path.to_string(),
+            raw: true,
+            ..Default::default()
+        })
+        .await
+    }
+
+    async fn read_request(&mut self, req: ReadRequest) -> Result<ReadResponse, AgentError> {
         let req = with_deadline(req, self.call_deadline);
         self.inner
             .read(req)

@@ -37,6 +37,9 @@ pub const DEFAULT_READ_LINES: u64 = 2000;
 pub const MAX_READ_LINE_CHARS: usize = 2000;
 /// Read: the most content bytes one response carries.
 pub const MAX_READ_RESPONSE_BYTES: usize = 256 * 1024;
+/// Read with `raw`: the largest file returned whole (under the message limit, with room
+/// for the rest of the response).
+pub const MAX_READ_RAW_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Exec: timeout when none is given (2 minutes).
 pub const DEFAULT_EXEC_TIMEOUT_MS: u64 = 120_000;

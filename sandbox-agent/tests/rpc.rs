@@ -115,8 +115,7 @@ async fn handshake(
 fn read_req(path: &Path) -> ReadRequest {
     ReadRequest {
         path: path.display().to_string(),
-        offset: 0,
-        limit: 0,
+        ..Default::default()
     }
 }
 

@@ -131,6 +131,7 @@ fn main() {
                 },
             },
             Timeouts::from_env(),
+            None,
         );
         mcp.connect(&ctx).await.expect("connect");
         let mut samples = Vec::with_capacity(CALLS);

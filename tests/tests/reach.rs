@@ -6,8 +6,12 @@
 
 #[path = "reach/agents.rs"]
 mod agents;
+#[path = "reach/background.rs"]
+mod background;
 #[path = "reach/commands.rs"]
 mod commands;
+#[path = "reach/images.rs"]
+mod images;
 #[path = "reach/mcp.rs"]
 mod mcp;
 

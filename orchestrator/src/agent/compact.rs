@@ -5,7 +5,9 @@
 //! latest exchange is always kept verbatim, so pending tool results stay paired.
 
 use crate::agent::AgentLoop;
-use crate::model::{ContentBlock, Message, MessagesRequest, Role, ToolResultContent};
+use crate::model::{
+    ContentBlock, Message, MessagesRequest, Role, ToolResultBlock, ToolResultContent,
+};
 use crate::session::RecordBody;
 
 /// Text that replaces a cleared tool result.
@@ -164,12 +166,41 @@ pub fn clear_old_tool_results(messages: &mut [Message]) -> u64 {
 
 /// A rough token count of messages (used only between model calls).
 pub fn estimate_tokens(messages: &[Message]) -> u64 {
-    let chars: usize = messages
+    let chars: u64 = messages
         .iter()
         .flat_map(|m| &m.content)
-        .map(|b| serde_json::to_string(b).map(|s| s.len()).unwrap_or(0))
+        .map(block_chars)
         .sum();
-    chars as u64 / CHARS_PER_TOKEN
+    chars / CHARS_PER_TOKEN
+}
+
+/// What an image costs the model, in tokens, at most: the API scales images to about
+/// 1.15 megapixels, at about 750 pixels a token.
+const IMAGE_TOKENS: u64 = 1600;
+
+/// A block's size as characters of text would count. Images and PDFs are not counted by
+/// their base64 (megabytes of it would pass for a full context): an image costs what the
+/// API charges at most, a PDF a token per 64 bytes of its base64 (about 48 of the file's).
+fn block_chars(block: &ContentBlock) -> u64 {
+    let json_len = |b: &ContentBlock| serde_json::to_string(b).map_or(0, |s| s.len() as u64);
+    match block {
+        ContentBlock::Image { .. } => IMAGE_TOKENS * CHARS_PER_TOKEN,
+        ContentBlock::ToolResult {
+            content: ToolResultContent::Blocks(blocks),
+            ..
+        } => blocks
+            .iter()
+            .map(|b| match b {
+                ToolResultBlock::Text { text } => text.len() as u64,
+                ToolResultBlock::Image { .. } => IMAGE_TOKENS * CHARS_PER_TOKEN,
+                ToolResultBlock::Document { source } => {
+                    let data = source["data"].as_str().map_or(0, str::len) as u64;
+                    data / 64 * CHARS_PER_TOKEN
+                }
+            })
+            .sum(),
+        other => json_len(other),
+    }
 }
 
 #[cfg(test)]
@@ -225,5 +256,28 @@ mod tests {
         messages.push(Message::assistant(vec![ContentBlock::text("done")]));
         messages.push(Message::user_text("next"));
         assert_eq!(tail_start(&messages), 4);
+    }
+
+    #[test]
+    fn an_image_counts_what_the_model_charges_not_its_base64() {
+        let image = ToolResultBlock::Image {
+            source: json!({"type": "base64", "media_type": "image/png", "data": "A".repeat(4_000_000)}),
+        };
+        let result = ContentBlock::ToolResult {
+            tool_use_id: "r".into(),
+            content: ToolResultContent::Blocks(vec![
+                ToolResultBlock::Text {
+                    text: "a.png".into(),
+                },
+                image,
+            ]),
+            is_error: false,
+            cache_control: None,
+        };
+        let tokens = estimate_tokens(&[Message::user(vec![result])]);
+        assert!(
+            tokens > IMAGE_TOKENS && tokens < IMAGE_TOKENS + 10,
+            "{tokens}"
+        );
     }
 }

@@ -234,6 +234,13 @@ impl AgentLoop {
         self
     }
 
+    /// The loop acts through `shared` (made before the loop, so that what is built beside
+    /// it, such as the Agent tool, sees the same model choice).
+    pub fn with_shared(mut self, shared: LoopShared) -> Self {
+        self.shared = shared;
+        self
+    }
+
     /// The handle a client's control requests act through (`set_model`,
     /// `get_context_usage`).
     pub fn shared(&self) -> LoopShared {

@@ -149,11 +149,12 @@ pub(crate) async fn execute(
             is_error: out.is_error,
             duration_ms: ms,
         });
-        blocks.push(ContentBlock::tool_result(
-            call.info.tool_use_id,
-            out.content,
-            out.is_error,
-        ));
+        blocks.push(ContentBlock::ToolResult {
+            tool_use_id: call.info.tool_use_id,
+            content: out.result_content(),
+            is_error: out.is_error,
+            cache_control: None,
+        });
     }
     (blocks, records, interrupted)
 }

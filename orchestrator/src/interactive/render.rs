@@ -253,6 +253,7 @@ fn result_text(content: &ToolResultContent) -> String {
             .map(|b| match b {
                 ToolResultBlock::Text { text } => text.as_str(),
                 ToolResultBlock::Image { .. } => "[image]",
+                ToolResultBlock::Document { .. } => "[document]",
             })
             .collect::<Vec<_>>()
             .join("\n"),

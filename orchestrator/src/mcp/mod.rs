@@ -6,7 +6,8 @@
 //!   settings' `mcpServers`), `${VAR}` expansion ([`expand`]).
 //! - [`pipe`]: a stdio server runs inside the session's sandbox; its stdin and stdout are
 //!   carried over the agent's interactive exec stream into rmcp's read/write transport.
-//! - [`http`]: Streamable HTTP servers, reached from the orchestrator with their headers.
+//! - [`http`]: Streamable HTTP servers, reached from the orchestrator with their headers,
+//!   under the session's egress policy.
 //! - [`server`]: one server's life: start, list tools, call with a time limit, restart
 //!   on the next call after a crash, a hang or garbage.
 //! - [`tool`]: each server tool as a [`crate::tools::Tool`] named `mcp__<server>__<tool>`.
@@ -18,7 +19,7 @@
 //! # async fn demo(settings: cordon::settings::Settings, ctx: cordon::tools::ToolContext) {
 //! use cordon::mcp::McpSet;
 //! let mut tools = cordon::tools::ToolRegistry::default_tools();
-//! let mcp = McpSet::for_session(&settings, ctx.workspace());
+//! let mcp = McpSet::for_session(&settings, ctx.workspace(), None);
 //! mcp.connect_into(&ctx, &mut tools).await; // adds mcp__<server>__<tool> tools
 //! println!("{}", mcp.status());
 //! # }
@@ -36,6 +37,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use crate::network::proxy::dial::Dialer;
 use crate::settings::Settings;
 use crate::tools::{ToolContext, ToolRegistry};
 pub use config::{McpConfig, ServerConfig, Transport};
@@ -50,13 +52,14 @@ pub struct McpSet {
 
 impl McpSet {
     /// The servers `settings` configure for `workspace`, variables from Cordon's
-    /// environment, time limits from `MCP_TIMEOUT` / `MCP_TOOL_TIMEOUT`.
-    pub fn for_session(settings: &Settings, workspace: &Path) -> Self {
+    /// environment, time limits from `MCP_TIMEOUT` / `MCP_TOOL_TIMEOUT`; HTTP servers are
+    /// reached under `egress`, the session's policy (none: not at all).
+    pub fn for_session(settings: &Settings, workspace: &Path, egress: Option<Dialer>) -> Self {
         let cfg = config::load(settings, workspace, &|name| std::env::var(name).ok());
-        Self::new(cfg, Timeouts::from_env())
+        Self::new(cfg, Timeouts::from_env(), egress)
     }
 
-    pub fn new(cfg: McpConfig, timeouts: Timeouts) -> Self {
+    pub fn new(cfg: McpConfig, timeouts: Timeouts, egress: Option<Dialer>) -> Self {
         for r in &cfg.refused {
             tracing::warn!(server = %r.name, scope = r.scope, "MCP server not started: {}", r.why);
         }
@@ -64,7 +67,7 @@ impl McpSet {
             servers: cfg
                 .servers
                 .into_iter()
-                .map(|c| Arc::new(McpServer::new(c, timeouts)))
+                .map(|c| Arc::new(McpServer::new(c, timeouts, egress.clone())))
                 .collect(),
             refused: cfg.refused,
         }

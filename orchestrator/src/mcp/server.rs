@@ -120,13 +120,20 @@ pub struct McpServer {
     live: Mutex<Option<Live>>,
     state: std::sync::Mutex<(Status, Option<String>, Vec<McpToolDef>)>,
     starts: std::sync::atomic::AtomicU64,
+    /// How an HTTP server is reached: the session's egress policy (none: no egress).
+    egress: Option<crate::network::proxy::dial::Dialer>,
 }
 
 impl McpServer {
-    pub fn new(config: ServerConfig, timeouts: Timeouts) -> Self {
+    pub fn new(
+        config: ServerConfig,
+        timeouts: Timeouts,
+        egress: Option<crate::network::proxy::dial::Dialer>,
+    ) -> Self {
         Self {
             config,
             timeouts,
+            egress,
             handler: Handler::default(),
             live: Mutex::new(None),
             state: std::sync::Mutex::new((Status::Pending, None, Vec::new())),
@@ -339,7 +346,9 @@ impl McpServer {
                 }
             }
             Transport::Http { url, headers } => {
-                let transport = super::http::transport(url, headers).map_err(fail)?;
+                let transport = super::http::transport(url, headers, self.egress.as_ref())
+                    .await
+                    .map_err(fail)?;
                 let service = self
                     .handler
                     .clone()

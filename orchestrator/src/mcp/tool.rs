@@ -109,6 +109,7 @@ impl Tool for McpTool {
                 ToolOutput {
                     content: text,
                     is_error,
+                    ..ToolOutput::default()
                 }
             }
             Err(e) => ToolOutput::error(format!("{}: {e}", self.full_name)),

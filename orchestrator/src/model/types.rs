@@ -190,7 +190,7 @@ impl ContentBlock {
     }
 }
 
-/// `tool_result.content`: a plain string or an array of text/image blocks.
+/// `tool_result.content`: a plain string or an array of text, image and document blocks.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum ToolResultContent {
@@ -198,11 +198,19 @@ pub enum ToolResultContent {
     Blocks(Vec<ToolResultBlock>),
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ToolResultBlock {
-    Text { text: String },
-    Image { source: Value },
+    Text {
+        text: String,
+    },
+    Image {
+        source: Value,
+    },
+    /// A PDF (`source`: base64 data of `application/pdf`).
+    Document {
+        source: Value,
+    },
 }
 
 /// A tool as the model sees it.

@@ -142,9 +142,10 @@ pub struct SessionHandles {
 }
 
 impl SessionHandles {
-    /// Marks the session used in the index and tears its sandbox down; both best effort
-    /// (the transcript is already on disk), so failures are logged, not returned. The
-    /// index is updated at once; the returned future (which holds no borrow of the
+    /// Marks the session used in the index, ends its background shells and tears its
+    /// sandbox down; all best effort (the transcript is already on disk), so failures are
+    /// logged, not returned. The index is updated and the shells' exec calls ended at
+    /// once; the returned future (which holds no borrow of the
     /// handles, so a spawned task may await it) ends the sandbox.
     pub fn end(&self) -> impl std::future::Future<Output = ()> + Send + 'static + use<> {
         if let Err(e) = self.store.touch(&self.session_id) {
@@ -152,6 +153,8 @@ impl SessionHandles {
         }
         let sandbox = self.sandbox.clone();
         let mcp = self.mcp.clone();
+        // Background shells end with the session (the agent kills each one's cgroup).
+        self.ctx.background().stop_all();
         async move {
             mcp.stop_all().await;
             if let Err(e) = sandbox.destroy().await {
@@ -248,6 +251,15 @@ impl SessionEnv {
                 search_model,
             )));
         }
+        // HTTP MCP servers are reached from here, under the same policy and resolver.
+        let mcp_egress =
+            network
+                .policy
+                .grants_egress()
+                .then(|| crate::network::proxy::dial::Dialer {
+                    policy: Arc::new(network.policy.clone()),
+                    resolver: Arc::new(crate::network::proxy::dial::SystemResolver),
+                });
         if network.policy.grants_egress() {
             // Every connection, allowed or refused, is recorded beside the transcript.
             let mut log_path = transcript.path().as_os_str().to_owned();
@@ -279,7 +291,7 @@ impl SessionEnv {
         ));
         let observer = Arc::new(HookObserver::new(hooks.clone()));
         // MCP servers: stdio ones start inside the sandbox; their tools join the built-ins.
-        let mcp = crate::mcp::McpSet::for_session(settings, &workspace);
+        let mcp = crate::mcp::McpSet::for_session(settings, &workspace, mcp_egress);
         let mut extra_tools = web_tools;
         extra_tools.register(Arc::new(crate::tools::todo_write::TodoWriteTool::default()));
         let skills = crate::tools::skill::load(&workspace, self.user_home.as_deref());
@@ -437,9 +449,11 @@ impl Prepared {
         )));
         // The Agent tool: sub-agents on the same model, sandbox, gate, hooks and events,
         // with the session's other tools (or a subset of them).
+        let shared = crate::agent::LoopShared::default();
         let kit = crate::subagents::SubagentKit {
             model: inputs.model.clone(),
             config: inputs.config.clone(),
+            parent: shared.clone(),
             tools: tools.clone(),
             gate: gate.clone(),
             hooks: Some(handles.hooks.clone()),
@@ -467,6 +481,7 @@ impl Prepared {
             inputs.transcript,
             inputs.config,
         )
+        .with_shared(shared)
         .with_history(inputs.history)
         .with_observer(Arc::new(Observers(observers)));
         if let Some(structured) = inputs.structured {

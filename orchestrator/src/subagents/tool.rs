@@ -36,6 +36,9 @@ pub struct SubagentKit {
     pub model: ModelClient,
     /// The parent's loop settings (model, window, cwd, memory, date).
     pub config: LoopConfig,
+    /// The parent loop's shared state: the model a client switched the session to
+    /// (`set_model`), which a sub-agent with no model of its own follows.
+    pub parent: crate::agent::LoopShared,
     /// The parent's tools; a sub-agent gets these or a subset, never the Agent tool.
     pub tools: ToolRegistry,
     pub gate: Arc<dyn ToolGate>,
@@ -230,7 +233,13 @@ impl Tool for AgentTool {
             Err(e) => return ToolOutput::error(format!("{NAME}: {e}")),
         };
         let mut config = self.kit.config.clone();
-        config.model = model_for(def.model.as_deref(), &self.kit.config.model);
+        // The session's model as it is now (a client may have changed it since the start).
+        let session_model = self
+            .kit
+            .parent
+            .model()
+            .unwrap_or_else(|| self.kit.config.model.clone());
+        config.model = model_for(def.model.as_deref(), &session_model);
         config.commands.clear();
         // The answer's schema is the main loop's: a sub-agent reports in prose.
         config.options.json_schema = None;

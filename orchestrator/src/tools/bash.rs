@@ -1,7 +1,9 @@
 //! Bash: one command in a fresh confined process (the agent runs it with `bash -c`). The
 //! working directory carries over between calls; output is stdout and stderr interleaved,
 //! cut by the agent past 30,000 characters with the whole kept in a file. An interrupt
-//! cancels the command's whole process group.
+//! cancels the command's whole process group. With `run_in_background` the command is
+//! started as one of the session's background shells ([`super::background`]) and the call
+//! returns its id at once.
 
 use futures::StreamExt;
 use sandbox_agent::limits::{DEFAULT_EXEC_TIMEOUT_MS, MAX_EXEC_TIMEOUT_MS};
@@ -22,7 +24,10 @@ whole output saved to a file whose path the result gives (read it with Read or s
 with Grep). A non-zero exit code is reported as an error. The sandbox may deny network \
 access and writes outside the workspace. Prefer Read, Edit, Write, Glob and Grep over \
 cat, sed, echo, find and grep. `description` is a short note of what the command does, for \
-people watching; `run_in_background` is not supported yet.";
+people watching. `run_in_background: true` starts the command and returns at once with a \
+task id, for servers, watchers and long builds: read its new output with TaskOutput, stop \
+it with TaskStop; it does not change the working directory, gets no `timeout`, and ends \
+with the session at the latest. Do not add `&` to a command for this.";
 
 #[tonic::async_trait]
 impl Tool for BashTool {
@@ -45,7 +50,7 @@ impl Tool for BashTool {
                 "description": {"type": "string",
                     "description": "A few words saying what the command does"},
                 "run_in_background": {"type": "boolean",
-                    "description": "Not supported yet; leave unset"}
+                    "description": "Start it in the background and return its task id at once"}
             },
             "required": ["command"],
             "additionalProperties": false
@@ -62,10 +67,7 @@ impl Tool for BashTool {
 
     async fn call(&self, ctx: &ToolContext, input: Value) -> ToolOutput {
         if bool_field(&input, "run_in_background") == Some(true) {
-            return ToolOutput::error(
-                "Bash: run_in_background is not supported yet; run the command in the \
-                 foreground (raise `timeout` up to 600000 ms for long commands)",
-            );
+            return start_in_background(ctx, str_field(&input, "command")).await;
         }
         let (timeout_ms, capped) = effective_timeout(u64_field(&input, "timeout"));
         let req = ExecRequest {
@@ -88,6 +90,18 @@ impl Tool for BashTool {
             }
             Err(err) => agent_error_output("Bash", &err),
         }
+    }
+}
+
+/// Starts `command` as a background shell; the result names its id.
+async fn start_in_background(ctx: &ToolContext, command: &str) -> ToolOutput {
+    match ctx.background().start(ctx, command).await {
+        Ok(shell) => ToolOutput::ok(format!(
+            "Command running in background with ID: {id}. Read its new output with \
+             TaskOutput (task_id \"{id}\"); stop it with TaskStop.",
+            id = shell.id
+        )),
+        Err(why) => ToolOutput::error(format!("Bash: {why}")),
     }
 }
 
@@ -197,6 +211,7 @@ pub fn render(output: &[u8], status: &ExitStatus, timeout_ms: u64) -> ToolOutput
     ToolOutput {
         content: text,
         is_error: failed,
+        ..ToolOutput::default()
     }
 }
 

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use sandbox_agent::client::AgentClient;
 use tokio::sync::watch;
 
+use super::background::BackgroundShells;
 use crate::sandbox::Supervisor;
 
 /// What a file held when the model last saw it (read it, or wrote it through a tool).
@@ -118,6 +119,8 @@ pub struct ToolContext {
     interrupts: watch::Receiver<u64>,
     /// The `tool_use` id of the call this context was handed to (set per call).
     tool_use_id: Option<Arc<str>>,
+    /// The session's background shells (a sub-agent's are the session's too).
+    background: Arc<BackgroundShells>,
 }
 
 impl ToolContext {
@@ -145,6 +148,7 @@ impl ToolContext {
             workspace,
             interrupts: rx,
             tool_use_id: None,
+            background: Arc::default(),
         };
         (ctx, Interrupter { tx: Arc::new(tx) })
     }
@@ -209,6 +213,11 @@ impl ToolContext {
             AgentSource::Fixed(_) => false,
             AgentSource::Supervised(sup) => sup.check_after_failure().await,
         }
+    }
+
+    /// The session's background shells (Bash `run_in_background`).
+    pub fn background(&self) -> &Arc<BackgroundShells> {
+        &self.background
     }
 
     pub fn read_state(&self) -> &Arc<ReadState> {

@@ -13,6 +13,8 @@
 //!   permission kind the engine routes on.
 //! - one file per tool: [`read`], [`write`], [`edit`], [`bash`], [`glob`], [`grep`],
 //!   [`todo_write`], [`web_fetch`], [`web_search`]; MCP tools live in [`crate::mcp`].
+//! - [`media`]: Read's images and PDFs as the model's image and document blocks.
+//! - [`background`]: Bash's background commands and the TaskOutput and TaskStop tools.
 //!
 //! # Example
 //!
@@ -28,12 +30,14 @@
 //! # let _ = defs; }
 //! ```
 
+pub mod background;
 pub mod bash;
 pub mod context;
 pub mod edit;
 pub mod exit_plan_mode;
 pub mod glob;
 pub mod grep;
+pub mod media;
 pub mod read;
 pub mod schema;
 pub mod skill;
@@ -53,17 +57,19 @@ pub use context::{FileStamp, Interrupter, ReadState, ToolContext};
 pub use spec::{ToolKind, ToolSpec};
 
 /// The content of one `tool_result` block.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ToolOutput {
     pub content: String,
     pub is_error: bool,
+    /// Blocks that follow the text in the result (an image or PDF that Read returns).
+    pub attachments: Vec<crate::model::ToolResultBlock>,
 }
 
 impl ToolOutput {
     pub fn ok(content: impl Into<String>) -> Self {
         Self {
             content: content.into(),
-            is_error: false,
+            ..Self::default()
         }
     }
 
@@ -71,7 +77,31 @@ impl ToolOutput {
         Self {
             content: content.into(),
             is_error: true,
+            ..Self::default()
         }
+    }
+
+    /// The same output with `block` after its text.
+    pub fn with_attachment(mut self, block: crate::model::ToolResultBlock) -> Self {
+        self.attachments.push(block);
+        self
+    }
+
+    /// The `tool_result.content` the model gets: the text alone, or the text and then the
+    /// attachments.
+    pub fn result_content(&self) -> crate::model::ToolResultContent {
+        use crate::model::{ToolResultBlock, ToolResultContent};
+        if self.attachments.is_empty() {
+            return ToolResultContent::Text(self.content.clone());
+        }
+        let text = ToolResultBlock::Text {
+            text: self.content.clone(),
+        };
+        ToolResultContent::Blocks(
+            std::iter::once(text)
+                .chain(self.attachments.iter().cloned())
+                .collect(),
+        )
     }
 }
 
@@ -144,7 +174,9 @@ impl ToolRegistry {
         Self::default()
     }
 
-    /// The six built-in tools: Read, Write, Edit, Bash, Glob, Grep.
+    /// The built-in tools: Read, Write, Edit, Bash, Glob, Grep, and TaskOutput and
+    /// TaskStop for Bash's background commands (also under their older names BashOutput
+    /// and KillShell).
     pub fn default_tools() -> Self {
         let mut reg = Self::new();
         reg.register(Arc::new(read::ReadTool));
@@ -153,6 +185,13 @@ impl ToolRegistry {
         reg.register(Arc::new(bash::BashTool));
         reg.register(Arc::new(glob::GlobTool));
         reg.register(Arc::new(grep::GrepTool));
+        reg.register(Arc::new(background::task_output::TaskOutputTool));
+        reg.register(Arc::new(background::task_stop::TaskStopTool));
+        reg.alias(
+            background::task_output::OLD_NAME,
+            background::task_output::NAME,
+        );
+        reg.alias(background::task_stop::OLD_NAME, background::task_stop::NAME);
         reg
     }
 

@@ -11,18 +11,32 @@ fn check(name: &str, input: Value) -> Result<(), String> {
 }
 
 #[test]
-fn default_tools_are_the_six_with_claude_code_names() {
+fn default_tools_have_claude_code_names() {
     let reg = ToolRegistry::default_tools();
     assert_eq!(
         reg.names(),
-        ["Read", "Write", "Edit", "Bash", "Glob", "Grep"]
+        [
+            "Read",
+            "Write",
+            "Edit",
+            "Bash",
+            "Glob",
+            "Grep",
+            "TaskOutput",
+            "TaskStop"
+        ]
     );
+    assert_eq!(reg.get("BashOutput").unwrap().name(), "TaskOutput");
+    assert_eq!(reg.get("KillShell").unwrap().name(), "TaskStop");
     let read_only: Vec<_> = reg
         .names()
         .into_iter()
         .filter(|n| reg.get(n).is_some_and(|t| t.is_read_only()))
         .collect();
-    assert_eq!(read_only, ["Read", "Glob", "Grep"]);
+    assert_eq!(
+        read_only,
+        ["Read", "Glob", "Grep", "TaskOutput", "TaskStop"]
+    );
 }
 
 #[test]
@@ -226,7 +240,8 @@ fn unknown_tools_list_the_available_ones() {
     let err = check("Fetch", json!({})).unwrap_err();
     assert_eq!(
         err,
-        "there is no tool named `Fetch`; available tools: Read, Write, Edit, Bash, Glob, Grep"
+        "there is no tool named `Fetch`; available tools: Read, Write, Edit, Bash, Glob, Grep, \
+         TaskOutput, TaskStop"
     );
 }
 

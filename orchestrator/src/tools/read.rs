@@ -1,12 +1,16 @@
 //! Read: a file as numbered lines (the agent formats them), paged with offset/limit, with
-//! a notice when the view is partial. Records what the file held, for Edit and Write.
+//! a notice when the view is partial; an image or PDF as the block the model reads it
+//! from ([`super::media`]), its bytes read whole by the agent inside the sandbox. Records
+//! what the file held, for Edit and Write.
 
 use sandbox_agent::proto::ReadResponse;
 use serde_json::{Value, json};
 
+use std::path::Path;
+
 use super::context::FileStamp;
 use super::{
-    Tool, ToolContext, ToolOutput, absolute_path, agent_error_output, str_field, u64_field,
+    Tool, ToolContext, ToolOutput, absolute_path, agent_error_output, media, str_field, u64_field,
 };
 
 pub struct ReadTool;
@@ -16,7 +20,9 @@ numbered from 1 (`N<tab>line`). `file_path` must be absolute. By default the fir
 lines are returned; pass `offset` (first line, 1-based) and `limit` (number of lines) to \
 page through longer files. Lines longer than 2000 characters are cut. When the view is not \
 the whole file, the result ends with a note saying which lines are shown. Binary files are \
-described instead of shown. A file must be read before Edit can change it or Write can \
+described instead of shown, except images (PNG, JPEG, GIF, WebP), which are shown to you \
+as images (scaled down when large), and PDFs, which are given to you as documents (at \
+most 10 MB and 100 pages). A file must be read before Edit can change it or Write can \
 replace it. Reading directories is not supported: use Glob or Bash `ls`.";
 
 #[tonic::async_trait]
@@ -66,6 +72,9 @@ impl Tool for ReadTool {
         let offset = u64_field(&input, "offset").unwrap_or(0);
         let limit = u64_field(&input, "limit").unwrap_or(0);
         let shown = path.display().to_string();
+        if let Some(kind) = media::MediaKind::of(&path) {
+            return read_media(ctx, &path, kind).await;
+        }
         match ctx.client().read(&shown, offset, limit).await {
             Ok(resp) => {
                 ctx.read_state().record(
@@ -79,6 +88,42 @@ impl Tool for ReadTool {
             }
             Err(err) => agent_error_output("Read", &err),
         }
+    }
+}
+
+/// An image or PDF: its bytes from the agent, turned into the block the model reads (on
+/// the blocking pool: decoding and scaling take a while, and a decoder's panic stays
+/// this call's error).
+async fn read_media(ctx: &ToolContext, path: &Path, kind: media::MediaKind) -> ToolOutput {
+    let shown = path.display().to_string();
+    let resp = match ctx.client().read_raw(&shown).await {
+        Ok(resp) => resp,
+        Err(err) => return agent_error_output("Read", &err),
+    };
+    if resp.raw_content.is_empty() && resp.size_bytes > 0 {
+        // An agent from before whole-file reads answers with lines or a description.
+        return ToolOutput::error(format!(
+            "Read: {shown}: this sandbox's agent cannot return a file's bytes (it predates \
+             image and PDF reads); its image needs rebuilding"
+        ));
+    }
+    let stamp = FileStamp {
+        sha256: resp.sha256.clone(),
+        mtime_ns: resp.mtime_ns,
+    };
+    let bytes = resp.raw_content;
+    let made = tokio::task::spawn_blocking(move || match kind {
+        media::MediaKind::Image => media::image(&bytes),
+        media::MediaKind::Pdf => media::pdf(&bytes),
+    })
+    .await
+    .unwrap_or_else(|e| Err(format!("decoding it failed ({e})")));
+    match made {
+        Ok(m) => {
+            ctx.read_state().record(path, stamp);
+            ToolOutput::ok(format!("{shown}: {}", m.note)).with_attachment(m.block)
+        }
+        Err(why) => ToolOutput::error(format!("Read: {shown}: {why}")),
     }
 }
 

@@ -1,6 +1,8 @@
 //! Read: a file as numbered lines, one window of it at a time, or a description of it when
 //! it is binary. The file is streamed once: every byte feeds the digest and the line count,
 //! and only the requested window is kept, so memory stays bounded whatever the file size.
+//! A `raw` read returns the bytes whole instead (images and PDFs), up to
+//! [`MAX_READ_RAW_BYTES`].
 
 use std::io::Read;
 use std::path::Path;
@@ -9,7 +11,9 @@ use sha2::{Digest, Sha256};
 
 use super::{FileStat, Resolver, io_err, mtime_ns, numbered, open_regular};
 use crate::error::AgentError;
-use crate::limits::{DEFAULT_READ_LINES, MAX_READ_LINE_CHARS, MAX_READ_RESPONSE_BYTES};
+use crate::limits::{
+    DEFAULT_READ_LINES, MAX_READ_LINE_CHARS, MAX_READ_RAW_BYTES, MAX_READ_RESPONSE_BYTES,
+};
 use crate::proto::{ReadRequest, ReadResponse};
 
 /// Bytes inspected to tell text from binary.
@@ -47,6 +51,9 @@ pub fn open(resolver: &Resolver, req: &ReadRequest) -> Result<Opened, AgentError
 
 /// The second half of [`read`]: streams the opened file into the response.
 pub fn read_opened(opened: Opened, req: &ReadRequest) -> Result<ReadResponse, AgentError> {
+    if req.raw {
+        return read_raw(opened, req);
+    }
     let path = Path::new(&req.path);
     let Opened { mut file, stat } = opened;
     let mut hasher = Sha256::new();
@@ -92,6 +99,45 @@ pub fn read_opened(opened: Opened, req: &ReadRequest) -> Result<ReadResponse, Ag
         view.fill(&mut resp);
     }
     Ok(resp)
+}
+
+/// The whole file's bytes, refused past [`MAX_READ_RAW_BYTES`] (also when it grew past
+/// that while being read: one byte more than the cap is read to tell).
+fn read_raw(opened: Opened, req: &ReadRequest) -> Result<ReadResponse, AgentError> {
+    let path = Path::new(&req.path);
+    if req.offset != 0 || req.limit != 0 {
+        return Err(AgentError::invalid("a raw read takes no offset or limit"));
+    }
+    let too_large = |size: u64| {
+        AgentError::new(
+            crate::error::ErrorCode::TooLarge,
+            format!(
+                "{} is {size} bytes, over the {MAX_READ_RAW_BYTES} bytes a whole-file read returns",
+                path.display()
+            ),
+        )
+        .with_path(path.display().to_string())
+    };
+    if opened.size() > MAX_READ_RAW_BYTES {
+        return Err(too_large(opened.size()));
+    }
+    let expected = usize::try_from(opened.size()).unwrap_or(0);
+    let Opened { file, stat } = opened;
+    let mut data = Vec::with_capacity(expected);
+    // read_to_end retries EINTR itself.
+    file.take(MAX_READ_RAW_BYTES + 1)
+        .read_to_end(&mut data)
+        .map_err(|e| io_err(&e, path))?;
+    if data.len() as u64 > MAX_READ_RAW_BYTES {
+        return Err(too_large(data.len() as u64));
+    }
+    Ok(ReadResponse {
+        size_bytes: data.len() as u64,
+        mtime_ns: mtime_ns(&stat),
+        sha256: hex::encode(Sha256::digest(&data)),
+        raw_content: data,
+        ..Default::default()
+    })
 }
 
 fn read_retrying(

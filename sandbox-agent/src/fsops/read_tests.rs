@@ -10,6 +10,7 @@ fn req(path: &Path, offset: u64, limit: u64) -> ReadRequest {
         path: s(path),
         offset,
         limit,
+        raw: false,
     }
 }
 
@@ -116,8 +117,7 @@ fn fifo_without_writer_is_refused_promptly() {
             &resolver,
             &ReadRequest {
                 path,
-                offset: 0,
-                limit: 0,
+                ..Default::default()
             },
         ));
     });
@@ -211,4 +211,34 @@ fn line_numbers_are_right_aligned_in_six_columns_and_grow_beyond() {
     super::super::numbered(&mut out, 123_456, "b");
     super::super::numbered(&mut out, 12_345_678, "");
     assert_eq!(out, "     7\ta\n123456\tb\n12345678\t\n");
+}
+
+#[test]
+fn a_raw_read_returns_the_bytes_whole_and_refuses_past_the_cap() {
+    let f = fixture();
+    let p = f.root.join("pic.png");
+    let bytes = b"\x89PNG\r\n\x1a\n\0\0binary";
+    std::fs::write(&p, bytes).unwrap();
+    let raw = |path: &Path| ReadRequest {
+        raw: true,
+        ..req(path, 0, 0)
+    };
+    let r = read(&f.resolver, &raw(&p)).unwrap();
+    assert_eq!(r.raw_content, bytes);
+    assert_eq!(r.size_bytes, bytes.len() as u64);
+    assert_eq!(r.sha256, crate::fsops::sha256_hex(bytes));
+    assert!(r.content.is_empty() && r.binary_description.is_empty());
+    let big = f.root.join("big.pdf");
+    let file = std::fs::File::create(&big).unwrap();
+    file.set_len(MAX_READ_RAW_BYTES + 1).unwrap();
+    let err = read(&f.resolver, &raw(&big)).unwrap_err();
+    assert_eq!(err.code, ErrorCode::TooLarge, "{err:?}");
+    let paged = ReadRequest {
+        offset: 2,
+        ..raw(&p)
+    };
+    assert_eq!(
+        read(&f.resolver, &paged).unwrap_err().code,
+        ErrorCode::InvalidRequest
+    );
 }

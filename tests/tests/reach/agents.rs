@@ -421,3 +421,82 @@ async fn at_most_four_subagents_run_at_once() {
         "{results:?}"
     );
 }
+
+/// A client's `set_model` (stream-json control request) switches the session's model; a
+/// sub-agent whose definition names no model starts on the model the session has then,
+/// one that names its own keeps it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subagent_without_a_model_follows_the_sessions_set_model() {
+    use tokio::io::AsyncWriteExt;
+    let ws = project();
+    std::fs::write(
+        ws.join(".claude/agents/pinned.md"),
+        "---\nname: pinned\ndescription: Pinned to haiku\nmodel: haiku\n---\nPINNED\n",
+    )
+    .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let (a, name, input_a) = agent_call("agent-a", "SUB-FOLLOW: look", None);
+    let (b, _, input_b) = agent_call("agent-b", "SUB-PINNED: look", Some("pinned"));
+    let model = ScriptedModel::start(vec![
+        Turn::Reply(Reply::tool_use(a, name.clone(), input_a)),
+        Turn::Reply(Reply::tool_use(b, name, input_b)),
+        Turn::text("both reported"),
+    ])
+    .await
+    .unwrap();
+    model.route("SUB-FOLLOW", [Turn::text("followed")]);
+    model.route("SUB-PINNED", [Turn::text("pinned")]);
+    let args = [
+        "--input-format",
+        "stream-json",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        "--trust",
+    ];
+    let mut cmd = command(&model, &ws, home.path(), &args);
+    cmd.stdin(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let input = [
+        json!({"type": "control_request", "request_id": "m1",
+            "request": {"subtype": "set_model", "model": "claude-switched-1"}}),
+        json!({"type": "user", "message": {"role": "user", "content": "delegate"}}),
+    ];
+    for line in input {
+        stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .unwrap();
+    }
+    // Ends the session once its turn is done.
+    drop(stdin);
+    let out = tokio::time::timeout(Duration::from_secs(120), child.wait_with_output())
+        .await
+        .expect("cordon hung")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let requests = model.requests();
+    let model_of = |marker: &str| -> Vec<String> {
+        requests
+            .iter()
+            .filter(|r| r.body["messages"][0].to_string().contains(marker))
+            .map(|r| r.body["model"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        model_of("SUB-FOLLOW"),
+        ["claude-switched-1"],
+        "{requests:#?}"
+    );
+    assert_eq!(model_of("SUB-PINNED"), ["claude-haiku-4-5"]);
+    assert_eq!(
+        requests[0].body["model"], "claude-switched-1",
+        "the parent switched too"
+    );
+}
