@@ -45,20 +45,27 @@ where
 /// calling thread only, so the rest of the test process keeps the host's; threads and
 /// processes started from this thread afterwards inherit its namespaces (a benchmark
 /// builds its multi-threaded runtime after this). Keep the returned file while the
-/// namespace is used.
+/// namespace is used. A mount namespace only with a `resolver` (for its resolv.conf):
+/// without one the thread keeps the host's mounts, and so sees mounts made after it
+/// started (a Docker container's root, which the warm pool's claim writes into).
 pub fn enter(addrs: &[IpAddr], resolver: Option<IpAddr>) -> Option<tempfile::NamedTempFile> {
     use nix::mount::{MsFlags, mount};
     use nix::sched::{CloneFlags, unshare};
-    unshare(CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_FS)
-        .expect("unshare: the network tests need root");
-    mount(
-        None::<&str>,
-        "/",
-        None::<&str>,
-        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
-        None::<&str>,
-    )
-    .expect("making / private in the test's mount namespace");
+    let mut flags = CloneFlags::CLONE_NEWNET;
+    if resolver.is_some() {
+        flags |= CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_FS;
+    }
+    unshare(flags).expect("unshare: the network tests need root");
+    if resolver.is_some() {
+        mount(
+            None::<&str>,
+            "/",
+            None::<&str>,
+            MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+            None::<&str>,
+        )
+        .expect("making / private in the test's mount namespace");
+    }
     ip(&["link", "set", "lo", "up"]);
     // A veth pair stands for the outside link (this kernel has no dummy driver); the
     // addresses sit on one end, and being local they are reached without any route.
