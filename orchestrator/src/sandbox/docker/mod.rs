@@ -18,7 +18,9 @@
 //!   through it, so none of its processes outlives the call.
 //!
 //! Security properties of every session container (see [`container::session_host_config`]):
-//! network none, read-only root, the workspace at the same absolute path (injected as an
+//! network none (a session with egress reaches its proxy only through the Unix socket in
+//! its run dir, which the agent bridges to the container's loopback; resolv.conf names the
+//! agent's DNS stub, never the host's resolver), read-only root, the workspace at the same absolute path (injected as an
 //! idmapped `nosuid,nodev` mount when Cordon runs as root, see [`pool`]), a
 //! size-capped /tmp tmpfs, all capabilities dropped, no-new-privileges, the generated
 //! seccomp profile, pids/memory/cpu limits, an init that reaps, a distinct non-root uid,
