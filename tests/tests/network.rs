@@ -9,5 +9,7 @@ mod docker;
 mod proxy;
 #[path = "network/sandbox.rs"]
 mod sandbox;
+#[path = "network/tools.rs"]
+mod tools;
 #[path = "network/web.rs"]
 mod web;

@@ -37,7 +37,11 @@ fn build_curl_image(home: &Path) {
         std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
         std::fs::copy(f, &dst).unwrap();
     }
-    std::fs::write(ctx.join("Dockerfile"), "FROM cordon-minimal\nCOPY root/ /\nENV PATH=/usr/bin:/bin\n").unwrap();
+    std::fs::write(
+        ctx.join("Dockerfile"),
+        "FROM cordon-minimal\nCOPY root/ /\nENV PATH=/usr/bin:/bin\n",
+    )
+    .unwrap();
     let out = std::process::Command::new(cordon_bin())
         .args(["images", "build", IMAGE, "--dockerfile"])
         .arg(ctx.join("Dockerfile"))
@@ -164,7 +168,11 @@ fn docker_sessions_with_and_without_a_way_out_share_the_warm_pool() {
     // into the container's root, a mount made after this thread started. The proxy's
     // resolver is the test's table, recording what it was asked.
     net::run(&[IpAddr::V4(SERVER)], None, move || async move {
-        let resolver = Arc::new(Recording::new(&["allowed.test", "other.test", "unlisted.test"]));
+        let resolver = Arc::new(Recording::new(&[
+            "allowed.test",
+            "other.test",
+            "unlisted.test",
+        ]));
         net::http_server(SocketAddr::new(IpAddr::V4(SERVER), 80), 0).await;
         let backend = DockerBackend::new(DockerConfig {
             pool_size: 2,
@@ -184,7 +192,10 @@ fn docker_sessions_with_and_without_a_way_out_share_the_warm_pool() {
         egress.resolver = resolver.clone();
         let spec = SandboxSpec::new("net-docker-egress", ws.path()).with_egress(egress);
         let with = backend.start(&spec).await.unwrap();
-        assert!(with.warm, "a session with a way out is served from the pool");
+        assert!(
+            with.warm,
+            "a session with a way out is served from the pool"
+        );
         let c = checks(&with).await;
         let get = |name: &str| {
             c.get(name)
@@ -210,7 +221,10 @@ fn docker_sessions_with_and_without_a_way_out_share_the_warm_pool() {
         }
         let asked = resolver.asked.lock().unwrap().clone();
         for never in ["other.test", "unlisted.test", "c2VjcmV0.evil.test"] {
-            assert!(!asked.iter().any(|n| n == never), "{never} resolved: {asked:?}");
+            assert!(
+                !asked.iter().any(|n| n == never),
+                "{never} resolved: {asked:?}"
+            );
         }
         let records = log.records();
         assert!(
@@ -234,14 +248,19 @@ fn docker_sessions_with_and_without_a_way_out_share_the_warm_pool() {
             .start(&SandboxSpec::new("net-docker-none", ws2.path()))
             .await
             .unwrap();
-        assert!(without.warm, "a session without network is served from the pool too");
+        assert!(
+            without.warm,
+            "a session without network is served from the pool too"
+        );
         let c = checks(&without).await;
         for name in ["http", "bridge", "noproxy", "noproxy_ip", "dns_allowed"] {
             let (rc, out) = c.get(name).cloned().unwrap();
             assert_ne!(rc, 0, "{name} without network: {out}");
         }
         assert!(
-            !run_root.join("cordon-net-docker-none/sock/egress.sock").exists(),
+            !run_root
+                .join("cordon-net-docker-none/sock/egress.sock")
+                .exists(),
             "no proxy for a session without network"
         );
         without.destroy().await.unwrap();

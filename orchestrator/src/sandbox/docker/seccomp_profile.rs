@@ -184,7 +184,11 @@ fn outside(allowed: &[u32]) -> Vec<(u64, u64)> {
         // The gap [from, end): split into the largest aligned blocks.
         let mut at = from;
         while at < end {
-            let align = if at == 0 { 1 << 32 } else { 1u64 << at.trailing_zeros() };
+            let align = if at == 0 {
+                1 << 32
+            } else {
+                1u64 << at.trailing_zeros()
+            };
             let mut size = align;
             while at + size > end {
                 size >>= 1;
@@ -321,7 +325,10 @@ mod tests {
     fn refused_by(entries: &[&Value], x: u64) -> bool {
         entries.iter().any(|e| {
             e["args"].as_array().unwrap().iter().all(|a| {
-                let (mask, value) = (a["value"].as_u64().unwrap(), a["valueTwo"].as_u64().unwrap());
+                let (mask, value) = (
+                    a["value"].as_u64().unwrap(),
+                    a["valueTwo"].as_u64().unwrap(),
+                );
                 a["op"] == "SCMP_CMP_MASKED_EQ" && x & mask == value
             })
         })
@@ -335,7 +342,10 @@ mod tests {
             let family = u64::try_from(family).unwrap();
             assert!(!refused_by(&socket, family), "{family} allowed");
             // The kernel reads the low 32 bits: high garbage does not change the answer.
-            assert!(!refused_by(&socket, family | 1 << 40), "{family} with high bits");
+            assert!(
+                !refused_by(&socket, family | 1 << 40),
+                "{family} with high bits"
+            );
         }
         for family in [0, 3, 9, 11, 16, 38, 40, 0xffff_ffff] {
             assert!(refused_by(&socket, family), "{family} refused");
