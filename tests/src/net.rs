@@ -218,7 +218,8 @@ pub async fn echo_server(addr: SocketAddr) -> Arc<AtomicU64> {
 }
 
 /// Serves `files` (path → body) on `addr`, over TLS when `tls` is given: one request per
-/// connection, the query string ignored, 404 for any other path. Keeps every request's
+/// connection, the query string ignored, 404 for any other path; directories (a path
+/// ending in `/`) are HTML, other UTF-8 bodies text. Keeps every request's
 /// head (method, path, headers) as text, in order.
 pub async fn file_server(
     addr: SocketAddr,
@@ -262,6 +263,8 @@ async fn serve_file<S: AsyncReadExt + AsyncWriteExt + Unpin>(
     };
     let kind = if path.ends_with('/') {
         "text/html"
+    } else if std::str::from_utf8(body).is_ok() {
+        "text/plain"
     } else {
         "application/octet-stream"
     };
