@@ -385,11 +385,19 @@ fn web_fetch_over_https_is_recorded_in_the_egress_log() {
             &model,
             home.path(),
             ws.path(),
-            &["--output-format", "json", "--settings", &settings],
+            &["--output-format", "stream-json", "--settings", &settings],
         );
         cmd.env("SSL_CERT_FILE", &ca.ca_pem).arg("go");
         let out = cordon_tests::agent::Output::of(cmd).await;
         assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+        // The init record says what the session's network is.
+        let init: Value = serde_json::from_str(out.stdout.lines().next().unwrap()).unwrap();
+        assert_eq!(init["subtype"], "init");
+        assert_eq!(init["network"]["egress"], "proxy", "{init}");
+        assert_eq!(
+            init["network"]["allowedDomains"][0]["entry"], "docs.test",
+            "{init}"
+        );
         let requests = model.requests();
         assert_eq!(requests.len(), 3, "{}", out.stdout);
         let asked_model = user_text(&requests[1].body);
