@@ -373,7 +373,28 @@ pub fn run(backend: BackendKind, workspace: &Path) -> Report {
                 .into(),
     });
     checks.extend(toolchain_lines(workspace));
+    checks.push(network_line(workspace));
     Report { backend, checks }
+}
+
+/// The network policy a session of `workspace` would get from its settings (user,
+/// managed, and the repository's as its trust allows): no network, or which domains.
+fn network_line(workspace: &Path) -> Check {
+    let resolved = crate::settings::Settings::load(workspace, Default::default())
+        .map_err(|e| e.to_string())
+        .and_then(|s| crate::network::layers::from_settings(&s).map_err(|e| e.to_string()));
+    match resolved {
+        Ok(network) => Check {
+            name: "network",
+            status: Status::Ok,
+            detail: network.describe(),
+        },
+        Err(e) => Check {
+            name: "network",
+            status: Status::Warn,
+            detail: format!("the settings do not resolve: {e}"),
+        },
+    }
 }
 
 /// What a local session of `workspace` would show of the user's toolchains and hide of

@@ -13,6 +13,7 @@ pub mod limits;
 pub mod net;
 pub mod pty;
 pub mod sdk;
+pub mod tls;
 pub mod webdriver;
 
 use std::path::{Path, PathBuf};

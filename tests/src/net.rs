@@ -45,20 +45,27 @@ where
 /// calling thread only, so the rest of the test process keeps the host's; threads and
 /// processes started from this thread afterwards inherit its namespaces (a benchmark
 /// builds its multi-threaded runtime after this). Keep the returned file while the
-/// namespace is used.
+/// namespace is used. A mount namespace only with a `resolver` (for its resolv.conf):
+/// without one the thread keeps the host's mounts, and so sees mounts made after it
+/// started (a Docker container's root, which the warm pool's claim writes into).
 pub fn enter(addrs: &[IpAddr], resolver: Option<IpAddr>) -> Option<tempfile::NamedTempFile> {
     use nix::mount::{MsFlags, mount};
     use nix::sched::{CloneFlags, unshare};
-    unshare(CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_FS)
-        .expect("unshare: the network tests need root");
-    mount(
-        None::<&str>,
-        "/",
-        None::<&str>,
-        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
-        None::<&str>,
-    )
-    .expect("making / private in the test's mount namespace");
+    let mut flags = CloneFlags::CLONE_NEWNET;
+    if resolver.is_some() {
+        flags |= CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_FS;
+    }
+    unshare(flags).expect("unshare: the network tests need root");
+    if resolver.is_some() {
+        mount(
+            None::<&str>,
+            "/",
+            None::<&str>,
+            MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+            None::<&str>,
+        )
+        .expect("making / private in the test's mount namespace");
+    }
     ip(&["link", "set", "lo", "up"]);
     // A veth pair stands for the outside link (this kernel has no dummy driver); the
     // addresses sit on one end, and being local they are reached without any route.
@@ -210,9 +217,69 @@ pub async fn echo_server(addr: SocketAddr) -> Arc<AtomicU64> {
     seen
 }
 
+/// Serves `files` (path → body) on `addr`, over TLS when `tls` is given: one request per
+/// connection, the query string ignored, 404 for any other path; directories (a path
+/// ending in `/`) are HTML, other UTF-8 bodies text. Keeps every request's
+/// head (method, path, headers) as text, in order.
+pub async fn file_server(
+    addr: SocketAddr,
+    files: HashMap<String, Vec<u8>>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+) -> Arc<Mutex<Vec<String>>> {
+    let listener = TcpListener::bind(addr).await.unwrap();
+    let files = Arc::new(files);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let heads = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((s, _)) = listener.accept().await {
+            let (files, heads, tls) = (files.clone(), heads.clone(), tls.clone());
+            tokio::spawn(async move {
+                match tls {
+                    Some(tls) => {
+                        if let Ok(s) = tls.accept(s).await {
+                            serve_file(s, &files, &heads).await;
+                        }
+                    }
+                    None => serve_file(s, &files, &heads).await,
+                }
+            });
+        }
+    });
+    seen
+}
+
+async fn serve_file<S: AsyncReadExt + AsyncWriteExt + Unpin>(
+    mut s: S,
+    files: &HashMap<String, Vec<u8>>,
+    heads: &Mutex<Vec<String>>,
+) {
+    let head = String::from_utf8_lossy(&read_head(&mut s).await).into_owned();
+    let target = head.split(' ').nth(1).unwrap_or("").to_string();
+    let path = target.split('?').next().unwrap_or("").to_string();
+    heads.lock().unwrap().push(head);
+    let (status, body) = match files.get(&path) {
+        Some(body) => ("200 OK", body.as_slice()),
+        None => ("404 Not Found", &b""[..]),
+    };
+    let kind = if path.ends_with('/') {
+        "text/html"
+    } else if std::str::from_utf8(body).is_ok() {
+        "text/plain"
+    } else {
+        "application/octet-stream"
+    };
+    let reply = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    if s.write_all(reply.as_bytes()).await.is_ok() && s.write_all(body).await.is_ok() {
+        let _ = s.shutdown().await;
+    }
+}
+
 /// Reads one request or response head (through the blank line), byte by byte so nothing
 /// after it is consumed.
-pub async fn read_head(s: &mut TcpStream) -> Vec<u8> {
+pub async fn read_head<S: AsyncReadExt + Unpin>(s: &mut S) -> Vec<u8> {
     let mut buf = Vec::new();
     while !buf.ends_with(b"\r\n\r\n") {
         let mut b = [0u8; 1];

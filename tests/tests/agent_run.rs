@@ -185,6 +185,8 @@ async fn stream_json_prints_init_messages_and_result() {
     );
     assert_eq!(lines[0]["subtype"], "init");
     assert_eq!(lines[0]["cwd"], ws.path().display().to_string());
+    // No domain allowed anywhere: the init record says the session has no network.
+    assert_eq!(lines[0]["network"]["egress"], "none", "{}", lines[0]);
     assert_eq!(lines[2]["message"]["content"][0]["name"], "Read");
     assert_eq!(lines[3]["message"]["content"][0]["tool_use_id"], "r1");
     assert_eq!(lines[5]["result"], "done");

@@ -3,9 +3,13 @@
 //! decisions, and a sandbox whose only way out is that proxy. Never the real network.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "network/docker.rs"]
+mod docker;
 #[path = "network/proxy.rs"]
 mod proxy;
 #[path = "network/sandbox.rs"]
 mod sandbox;
+#[path = "network/tools.rs"]
+mod tools;
 #[path = "network/web.rs"]
 mod web;

@@ -377,6 +377,11 @@ fn init_record(h: &SessionHandles, tools: &[String]) -> serde_json::Value {
         h.engine.mode().as_str(),
     );
     init["workspace_trust"] = h.settings.trust_record();
+    // The session's network as its settings resolve (the policy its proxy enforces).
+    init["network"] = match cordon::network::layers::from_settings(&h.settings) {
+        Ok(network) => network.summary(),
+        Err(e) => serde_json::json!({"egress": "none", "error": e.to_string()}),
+    };
     init["mcp_servers"] = serde_json::Value::from(h.mcp.init_entries());
     init
 }

@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use sandbox_agent::egress::{DEFAULT_PORT, EgressConfig, PROXY_SOCKET_NAME};
-use sandbox_agent::launch::SOCKET_DIR_IN_SANDBOX;
 
 use super::NetworkPolicy;
 use super::proxy::Proxy;
@@ -39,11 +38,13 @@ impl EgressSpec {
         }
     }
 
-    /// What the agent is told: the proxy's socket inside the sandbox, the bridge's port,
-    /// the DNS stub on.
-    pub fn agent_config(&self) -> EgressConfig {
+    /// What the agent is told: the proxy's socket inside the sandbox (in
+    /// `socket_dir`, the session's socket dir as the sandbox sees it: the local backend's
+    /// [`sandbox_agent::launch::SOCKET_DIR_IN_SANDBOX`], the Docker backend's run dir), the
+    /// bridge's port, the DNS stub on.
+    pub fn agent_config(&self, socket_dir: &Path) -> EgressConfig {
         EgressConfig {
-            proxy_socket: Path::new(SOCKET_DIR_IN_SANDBOX).join(PROXY_SOCKET_NAME),
+            proxy_socket: socket_dir.join(PROXY_SOCKET_NAME),
             port: DEFAULT_PORT,
             dns: true,
             policy: self.policy.clone(),
@@ -51,7 +52,7 @@ impl EgressSpec {
     }
 
     /// Starts the session's proxy on `socket_dir/egress.sock` (the host side of the dir
-    /// the sandbox sees at [`SOCKET_DIR_IN_SANDBOX`]); the task ends when aborted.
+    /// the sandbox sees as its socket dir); the task ends when aborted.
     pub fn serve(&self, session: &str, socket_dir: &Path) -> std::io::Result<ProxyTask> {
         let path = socket_dir.join(PROXY_SOCKET_NAME);
         // bind(2) refuses an existing name, link or not: nothing in the dir is followed.

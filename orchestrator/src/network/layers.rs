@@ -26,6 +26,56 @@ pub struct Resolved {
     pub managed_only: bool,
 }
 
+impl Resolved {
+    /// What the session's network is, for the stream-json init record and `cordon
+    /// doctor`: `"egress": "none"` (no way out at all) or `"proxy"` with the allow and deny
+    /// entries as written, each with where it came from.
+    pub fn summary(&self) -> Value {
+        let entries = |rules: &[DomainRule]| {
+            rules
+                .iter()
+                .map(|r| serde_json::json!({"entry": r.entry(), "origin": r.origin}))
+                .collect::<Vec<_>>()
+        };
+        serde_json::json!({
+            "egress": if self.policy.grants_egress() { "proxy" } else { "none" },
+            "allowedDomains": entries(&self.policy.allowed),
+            "deniedDomains": entries(&self.policy.denied),
+            "allowLocalBinding": self.policy.allow_local_binding,
+            "allowManagedDomainsOnly": self.managed_only,
+            "warnings": self.warnings,
+        })
+    }
+
+    /// One line: "no network", or the allowed and denied entries.
+    pub fn describe(&self) -> String {
+        if !self.policy.grants_egress() {
+            return "no network (no allowedDomains entry): commands have no way out".into();
+        }
+        let list = |rules: &[DomainRule]| {
+            rules
+                .iter()
+                .map(DomainRule::entry)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut line = format!(
+            "egress through the session's proxy to {}",
+            list(&self.policy.allowed)
+        );
+        if !self.policy.denied.is_empty() {
+            line.push_str(&format!("; denied: {}", list(&self.policy.denied)));
+        }
+        if self.managed_only {
+            line.push_str("; managed domains only");
+        }
+        if self.policy.allow_local_binding {
+            line.push_str("; local binding allowed");
+        }
+        line
+    }
+}
+
 /// Resolves the settings' network policy.
 pub fn from_settings(settings: &Settings) -> Result<Resolved, DomainError> {
     from_files(

@@ -92,3 +92,38 @@ fn settings_validation_checks_the_network_object() {
     assert!(check(&json!({"allowLocalBinding": "yes"})).is_err());
     assert_eq!(check(&json!({"httpProxyPort": 1})).unwrap().len(), 1);
 }
+
+#[test]
+fn the_summary_says_no_network_or_which_domains() {
+    let none = from_files(&[file(Source::User, json!({}))], false).unwrap();
+    assert_eq!(none.summary()["egress"], "none");
+    assert!(
+        none.describe().starts_with("no network"),
+        "{}",
+        none.describe()
+    );
+    let files = vec![
+        file(
+            Source::Managed,
+            json!({"sandbox": {"network": {"deniedDomains": ["evil.test"]}}}),
+        ),
+        file(
+            Source::User,
+            json!({"sandbox": {"network": {"allowedDomains": ["*.pypi.test:443"]}}}),
+        ),
+    ];
+    let some = from_files(&files, false).unwrap();
+    let s = some.summary();
+    assert_eq!(s["egress"], "proxy");
+    assert_eq!(s["allowedDomains"][0]["entry"], "*.pypi.test:443");
+    assert_eq!(
+        s["allowedDomains"][0]["origin"],
+        "user: allowedDomains *.pypi.test:443"
+    );
+    assert_eq!(s["deniedDomains"][0]["entry"], "evil.test");
+    assert_eq!(s["allowLocalBinding"], false);
+    assert_eq!(
+        some.describe(),
+        "egress through the session's proxy to *.pypi.test:443; denied: evil.test"
+    );
+}

@@ -189,7 +189,7 @@ impl LocalBackend {
                     .chain(spec.denied_write.iter().cloned())
                     .collect(),
                 network: spec.network,
-                egress: spec.egress_config(),
+                egress: spec.egress_config(Path::new(SOCKET_DIR_IN_SANDBOX)),
                 best_effort: spec.best_effort,
                 rlimits: Rlimits::default(),
                 disk_budget_bytes: spec.limits.and_then(|l| l.disk_bytes),

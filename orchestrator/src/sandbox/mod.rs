@@ -43,7 +43,7 @@ pub struct SandboxSpec {
     /// Whether sandboxed processes may open internet sockets (set with `egress`: the
     /// namespace still has no route but its loopback).
     pub network: bool,
-    /// The way out through the egress proxy (`None`: no network at all). Local backend.
+    /// The way out through the egress proxy (`None`: no network at all).
     pub egress: Option<crate::network::EgressSpec>,
     /// Start even when the kernel cannot enforce every layer (reported, never silent).
     pub best_effort: bool,
@@ -107,9 +107,13 @@ impl SandboxSpec {
         self
     }
 
-    /// The agent's part of [`SandboxSpec::egress`].
-    pub fn egress_config(&self) -> Option<sandbox_agent::egress::EgressConfig> {
-        self.egress.as_ref().map(|e| e.agent_config())
+    /// The agent's part of [`SandboxSpec::egress`], its proxy socket in `socket_dir` (the
+    /// session's socket dir as the sandbox sees it).
+    pub fn egress_config(
+        &self,
+        socket_dir: &std::path::Path,
+    ) -> Option<sandbox_agent::egress::EgressConfig> {
+        self.egress.as_ref().map(|e| e.agent_config(socket_dir))
     }
 }
 

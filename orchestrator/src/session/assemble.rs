@@ -232,12 +232,26 @@ impl SessionEnv {
                 .web_fetch_model()
                 .unwrap_or_else(|| model_name.clone()),
         };
+        // Every connection, allowed or refused, the sandbox's and WebFetch's, is recorded
+        // beside the transcript.
+        let egress_log: Option<Arc<dyn crate::network::proxy::record::ConnectionLog>> =
+            if network.policy.grants_egress() {
+                let mut log_path = transcript.path().as_os_str().to_owned();
+                log_path.push(".egress.jsonl");
+                let log = crate::network::proxy::record::JsonlLog::open(Path::new(&log_path))
+                    .map_err(AssembleError::EgressLog)?;
+                Some(Arc::new(log))
+            } else {
+                None
+            };
         let mut web_tools = ToolRegistry::new();
-        if network.policy.grants_egress() {
+        if let Some(log) = &egress_log {
             // WebFetch runs here, under the same policy and resolver as the proxy.
             let fetch = crate::tools::web_fetch::for_session(
+                &session_id,
                 network.policy.clone(),
                 Arc::new(crate::network::proxy::dial::SystemResolver),
+                log.clone(),
                 web_model.clone(),
             );
             web_tools.register(Arc::new(fetch));
@@ -260,14 +274,9 @@ impl SessionEnv {
                     policy: Arc::new(network.policy.clone()),
                     resolver: Arc::new(crate::network::proxy::dial::SystemResolver),
                 });
-        if network.policy.grants_egress() {
-            // Every connection, allowed or refused, is recorded beside the transcript.
-            let mut log_path = transcript.path().as_os_str().to_owned();
-            log_path.push(".egress.jsonl");
-            let log = crate::network::proxy::record::JsonlLog::open(Path::new(&log_path))
-                .map_err(AssembleError::EgressLog)?;
+        if let Some(log) = egress_log {
             let mut egress = crate::network::EgressSpec::new(network.policy);
-            egress.log = Arc::new(log);
+            egress.log = log;
             spec = spec.with_egress(egress);
         }
         let sandbox = match &self.shared_backend {

@@ -64,16 +64,16 @@ pub fn reply_text(blocks: &[ContentBlock]) -> String {
 
 /// The WebFetch tool of one session.
 pub struct WebFetchTool {
-    dialer: Dialer,
+    egress: get::Egress,
     model: SideModel,
     limits: Limits,
     cache: Mutex<HashMap<String, (Instant, Page)>>,
 }
 
 impl WebFetchTool {
-    pub fn new(dialer: Dialer, model: SideModel) -> Self {
+    pub fn new(egress: get::Egress, model: SideModel) -> Self {
         Self {
-            dialer,
+            egress,
             model,
             limits: Limits::default(),
             cache: Mutex::new(HashMap::new()),
@@ -100,7 +100,7 @@ impl WebFetchTool {
         }
         let parsed =
             get::parse_url(url).map_err(|e| ToolOutput::error(format!("WebFetch: {e}")))?;
-        match get::fetch(&self.dialer, parsed, self.limits).await {
+        match get::fetch(&self.egress, parsed, self.limits).await {
             Ok(Fetched::Page(page)) => {
                 self.remember(url, &page);
                 Ok((page, None))
@@ -202,16 +202,23 @@ fn clip(text: &str, max: usize) -> String {
     }
 }
 
-/// A WebFetch tool for a session whose policy is `policy`.
+/// A WebFetch tool for `session`, whose policy is `policy`; each of its requests is
+/// recorded in `log` (the session's egress log, beside the proxy's records).
 pub fn for_session(
+    session: &str,
     policy: crate::network::NetworkPolicy,
     resolver: Arc<dyn crate::network::proxy::dial::Resolve>,
+    log: Arc<dyn crate::network::proxy::record::ConnectionLog>,
     model: SideModel,
 ) -> WebFetchTool {
     WebFetchTool::new(
-        Dialer {
-            policy: Arc::new(policy),
-            resolver,
+        get::Egress {
+            dialer: Dialer {
+                policy: Arc::new(policy),
+                resolver,
+            },
+            session: session.to_string(),
+            log,
         },
         model,
     )

@@ -36,10 +36,10 @@ pub async fn serve(listener: TcpListener, proxy: PathBuf) {
     }
 }
 
-async fn relay(mut client: tokio::net::TcpStream, proxy: &Path) {
+async fn relay(client: tokio::net::TcpStream, proxy: &Path) {
     match UnixStream::connect(proxy).await {
-        Ok(mut upstream) => {
-            let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+        Ok(upstream) => {
+            let _ = super::splice::relay(&client, &upstream).await;
         }
         Err(e) => tracing::warn!("egress proxy {} unreachable: {e}", proxy.display()),
     }

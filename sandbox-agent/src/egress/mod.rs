@@ -7,6 +7,8 @@
 //! - [`dns`]: a stub on 127.0.0.1:53 answering the names the policy allows (with a
 //!   placeholder address) and REFUSED for the rest, so no query leaves as data.
 //! - [`policy`]: the allow and deny entries, shared with the orchestrator.
+//! - [`splice`]: relaying between two sockets inside the kernel (the bridge and the
+//!   orchestrator's proxy).
 //! - [`proxy_env`]: the variables every command gets so tools find the proxy.
 
 use std::path::PathBuf;
@@ -16,6 +18,7 @@ use serde::{Deserialize, Serialize};
 pub mod bridge;
 pub mod dns;
 pub mod policy;
+pub mod splice;
 
 /// The default port of the bridge inside the sandbox (HTTP and SOCKS5 on one port: the
 /// proxy tells them apart by the first byte).

@@ -84,6 +84,13 @@ pub fn normalize_host(host: &str) -> String {
 }
 
 impl DomainRule {
+    /// The entry as written (`*.example.com:443`).
+    pub fn entry(&self) -> &str {
+        &self.text
+    }
+}
+
+impl DomainRule {
     /// Parses `host`, `*.host`, `*`, `host:port`, an IP address or `[v6]:port`.
     pub fn parse(text: &str, origin: impl Into<String>) -> Result<DomainRule, DomainError> {
         let bad = |problem| DomainError {

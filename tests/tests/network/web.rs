@@ -320,3 +320,120 @@ fn web_fetch_reaches_an_allowed_name_and_refuses_one_that_resolves_to_loopback()
         model.shutdown().await;
     });
 }
+
+/// The `*.egress.jsonl` records under `home` (beside the session's transcript).
+fn egress_records(home: &std::path::Path) -> Vec<Value> {
+    let mut out = Vec::new();
+    let mut stack = vec![home.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.to_string_lossy().ends_with(".egress.jsonl") {
+                let text = std::fs::read_to_string(&p).unwrap();
+                out.extend(
+                    text.lines()
+                        .map(|l| serde_json::from_str::<Value>(l).unwrap()),
+                );
+            }
+        }
+    }
+    out
+}
+
+/// WebFetch over https (a server certificate from a test CA that only this `cordon run`
+/// trusts, through `SSL_CERT_FILE`), and each of its requests, allowed or refused, in the
+/// session's egress log beside the transcript, as the sandbox's connections are.
+#[test]
+fn web_fetch_over_https_is_recorded_in_the_egress_log() {
+    let ips = [IpAddr::V4(SERVER), IpAddr::V4(DNS)];
+    net::run(&ips, Some(IpAddr::V4(DNS)), || async {
+        let names = HashMap::from([("docs.test".to_string(), SERVER)]);
+        let _asked = net::dns_server(IpAddr::V4(DNS), names).await;
+        let certs = tempfile::tempdir().unwrap();
+        let ca = cordon_tests::tls::TestCa::new(certs.path(), &["docs.test"]);
+        let files = HashMap::from([(
+            "/notes".to_string(),
+            b"TLS notes: version 7 over https".to_vec(),
+        )]);
+        let heads = net::file_server(
+            SocketAddr::new(IpAddr::V4(SERVER), 443),
+            files,
+            Some(ca.acceptor()),
+        )
+        .await;
+        let turns = vec![
+            Turn::Reply(
+                fetch("tls", "https://docs.test/notes", "Which version?").with_tool_use(
+                    "denied",
+                    "WebFetch",
+                    json!({"url": "https://elsewhere.test/", "prompt": "x"}),
+                ),
+            ),
+            Turn::text("Version 7."),
+            Turn::text("done"),
+        ];
+        let model = ScriptedModel::start(turns).await.unwrap();
+        let (ws, home) = (Workspace::new(), tempfile::tempdir().unwrap());
+        let settings = json!({
+            "permissions": {"allow": ["WebFetch"]},
+            "sandbox": {"network": {"allowedDomains": ["docs.test"]}}
+        })
+        .to_string();
+        let mut cmd = cordon_tests::agent::run_command(
+            &model,
+            home.path(),
+            ws.path(),
+            &["--output-format", "stream-json", "--settings", &settings],
+        );
+        cmd.env("SSL_CERT_FILE", &ca.ca_pem).arg("go");
+        let out = cordon_tests::agent::Output::of(cmd).await;
+        assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+        // The init record says what the session's network is.
+        let init: Value = serde_json::from_str(out.stdout.lines().next().unwrap()).unwrap();
+        assert_eq!(init["subtype"], "init");
+        assert_eq!(init["network"]["egress"], "proxy", "{init}");
+        assert_eq!(
+            init["network"]["allowedDomains"][0]["entry"], "docs.test",
+            "{init}"
+        );
+        let requests = model.requests();
+        assert_eq!(requests.len(), 3, "{}", out.stdout);
+        let asked_model = user_text(&requests[1].body);
+        assert!(
+            asked_model.contains("version 7 over https"),
+            "{asked_model}"
+        );
+        assert!(
+            asked_model.contains("https://docs.test/notes (HTTP 200"),
+            "{asked_model}"
+        );
+        let heads = heads.lock().unwrap().clone();
+        assert_eq!(heads.len(), 1, "{heads:?}");
+        let records = egress_records(home.path());
+        let fetched = records
+            .iter()
+            .find(|r| r["host"] == "docs.test")
+            .unwrap_or_else(|| panic!("{records:?}"));
+        assert_eq!(fetched["protocol"], "webfetch");
+        assert_eq!(fetched["port"], 443);
+        assert_eq!(fetched["allowed"], true);
+        assert_eq!(fetched["addr"], format!("{SERVER}:443"));
+        assert_eq!(fetched["bytes_down"], 31, "{fetched}");
+        assert!(
+            fetched["rule"]
+                .as_str()
+                .unwrap()
+                .contains("allowedDomains docs.test"),
+            "{fetched}"
+        );
+        let refused = records
+            .iter()
+            .find(|r| r["host"] == "elsewhere.test")
+            .unwrap_or_else(|| panic!("{records:?}"));
+        assert_eq!(refused["allowed"], false, "{refused}");
+        assert_eq!(refused["protocol"], "webfetch");
+        model.shutdown().await;
+    });
+}

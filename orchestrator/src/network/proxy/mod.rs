@@ -26,6 +26,7 @@ pub mod tunnel;
 use std::sync::Arc;
 use std::time::Instant;
 
+use sandbox_agent::egress::splice::SpliceSocket;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::Semaphore;
 
@@ -110,7 +111,7 @@ impl Proxy {
 
     async fn spawn<S>(&self, stream: S)
     where
-        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+        S: AsyncRead + AsyncWrite + SpliceSocket + Unpin + Send + Sync + 'static,
     {
         let Ok(permit) = self.slots.clone().acquire_owned().await else {
             return;
@@ -126,7 +127,7 @@ impl Proxy {
     /// Serves one client connection and says what became of it.
     pub async fn handle<S>(&self, mut stream: S) -> ConnectionRecord
     where
-        S: AsyncRead + AsyncWrite + Unpin,
+        S: AsyncRead + AsyncWrite + SpliceSocket + Unpin + Sync,
     {
         let start = Instant::now();
         let mut rec = ConnectionRecord {
@@ -154,7 +155,7 @@ impl Proxy {
 
     async fn http<S>(&self, mut stream: S, mut buf: Vec<u8>, rec: &mut ConnectionRecord)
     where
-        S: AsyncRead + AsyncWrite + Unpin,
+        S: AsyncRead + AsyncWrite + SpliceSocket + Unpin + Sync,
     {
         let end = loop {
             if let Some(i) = find_head_end(&buf) {
@@ -214,7 +215,7 @@ impl Proxy {
                 if upstream.write_all(&first).await.is_err() {
                     return;
                 }
-                let copied = tokio::io::copy_bidirectional(&mut stream, &mut upstream).await;
+                let copied = sandbox_agent::egress::splice::relay(&stream, &upstream).await;
                 if let Ok((up, down)) = copied {
                     rec.bytes_up = first.len() as u64 + up;
                     rec.bytes_down = down;
@@ -225,7 +226,7 @@ impl Proxy {
 
     async fn socks<S>(&self, mut stream: S, rec: &mut ConnectionRecord)
     where
-        S: AsyncRead + AsyncWrite + Unpin,
+        S: AsyncRead + AsyncWrite + SpliceSocket + Unpin + Sync,
     {
         use socks::{Reply, SocksError};
         rec.protocol = Protocol::Socks5;

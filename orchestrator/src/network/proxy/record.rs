@@ -13,6 +13,10 @@ pub enum Protocol {
     Http,
     /// A SOCKS5 CONNECT.
     Socks5,
+    /// A WebFetch tool call's GET, made by the orchestrator on the session's behalf (one
+    /// record per request, redirects included).
+    #[serde(rename = "webfetch")]
+    WebFetch,
 }
 
 /// One connection, as the transcript and the audit log see it.

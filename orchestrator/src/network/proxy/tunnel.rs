@@ -2,6 +2,7 @@
 //! a TLS ClientHello must name the host the tunnel was opened for (no domain fronting),
 //! and port 443 carries TLS only.
 
+use sandbox_agent::egress::splice::{self, SpliceSocket};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -32,7 +33,7 @@ pub fn check_first_bytes(first: &FirstBytes, host: &str, port: u16) -> Result<()
 }
 
 /// Reads the client's first bytes (starting with `early`, already read), checks them, then
-/// relays both ways until each side closed.
+/// relays both ways until each side closed (in the kernel: [`splice`]).
 ///
 /// Security: nothing the client sends reaches the server before the check passed. A
 /// server that speaks first (SSH, SMTP) ends the wait: a TLS client never waits for the
@@ -45,7 +46,7 @@ pub async fn relay<C>(
     port: u16,
 ) -> Relayed
 where
-    C: AsyncRead + AsyncWrite + Unpin,
+    C: AsyncRead + AsyncWrite + SpliceSocket + Unpin + Sync,
 {
     let mut buf = early;
     loop {
@@ -82,7 +83,7 @@ where
         }
         out.up = buf.len() as u64;
     }
-    if let Ok((up, down)) = tokio::io::copy_bidirectional(&mut client, &mut upstream).await {
+    if let Ok((up, down)) = splice::relay(&client, &upstream).await {
         out.up += up;
         out.down = down;
     }

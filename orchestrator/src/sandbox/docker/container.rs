@@ -15,6 +15,7 @@ use bollard::query_parameters::{
 use futures::StreamExt;
 use sandbox_agent::cgroup::{EXEC_CGROUP_IN_SANDBOX, ExecCgroupConfig};
 use sandbox_agent::config::{AgentConfig, Rlimits};
+use sandbox_agent::egress::EgressConfig;
 
 use super::access::{self, Access, UidAllocator, UidLease};
 use super::exec_cgroup::{self, ExecCgroup};
@@ -61,6 +62,9 @@ pub struct Session {
     pub exec_cgroup: Option<ExecCgroup>,
     /// Variables commands start with: a user image's `ENV` (see [`super::user_image`]).
     pub command_env: Vec<(String, String)>,
+    /// The session's way out (its proxy's socket at [`CONTAINER_RUN_DIR`]), set when the
+    /// workspace is attached; `None`: no network.
+    pub egress: Option<EgressConfig>,
     /// Holds the uid for this session's life (across processes, see [`access`]).
     _lease: UidLease,
 }
@@ -148,6 +152,7 @@ impl Session {
         self.attach_workspace(workspace, access)?;
         self.masks = masks::prepare(workspace, spec, &self.run_dir)?;
         self.disk_budget_bytes = spec.limits.and_then(|l| l.disk_bytes);
+        self.egress = spec.egress_config(Path::new(CONTAINER_RUN_DIR));
         self.write_record()
     }
 
@@ -172,6 +177,7 @@ impl Session {
             disk_budget_bytes: None,
             exec_cgroup: None,
             command_env: Vec::new(),
+            egress: None,
             _lease: lease,
         };
         if let Err(e) = session.make_run_dir() {
@@ -283,8 +289,9 @@ impl Session {
         self.run_dir.join("sock")
     }
 
-    /// The agent's configuration for this session.
-    pub fn agent_config(&self, workspace: &Path, network: bool) -> AgentConfig {
+    /// The agent's configuration for this session: INET sockets (to the container's own
+    /// loopback, its only interface) for its commands only with a way out.
+    pub fn agent_config(&self, workspace: &Path) -> AgentConfig {
         AgentConfig {
             socket_path: Path::new(CONTAINER_RUN_DIR).join(SOCKET_NAME),
             workspace: workspace.to_path_buf(),
@@ -296,8 +303,8 @@ impl Session {
                 .chain(self.additional.iter().map(|t| &t.masks))
                 .flat_map(|m| m.protected.iter().cloned())
                 .collect(),
-            network,
-            egress: None,
+            network: self.egress.is_some(),
+            egress: self.egress.clone(),
             best_effort: false,
             rlimits: Rlimits::default(),
             // Measured by the agent inside: the workspace is the same tree there, and the
@@ -384,10 +391,13 @@ pub fn container_name(id: &str) -> String {
 }
 
 /// The confinement of every session container. Each line is a security decision.
+/// `inet`: whether the container-wide seccomp profile lets INET sockets be made (to the
+/// container's loopback, its only interface: see [`create_and_start`]).
 pub fn session_host_config(
     config: &DockerConfig,
     session: &Session,
     workspace: Option<&Path>,
+    inet: bool,
 ) -> Result<HostConfig, SandboxError> {
     let mut binds = vec![format!(
         "{}:{CONTAINER_RUN_DIR}:rw",
@@ -405,7 +415,7 @@ pub fn session_host_config(
         "/tmp".to_string(),
         format!("rw,nosuid,nodev,size={},mode=1777", config.tmpfs_bytes),
     )]);
-    let seccomp = seccomp_profile::docker_profile_json()?;
+    let seccomp = seccomp_profile::docker_profile(inet)?.to_string();
     // Protected and denied paths over the workspace (cold start; a pool claim injects
     // them). Typed mounts: a missing source fails the create instead of being made.
     let mounts = workspace.map(|_| {
@@ -427,6 +437,10 @@ pub fn session_host_config(
         mounts,
         // No network namespace peers, no route out (egress comes through a bridged socket).
         network_mode: Some("none".into()),
+        // The one resolver a sandbox is told of is its own egress DNS stub on its loopback
+        // (without network nothing listens there: a lookup fails at once), never the
+        // host's (which Docker would copy in, network or not).
+        dns: Some(vec!["127.0.0.1".into()]),
         // Nothing outside the workspace, /tmp and the run dir is writable.
         readonly_rootfs: Some(true),
         tmpfs: Some(tmpfs),
@@ -454,12 +468,22 @@ pub fn session_host_config(
 }
 
 /// Creates and starts a container for `session`. Returns the container id.
+///
+/// `inet`: the container-wide seccomp profile allows INET sockets. Needed by a session
+/// with a way out (its agent binds the egress bridge and DNS stub on the loopback, its
+/// commands connect to them) and by a warm-pool slot, which may be claimed by either
+/// kind of session. Sound for a session without network in such a container: the
+/// container has no interface but `lo` (network none) either way, and its agent,
+/// told `network: false`, installs the policy's network-denied rules on itself before
+/// it starts any command, so that every process the session can run is refused INET
+/// sockets by that filter (seccomp filters are inherited and cannot be removed).
 pub async fn create_and_start(
     docker: &Docker,
     config: &DockerConfig,
     image: &str,
     session: &Session,
     mode: Mode,
+    inet: bool,
 ) -> Result<String, SandboxError> {
     let workspace = match mode {
         Mode::Cold => Some(
@@ -472,7 +496,7 @@ pub async fn create_and_start(
     };
     let cmd = match &workspace {
         Some(ws) => {
-            let agent = session.agent_config(ws, false);
+            let agent = session.agent_config(ws);
             let json = serde_json::to_string(&agent)
                 .map_err(|e| SandboxError::Docker(format!("encode agent config: {e}")))?;
             vec!["/sandbox-agent".to_string(), "--config".to_string(), json]
@@ -516,7 +540,12 @@ pub async fn create_and_start(
         env: Some(vec!["PATH=/usr/local/bin:/usr/bin:/bin".into()]),
         labels: Some(label_map),
         network_disabled: Some(true),
-        host_config: Some(session_host_config(config, session, workspace.as_deref())?),
+        host_config: Some(session_host_config(
+            config,
+            session,
+            workspace.as_deref(),
+            inet,
+        )?),
         ..ContainerCreateBody::default()
     };
     let name = container_name(&session.session_id);

@@ -18,7 +18,9 @@
 //!   through it, so none of its processes outlives the call.
 //!
 //! Security properties of every session container (see [`container::session_host_config`]):
-//! network none, read-only root, the workspace at the same absolute path (injected as an
+//! network none (a session with egress reaches its proxy only through the Unix socket in
+//! its run dir, which the agent bridges to the container's loopback; resolv.conf names the
+//! agent's DNS stub, never the host's resolver), read-only root, the workspace at the same absolute path (injected as an
 //! idmapped `nosuid,nodev` mount when Cordon runs as root, see [`pool`]), a
 //! size-capped /tmp tmpfs, all capabilities dropped, no-new-privileges, the generated
 //! seccomp profile, pids/memory/cpu limits, an init that reaps, a distinct non-root uid,
@@ -302,7 +304,7 @@ impl DockerBackend {
             &image,
             &self.uids,
             &spec.session_id,
-            container::Mode::Injected,
+            (container::Mode::Injected, spec.egress.is_some()),
             spec.tenant.as_deref(),
         )
         .await?;
@@ -322,6 +324,7 @@ impl DockerBackend {
             &image,
             &session,
             container::Mode::Cold,
+            session.egress.is_some(),
         )
         .await;
         let id = match created {
@@ -332,7 +335,7 @@ impl DockerBackend {
                 return Err(e);
             }
         };
-        finish(&self.docker, &self.config, session, id).await
+        finish(&self.docker, &self.config, session, id, spec).await
     }
 
     fn image_for(&self, spec: &SandboxSpec) -> String {
@@ -342,15 +345,32 @@ impl DockerBackend {
     }
 }
 
-/// Waits for the agent and wraps everything in a [`Sandbox`]; on failure tears down.
+/// Starts the session's egress proxy (when `spec` has a way out), waits for the agent
+/// and wraps everything in a [`Sandbox`]; on failure tears down.
 pub(crate) async fn finish(
     docker: &Docker,
     config: &DockerConfig,
     session: container::Session,
     id: String,
+    spec: &SandboxSpec,
 ) -> Result<Sandbox, SandboxError> {
-    let handle = DockerSandboxHandle::new(docker.clone(), id, session);
     let started = std::time::Instant::now();
+    let sock_dir = session.sock_dir();
+    let mut handle = DockerSandboxHandle::new(docker.clone(), id, session);
+    if let Some(egress) = &spec.egress {
+        // On the host side of the dir the container sees at CONTAINER_RUN_DIR, where the
+        // agent's bridge finds it; serving before any command can run.
+        match egress.serve(&spec.session_id, &sock_dir) {
+            Ok(task) => handle.proxy = Some(task),
+            Err(source) => {
+                let _ = Box::new(handle).destroy().await;
+                return Err(SandboxError::Setup {
+                    step: "starting the egress proxy",
+                    source,
+                });
+            }
+        }
+    }
     match AgentClient::connect_unix_waiting(handle.socket_path(), config.ready_timeout).await {
         Ok(client) => Ok({
             tracing::debug!(elapsed = ?started.elapsed(), "agent answered its handshake");
@@ -380,16 +400,10 @@ impl Backend for DockerBackend {
     /// otherwise starts one cold. A restart after a crash is just another `start` with the
     /// same spec: the new container mounts the same workspace.
     async fn start(&self, spec: &SandboxSpec) -> Result<Sandbox, SandboxError> {
-        if spec.egress.is_some() {
-            // Refused rather than started without its way out (or with a wider one).
-            return Err(SandboxError::Unsupported {
-                backend: "docker",
-                why: "egress through the proxy is not available on the docker backend yet; use the local backend".into(),
-            });
-        }
         if let Some(pool) = &self.pool {
+            // Slots serve sessions with a way out and without (see container::create_and_start).
             let wants = spec.image.as_deref().unwrap_or(&self.config.default_image);
-            if wants == pool.image() && !spec.network {
+            if wants == pool.image() {
                 match pool.claim(spec).await {
                     Ok(Some(sandbox)) => return Ok(sandbox),
                     Ok(None) => {}
@@ -410,7 +424,6 @@ impl Backend for DockerBackend {
             && self.config.pids_limit == limits.pids as i64
             && (self.config.cpus - limits.cpu_millis as f64 / 1000.0).abs() < 1e-9
             && image == self.config.default_image
-            && spec.egress.is_none()
     }
 
     fn warm_pool_size(&self) -> Option<usize> {
@@ -430,6 +443,8 @@ pub struct DockerSandboxHandle {
     docker: Docker,
     container_id: String,
     session: Option<container::Session>,
+    /// The session's egress proxy (stops with the handle).
+    proxy: Option<crate::network::egress::ProxyTask>,
     alive: Arc<AtomicBool>,
     watcher: tokio::task::JoinHandle<()>,
 }
@@ -446,6 +461,7 @@ impl DockerSandboxHandle {
             docker,
             container_id,
             session: Some(session),
+            proxy: None,
             alive,
             watcher,
         }
@@ -485,6 +501,7 @@ impl SandboxHandle for DockerSandboxHandle {
         self.watcher.abort();
         self.alive.store(false, Ordering::SeqCst);
         let removed = container::remove(&self.docker, &self.container_id).await;
+        drop(self.proxy.take());
         if let Some(session) = self.session.take() {
             // Only once no sandboxed process can race them (the container is gone): git
             // dirs made in the session are vetted, and no privilege bits reach the host

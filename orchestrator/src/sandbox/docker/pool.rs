@@ -254,7 +254,8 @@ async fn refill_loop(inner: Arc<Inner>) {
             &inner.image,
             &inner.uids,
             &name,
-            Mode::Pool,
+            // Any session may claim the slot, with network or without.
+            (Mode::Pool, true),
             None,
         )
         .await;
@@ -278,14 +279,15 @@ async fn refill_loop(inner: Arc<Inner>) {
 }
 
 /// Starts a container waiting for its workspace (`mode`: a pool slot, or a session's own
-/// container to be injected at once, labelled with its `tenant`).
+/// container to be injected at once, labelled with its `tenant`); `inet`: see
+/// [`container::create_and_start`].
 pub(super) async fn new_slot(
     docker: &Docker,
     config: &DockerConfig,
     image: &str,
     uids: &UidAllocator,
     name: &str,
-    mode: Mode,
+    (mode, inet): (Mode, bool),
     tenant: Option<&str>,
 ) -> Result<Slot, SandboxError> {
     let mut session = Session::slot(config, uids, name)?;
@@ -314,7 +316,7 @@ pub(super) async fn new_slot(
         });
     }
     let container_id =
-        match container::create_and_start(docker, config, image, &session, mode).await {
+        match container::create_and_start(docker, config, image, &session, mode, inet).await {
             Ok(id) => id,
             Err(e) => {
                 session.release();
@@ -391,7 +393,7 @@ pub(super) async fn claim_slot(
         slot.session.cleanup();
         return Err(e);
     }
-    super::finish(docker, config, slot.session, slot.container_id).await
+    super::finish(docker, config, slot.session, slot.container_id, spec).await
 }
 
 /// The workspace as a detached mount for the container, idmapped so that its owner's
@@ -495,7 +497,7 @@ async fn prepare_claim(
     .await
     .map_err(|e| SandboxError::Docker(format!("inject workspace mount: {e}")))??;
     tracing::debug!(elapsed = ?started.elapsed(), "claim: workspace mounted");
-    let config = slot.session.agent_config(&workspace, false);
+    let config = slot.session.agent_config(&workspace);
     let json = serde_json::to_vec(&config)
         .map_err(|e| SandboxError::Docker(format!("encode agent config: {e}")))?;
     let setup = |step| move |source| SandboxError::Setup { step, source };

@@ -9,8 +9,13 @@
 //!   any other architecture (i386 via int 0x80) its bad-arch action, which kills. x32 calls
 //!   (bit 0x40000000) are also outside the x86_64 table libseccomp generates for, so they hit
 //!   the same path; the agent's own filter checks that bit explicitly as well.
-//! - `when_any` (a list of conjunctions): Docker ANDs the `args` of one entry and ORs
-//!   separate entries of the same name, so each conjunction becomes one entry.
+//! - `when_any` (a list of conjunctions): Docker ANDs the `args` of one entry when they
+//!   name different arguments and ORs separate entries of the same name, so each
+//!   conjunction becomes one entry. Comparisons of ONE argument in one entry Docker ORs
+//!   (it makes a rule of each): "family ≠ AF_UNIX and ≠ AF_INET and ≠ AF_INET6" would
+//!   refuse every family. A conjunction of `ne` on one dword argument (a value outside an
+//!   allowed set) therefore becomes the set's complement, the 32-bit values outside it
+//!   as aligned blocks, one `SCMP_CMP_MASKED_EQ` entry each (see [`outside`]).
 //! - `width: dword`: Docker's comparisons are 64-bit. `eq` on a dword becomes
 //!   `SCMP_CMP_MASKED_EQ` with mask 0xffffffff (so high garbage bits cannot dodge a match);
 //!   `masked_eq` keeps its mask (the value's high bits are zero, same result); `ne` stays a
@@ -59,11 +64,6 @@ struct Cond {
     mask: Option<Value>,
 }
 
-/// The Docker profile (as a JSON string) for sessions without network access.
-pub fn docker_profile_json() -> Result<String, SandboxError> {
-    Ok(docker_profile(false)?.to_string())
-}
-
 /// Generates the Docker profile for a session whose network access is `network`.
 pub fn docker_profile(network: bool) -> Result<Value, SandboxError> {
     let bad = |why: String| SandboxError::Docker(format!("seccomp policy: {why}"));
@@ -92,11 +92,11 @@ pub fn docker_profile(network: bool) -> Result<Value, SandboxError> {
         let conjunctions: Vec<Vec<Value>> = if rule.when_any.is_empty() {
             vec![Vec::new()]
         } else {
-            rule.when_any
-                .iter()
-                .map(|conj| conj.iter().map(docker_arg).collect())
-                .collect::<Result<_, _>>()
-                .map_err(bad)?
+            let mut all = Vec::new();
+            for conj in &rule.when_any {
+                all.extend(docker_conjunction(conj).map_err(bad)?);
+            }
+            all
         };
         for args in conjunctions {
             let mut entry = json!({ "names": rule.syscalls, "action": act, "args": args });
@@ -122,6 +122,83 @@ fn action(name: &str) -> Option<(&'static str, Option<i64>)> {
         "kill_process" => ("SCMP_ACT_KILL_PROCESS", None),
         _ => return None,
     })
+}
+
+/// One policy conjunction as Docker entries' `args` (ORed): one entry, or, where it
+/// compares one argument more than once, one per block of [`outside`].
+fn docker_conjunction(conj: &[Cond]) -> Result<Vec<Vec<Value>>, String> {
+    let repeated = conj
+        .iter()
+        .find(|c| conj.iter().filter(|o| o.arg == c.arg).count() > 1)
+        .map(|c| c.arg);
+    let Some(arg) = repeated else {
+        return Ok(vec![conj.iter().map(docker_arg).collect::<Result<_, _>>()?]);
+    };
+    let (same, others): (Vec<&Cond>, Vec<&Cond>) = conj.iter().partition(|c| c.arg == arg);
+    if others
+        .iter()
+        .any(|c| others.iter().filter(|o| o.arg == c.arg).count() > 1)
+        || same
+            .iter()
+            .any(|c| c.op != "ne" || c.width.as_deref() != Some("dword"))
+    {
+        return Err(format!(
+            "argument {arg} is compared more than once; only a set of dword `ne` \
+             comparisons can be expressed for Docker"
+        ));
+    }
+    let allowed: Vec<u32> = same
+        .iter()
+        .map(|c| {
+            let v = resolve(&c.value)?;
+            u32::try_from(v).map_err(|_| format!("dword value {v:#x} out of range"))
+        })
+        .collect::<Result<_, String>>()?;
+    let rest: Vec<Value> = others
+        .iter()
+        .map(|c| docker_arg(c))
+        .collect::<Result<_, _>>()?;
+    Ok(outside(&allowed)
+        .into_iter()
+        .map(|(mask, value)| {
+            let mut args = rest.clone();
+            args.push(json!({
+                "index": arg, "value": mask, "valueTwo": value, "op": "SCMP_CMP_MASKED_EQ"
+            }));
+            args
+        })
+        .collect())
+}
+
+/// Every 32-bit value not in `allowed`, as (mask, value) blocks: `x & mask == value`
+/// holds exactly for the values of one aligned block. The masks keep to the low 32 bits,
+/// which is what the kernel reads of a dword argument, so high garbage bits cannot move a
+/// value into or out of a block.
+fn outside(allowed: &[u32]) -> Vec<(u64, u64)> {
+    let mut sorted: Vec<u64> = allowed.iter().map(|&v| u64::from(v)).collect();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut blocks = Vec::new();
+    let mut from = 0u64;
+    for end in sorted.iter().copied().chain(std::iter::once(1 << 32)) {
+        // The gap [from, end): split into the largest aligned blocks.
+        let mut at = from;
+        while at < end {
+            let align = if at == 0 {
+                1 << 32
+            } else {
+                1u64 << at.trailing_zeros()
+            };
+            let mut size = align;
+            while at + size > end {
+                size >>= 1;
+            }
+            blocks.push((0xffff_ffff & !(size - 1), at));
+            at += size;
+        }
+        from = end + 1;
+    }
+    blocks
 }
 
 fn docker_arg(cond: &Cond) -> Result<Value, String> {
@@ -218,7 +295,12 @@ mod tests {
         assert_eq!(ioctl[0]["args"][0]["value"], 0xffff_ffffu64);
         assert_eq!(ioctl[0]["args"][0]["valueTwo"], libc::TIOCSTI);
         let personality = entries_for(&p, "personality");
-        assert_eq!(personality[0]["args"].as_array().unwrap().len(), 5);
+        assert!(
+            personality
+                .iter()
+                .all(|e| e["args"].as_array().unwrap().len() == 1),
+            "{personality:?}"
+        );
     }
 
     #[test]
@@ -232,7 +314,57 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         assert_eq!(socket_args(&without), vec![1]);
-        assert_eq!(socket_args(&with), vec![3]);
+        // "not UNIX, INET or INET6" as the blocks of every other family (Docker ORs
+        // comparisons of one argument): one comparison per entry.
+        let with_socket = socket_args(&with);
+        assert!(with_socket.len() > 3, "{with_socket:?}");
+        assert!(with_socket.iter().all(|n| *n == 1), "{with_socket:?}");
+    }
+
+    /// What a Docker entry list refuses for `x`: any entry whose masked compare holds.
+    fn refused_by(entries: &[&Value], x: u64) -> bool {
+        entries.iter().any(|e| {
+            e["args"].as_array().unwrap().iter().all(|a| {
+                let (mask, value) = (
+                    a["value"].as_u64().unwrap(),
+                    a["valueTwo"].as_u64().unwrap(),
+                );
+                a["op"] == "SCMP_CMP_MASKED_EQ" && x & mask == value
+            })
+        })
+    }
+
+    #[test]
+    fn a_set_of_allowed_values_refuses_exactly_the_others() {
+        let with = docker_profile(true).unwrap();
+        let socket = entries_for(&with, "socket");
+        for family in [libc::AF_UNIX, libc::AF_INET, libc::AF_INET6] {
+            let family = u64::try_from(family).unwrap();
+            assert!(!refused_by(&socket, family), "{family} allowed");
+            // The kernel reads the low 32 bits: high garbage does not change the answer.
+            assert!(
+                !refused_by(&socket, family | 1 << 40),
+                "{family} with high bits"
+            );
+        }
+        for family in [0, 3, 9, 11, 16, 38, 40, 0xffff_ffff] {
+            assert!(refused_by(&socket, family), "{family} refused");
+        }
+        let personality = entries_for(&with, "personality");
+        for allowed in [0u64, 8, 0x40000, 0x40008, 0xffff_ffff] {
+            assert!(!refused_by(&personality, allowed), "{allowed:#x}");
+        }
+        for refused in [1u64, 7, 9, 0x400000, 0x40001, 0x0800_0000, 0xffff_fffe] {
+            assert!(refused_by(&personality, refused), "{refused:#x}");
+        }
+    }
+
+    #[test]
+    fn outside_covers_the_complement_once() {
+        let blocks = outside(&[1, 2, 10]);
+        let total: u64 = blocks.iter().map(|(m, _)| (!m & 0xffff_ffff) + 1).sum();
+        assert_eq!(total, (1u64 << 32) - 3);
+        assert_eq!(outside(&[]), vec![(0, 0)]);
     }
 
     #[test]

@@ -6,12 +6,73 @@
 //! after the new URL passes the same checks; a redirect to another host, or from https to
 //! http, is not followed: it comes back as [`Fetched::Redirect`] for the model to decide
 //! on (and its own permission check).
+//!
+//! Every request, allowed or refused, ends as one [`ConnectionRecord`] in the session's
+//! egress log, as the sandbox's connections through the proxy do ([`Egress`]).
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use reqwest::Url;
 
 use crate::network::proxy::dial::{DialError, Dialer};
+use crate::network::proxy::record::{ConnectionLog, ConnectionRecord, Protocol};
+
+/// How a session's fetches get out: the proxy's decisions and resolution, and where each
+/// connection is recorded.
+#[derive(Clone)]
+pub struct Egress {
+    pub dialer: Dialer,
+    /// The session the records name.
+    pub session: String,
+    pub log: Arc<dyn ConnectionLog>,
+}
+
+/// One request's record, written when it is dropped: at the end of the hop, on an
+/// error, and when the fetch's time cap cancels it midway.
+struct Hop<'a> {
+    egress: &'a Egress,
+    rec: ConnectionRecord,
+    started: Instant,
+}
+
+impl<'a> Hop<'a> {
+    fn start(egress: &'a Egress, url: &Url) -> Hop<'a> {
+        Hop {
+            egress,
+            rec: ConnectionRecord {
+                session: egress.session.clone(),
+                protocol: Protocol::WebFetch,
+                host: crate::network::policy::normalize_host(url.host_str().unwrap_or_default()),
+                port: url.port_or_known_default().unwrap_or(443),
+                addr: None,
+                // The request (a GET with a few headers) is not counted.
+                bytes_up: 0,
+                bytes_down: 0,
+                duration_ms: 0,
+                allowed: false,
+                rule: String::new(),
+            },
+            started: Instant::now(),
+        }
+    }
+
+    fn refused(&mut self, why: &FetchError) {
+        self.rec.allowed = false;
+        self.rec.rule = why.to_string();
+    }
+}
+
+impl Drop for Hop<'_> {
+    fn drop(&mut self) {
+        let mut rec = self.rec.clone();
+        rec.duration_ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        if rec.rule.is_empty() {
+            rec.rule = "cut off by the fetch's time cap".into();
+        }
+        self.egress.log.record(rec);
+    }
+}
 
 /// The caps on one fetch.
 #[derive(Debug, Clone, Copy)]
@@ -92,23 +153,36 @@ pub fn parse_url(raw: &str) -> Result<Url, FetchError> {
 }
 
 /// Fetches `url`, following same-host redirects, within `limits`.
-pub async fn fetch(dialer: &Dialer, url: Url, limits: Limits) -> Result<Fetched, FetchError> {
+pub async fn fetch(egress: &Egress, url: Url, limits: Limits) -> Result<Fetched, FetchError> {
     let secs = limits.timeout.as_secs();
     let shown = url.to_string();
-    tokio::time::timeout(limits.timeout, follow(dialer, url, limits))
+    tokio::time::timeout(limits.timeout, follow(egress, url, limits))
         .await
         .unwrap_or(Err(FetchError::TimedOut { url: shown, secs }))
 }
 
-async fn follow(dialer: &Dialer, mut url: Url, limits: Limits) -> Result<Fetched, FetchError> {
+async fn follow(egress: &Egress, mut url: Url, limits: Limits) -> Result<Fetched, FetchError> {
     for _ in 0..=limits.max_redirects {
-        let response = get_once(dialer, &url, limits).await?;
+        let mut hop = Hop::start(egress, &url);
+        let response = match get_once(&egress.dialer, &url, limits).await {
+            Ok((response, rule)) => {
+                hop.rec.allowed = true;
+                hop.rec.rule = rule;
+                hop.rec.addr = response.remote_addr();
+                response
+            }
+            Err(e) => {
+                hop.refused(&e);
+                return Err(e);
+            }
+        };
         let status = response.status();
-        if !status.is_redirection() {
-            return read_page(url, response, limits).await;
-        }
-        let Some(next) = location(&url, &response) else {
-            return read_page(url, response, limits).await;
+        let next = status
+            .is_redirection()
+            .then(|| location(&url, &response))
+            .flatten();
+        let Some(next) = next else {
+            return read_page(url, response, limits, &mut hop.rec.bytes_down).await;
         };
         let next = parse_url(next.as_str())?;
         // Security: another host, or a downgrade to plain http, is the model's call.
@@ -133,15 +207,16 @@ fn location(base: &Url, response: &reqwest::Response) -> Option<Url> {
     base.join(value.to_str().ok()?).ok()
 }
 
-/// One GET, no redirect followed, connected only to the addresses the policy allowed.
+/// One GET, no redirect followed, connected only to the addresses the policy allowed;
+/// with the rule that allowed it.
 async fn get_once(
     dialer: &Dialer,
     url: &Url,
     limits: Limits,
-) -> Result<reqwest::Response, FetchError> {
+) -> Result<(reqwest::Response, String), FetchError> {
     let host = url.host_str().unwrap_or_default().to_string();
     let port = url.port_or_known_default().unwrap_or(443);
-    let (addrs, _rule) =
+    let (addrs, rule) =
         dialer
             .addresses(&host, port)
             .await
@@ -163,18 +238,21 @@ async fn get_once(
         .resolve_to_addrs(host.trim_start_matches('[').trim_end_matches(']'), &addrs)
         .build()
         .map_err(|e| http(e.to_string()))?;
-    client
+    let response = client
         .get(url.clone())
         .header(reqwest::header::ACCEPT, "text/markdown, text/html, */*")
         .send()
         .await
-        .map_err(|e| http(crate::model::error::chain(&e)))
+        .map_err(|e| http(crate::model::error::chain(&e)))?;
+    Ok((response, rule))
 }
 
+/// Reads the body (counting what arrives into `received`) and makes it text.
 async fn read_page(
     url: Url,
     mut response: reqwest::Response,
     limits: Limits,
+    received: &mut u64,
 ) -> Result<Fetched, FetchError> {
     let status = response.status().as_u16();
     let content_type = response
@@ -189,6 +267,7 @@ async fn read_page(
         url: url.to_string(),
         why: crate::model::error::chain(&e),
     })? {
+        *received += chunk.len() as u64;
         let room = limits.max_bytes - body.len();
         if chunk.len() > room {
             body.extend_from_slice(&chunk[..room]);

