@@ -12,6 +12,7 @@ pub mod differential;
 pub mod limits;
 pub mod net;
 pub mod pty;
+pub mod sdk;
 pub mod webdriver;
 
 use std::path::{Path, PathBuf};

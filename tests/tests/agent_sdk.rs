@@ -7,45 +7,10 @@
 //! the disk and what the model was sent.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::time::Duration;
-
+use cordon_tests::Workspace;
 use cordon_tests::scripted_model::{ScriptedModel, Turn};
-use cordon_tests::{Workspace, bin_dir, cordon_bin};
+use cordon_tests::sdk::{run_script, sdk_python};
 use serde_json::{Value, json};
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-/// The venv's python, after tests/sdk/setup.sh made sure the pinned SDK is installed.
-/// Setup failing is a test failure (PyPI is reachable where this runs), except when
-/// CORDON_SDK_TEST=skip says to skip, loudly.
-fn sdk_python() -> Option<PathBuf> {
-    if std::env::var("CORDON_SDK_TEST").as_deref() == Ok("skip") {
-        eprintln!("SKIPPED: the Agent SDK test (CORDON_SDK_TEST=skip)");
-        return None;
-    }
-    let venv = std::env::var_os("CORDON_SDK_VENV")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| bin_dir().parent().unwrap().join("sdk-venv"));
-    let out = std::process::Command::new(repo_root().join("tests/sdk/setup.sh"))
-        .env("CORDON_SDK_VENV", &venv)
-        .stderr(Stdio::inherit())
-        .output()
-        .expect("run tests/sdk/setup.sh");
-    assert!(
-        out.status.success(),
-        "tests/sdk/setup.sh failed (python3 -m venv and pip install claude-agent-sdk are needed; \
-         set CORDON_SDK_TEST=skip to skip this test knowingly)"
-    );
-    let python = String::from_utf8(out.stdout).unwrap().trim().to_string();
-    Some(PathBuf::from(python))
-}
 
 /// The tool_result blocks of the last user message of a recorded request.
 fn tool_results(body: &Value) -> Vec<Value> {
@@ -89,47 +54,16 @@ async fn the_agent_sdk_drives_a_session_with_permissions_hooks_and_an_interrupt(
     )
     .unwrap();
 
-    // Output goes to files, so a hung session still shows what happened.
-    let logs = tempfile::tempdir().unwrap();
-    let (out_path, err_path) = (logs.path().join("stdout"), logs.path().join("stderr"));
-    let mut child = tokio::process::Command::new(&python)
-        .arg(repo_root().join("tests/sdk/sdk_test.py"))
-        .current_dir(ws.path())
-        .env("CORDON_BIN", cordon_bin())
-        .env("SDK_WORKSPACE", ws.path())
-        .env("ANTHROPIC_BASE_URL", model.base_url())
-        .env("ANTHROPIC_API_KEY", "test-key")
-        .env_remove("ANTHROPIC_AUTH_TOKEN")
-        .env("CORDON_HOME", home.path())
-        .env("CORDON_MANAGED_SETTINGS", &managed)
-        // Cordon is not Claude Code and reports no claude_code_version.
-        .env("CLAUDE_AGENT_SDK_SKIP_VERSION_CHECK", "1")
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&out_path).unwrap())
-        .stderr(std::fs::File::create(&err_path).unwrap())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let status = tokio::time::timeout(
-        Duration::from_secs(
-            std::env::var("CORDON_SDK_TIMEOUT")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(240),
-        ),
-        child.wait(),
+    let run = run_script(
+        &python,
+        "sdk_test.py",
+        ws.path(),
+        &model,
+        home.path(),
+        &[("CORDON_MANAGED_SETTINGS", managed.as_os_str())],
     )
     .await;
-    let stdout = std::fs::read_to_string(&out_path).unwrap_or_default();
-    let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
-    let Ok(status) = status else {
-        panic!("the SDK session hung\nstdout:\n{stdout}\nstderr:\n{stderr}");
-    };
-    let status = status.unwrap();
-    assert!(
-        status.success(),
-        "sdk_test.py failed ({status:?})\nstdout:\n{stdout}\nstderr:\n{stderr}"
-    );
+    run.assert_success("sdk_test.py");
 
     // The disk: the denied rm never ran; the Write (which ran with the client's edited
     // content, checked by the script) was rewound at the end through rewind_files.
