@@ -8,7 +8,7 @@
 //!   crash loses no completed turn and a resumed session is valid;
 //! - a model or sandbox failure ends the run with an error result, never a panic.
 
-mod compact;
+pub(crate) mod compact;
 mod context_report;
 pub mod gate;
 pub mod prompt;
@@ -186,6 +186,13 @@ impl AgentLoop {
     /// Sends progress to `events`.
     pub fn with_events(mut self, events: mpsc::UnboundedSender<LoopEvent>) -> Self {
         self.events = Some(events);
+        self
+    }
+
+    /// Shares `shared` (made before the loop, so the Agent tool can follow the model a
+    /// client chooses) instead of the loop's own.
+    pub fn with_shared(mut self, shared: LoopShared) -> Self {
+        self.shared = shared;
         self
     }
 

@@ -117,6 +117,8 @@ pub struct SessionHandles {
     pub resumed: bool,
     /// The session's MCP servers (stdio ones run inside its sandbox).
     pub mcp: crate::mcp::McpSet,
+    /// The sub-agents running now (a client sees them start and end, and may stop one).
+    pub tasks: crate::subagents::Tasks,
 }
 
 impl SessionHandles {
@@ -288,6 +290,7 @@ impl SessionEnv {
                 resumed_messages,
                 resumed,
                 mcp,
+                tasks: crate::subagents::Tasks::default(),
             },
             inputs: LoopInputs {
                 model,
@@ -352,6 +355,27 @@ impl SessionEnv {
 }
 
 impl Prepared {
+    /// Adds sub-agent types the front end brings (the SDK client's `agents`); they shadow
+    /// the files' types of the same name.
+    pub fn add_agents(&mut self, agents: Vec<crate::subagents::AgentDefinition>) {
+        let files = std::mem::take(&mut self.inputs.agents);
+        self.inputs.agents = crate::subagents::definition::shadowing(agents, files);
+    }
+
+    /// The sub-agent types the Agent tool will offer.
+    pub fn agents(&self) -> &[crate::subagents::AgentDefinition] {
+        &self.inputs.agents
+    }
+
+    /// Adds tools the front end brings (the SDK client's in-process MCP servers').
+    pub fn add_tools(&mut self, tools: &ToolRegistry) {
+        for name in tools.names() {
+            if let Some(tool) = tools.get(name) {
+                self.inputs.extra_tools.register(tool.clone());
+            }
+        }
+    }
+
     /// The loop, with the front end's prompter, observers and event channel; the hooks and
     /// checkpoints observe after the front end's own observers.
     pub fn into_loop(self, front: FrontEnd) -> (AgentLoop, SessionHandles) {
@@ -389,6 +413,7 @@ impl Prepared {
         )));
         // The Agent tool: sub-agents on the same model, sandbox, gate, hooks and events,
         // with the session's other tools (or a subset of them).
+        let shared = crate::agent::LoopShared::default();
         let kit = crate::subagents::SubagentKit {
             model: inputs.model.clone(),
             config: inputs.config.clone(),
@@ -399,6 +424,8 @@ impl Prepared {
             session_id: handles.session_id.clone(),
             events: front.events.clone(),
             definitions: inputs.agents,
+            parent: Some(shared.clone()),
+            tasks: handles.tasks.clone(),
         };
         tools.register(Arc::new(crate::subagents::AgentTool::new(kit)));
         tools.alias(
@@ -414,6 +441,7 @@ impl Prepared {
             inputs.config,
         )
         .with_history(inputs.history)
+        .with_shared(shared)
         .with_observer(Arc::new(Observers(observers)));
         if let Some(events) = front.events {
             agent = agent.with_events(events);
