@@ -44,7 +44,7 @@ mod tests {
             line.starts_with(&format!("{CLAUDE_CODE_COMPATIBLE} ")),
             "{line}"
         );
-        let version = sdk_reads(&line).expect("a version first");
+        let version = sdk_reads(line).expect("a version first");
         assert!(version >= [2, 0, 0], "{line}");
         assert!(
             version < [2, 1, 248],

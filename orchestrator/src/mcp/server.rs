@@ -397,32 +397,34 @@ impl McpServer {
                     ));
                 };
                 let bridge = super::sdk::bridge(&self.config.name, client.clone());
-                let service = self
-                    .handler
-                    .clone()
-                    .serve((bridge.read, bridge.write))
-                    .await
-                    .map_err(|e| fail(format!("initialization failed: {e}")))?;
-                Ok(Live {
-                    service,
-                    _guard: None,
-                    exit: None,
-                })
+                self.serve_unowned((bridge.read, bridge.write)).await
             }
             Transport::Http { url, headers } => {
                 let transport = super::http::transport(url, headers).map_err(fail)?;
-                let service = self
-                    .handler
-                    .clone()
-                    .serve(transport)
-                    .await
-                    .map_err(|e| fail(format!("initialization failed: {e}")))?;
-                Ok(Live {
-                    service,
-                    _guard: None,
-                    exit: None,
-                })
+                self.serve_unowned(transport).await
             }
         }
+    }
+
+    /// Initializes a connection with no process of ours behind it (HTTP, SDK).
+    async fn serve_unowned<T, E, A>(&self, transport: T) -> Result<Live, ServerError>
+    where
+        T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let service =
+            self.handler
+                .clone()
+                .serve(transport)
+                .await
+                .map_err(|e| ServerError::Start {
+                    server: self.config.name.clone(),
+                    why: format!("initialization failed: {e}"),
+                })?;
+        Ok(Live {
+            service,
+            _guard: None,
+            exit: None,
+        })
     }
 }
