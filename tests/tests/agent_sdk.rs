@@ -74,21 +74,16 @@ async fn the_agent_sdk_drives_a_session_with_permissions_hooks_and_an_interrupt(
     assert!(!ws.join("allowed.txt").exists(), "rewind_files removed it");
     // The model: the denial's message came back as an error result; the interrupted
     // sleep was closed with a result too, before the third prompt.
-    let requests = model.requests();
-    let bodies: Vec<&Value> = requests
-        .iter()
-        .filter(|r| r.path.ends_with("/messages"))
-        .map(|r| &r.body)
-        .collect();
+    let bodies = cordon_tests::agent::message_bodies(&model);
     assert_eq!(bodies.len(), 5, "model calls: {bodies:#?}");
-    let denied = tool_results(bodies[1]);
+    let denied = tool_results(&bodies[1]);
     assert_eq!(denied[0]["tool_use_id"], "b1");
     assert_eq!(denied[0]["is_error"], true);
     assert!(
         text_of(&denied[0]).contains("deleting files is not allowed in this test"),
         "{denied:?}"
     );
-    let wrote = tool_results(bodies[2]);
+    let wrote = tool_results(&bodies[2]);
     assert_eq!(wrote[0]["tool_use_id"], "w1");
     assert_ne!(wrote[0]["is_error"], true, "{wrote:?}");
     let history = bodies[4]["messages"].to_string();
