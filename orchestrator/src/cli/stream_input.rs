@@ -311,13 +311,18 @@ impl StreamSession {
             .iter()
             .map(|name| Arc::new(McpServer::sdk(name, channel.clone(), timeouts)))
             .collect();
-        self.sdk_servers = McpSet::default().with_servers(servers.clone());
+        let (all, replaced) = mcp.servers.with_servers(servers.clone());
+        for server in replaced {
+            prepared.remove_tools_of(server.name());
+            server.stop().await;
+        }
+        (self.sdk_servers, _) = McpSet::default().with_servers(servers);
         let mut tools = cordon::tools::ToolRegistry::new();
         self.sdk_servers.connect_into(&mcp.ctx, &mut tools).await;
         prepared.add_tools(&tools);
         if let Some(controls) = &mut self.controls {
             controls.mcp = Some(McpControl {
-                servers: mcp.servers.with_servers(servers),
+                servers: all,
                 ctx: mcp.ctx,
             });
         }

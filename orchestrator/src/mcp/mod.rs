@@ -82,16 +82,23 @@ impl McpSet {
     }
 
     /// The same set with `more` servers (the client's SDK servers, known once its
-    /// connection is up); a name already taken keeps its first server.
-    pub fn with_servers(mut self, more: Vec<Arc<McpServer>>) -> Self {
+    /// connection is up), and the servers they replace: a configured server of the same
+    /// name gives way (the caller named its own server explicitly; a repository's
+    /// `.mcp.json` must not take over the name of the caller's in-process tools).
+    pub fn with_servers(mut self, more: Vec<Arc<McpServer>>) -> (Self, Vec<Arc<McpServer>>) {
+        let mut replaced = Vec::new();
         for server in more {
-            if self.servers.iter().any(|s| s.name() == server.name()) {
-                tracing::warn!(server = %server.name(), "a second MCP server of this name is ignored");
-                continue;
+            if let Some(at) = self.servers.iter().position(|s| s.name() == server.name()) {
+                tracing::warn!(
+                    server = %server.name(),
+                    "the client's SDK server replaces the configured MCP server of this name"
+                );
+                replaced.push(std::mem::replace(&mut self.servers[at], server));
+            } else {
+                self.servers.push(server);
             }
-            self.servers.push(server);
         }
-        self
+        (self, replaced)
     }
 
     fn find(&self, name: &str) -> Result<&Arc<McpServer>, String> {
@@ -201,5 +208,45 @@ impl McpSet {
     /// Stops every server (the session ends).
     pub async fn stop_all(&self) {
         futures::future::join_all(self.servers.iter().map(|s| s.stop())).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_clients_sdk_server_replaces_a_configured_one_of_its_name() {
+        let stdio = |name: &str| ServerConfig {
+            name: name.into(),
+            scope: "project",
+            transport: Transport::Stdio {
+                command: "x".into(),
+                args: Vec::new(),
+                env: Default::default(),
+            },
+        };
+        let timeouts = Timeouts::from_env();
+        let set = McpSet::new(
+            McpConfig {
+                servers: vec![stdio("calc"), stdio("time")],
+                refused: Vec::new(),
+            },
+            timeouts,
+        );
+        let sdk = Arc::new(McpServer::new(sdk::config("calc"), timeouts));
+        let notes = Arc::new(McpServer::new(sdk::config("notes"), timeouts));
+        let (all, replaced) = set.with_servers(vec![sdk, notes]);
+        let names: Vec<(&str, &str)> = all
+            .servers()
+            .iter()
+            .map(|s| (s.name(), s.config.scope))
+            .collect();
+        assert_eq!(
+            names,
+            [("calc", "sdk"), ("time", "project"), ("notes", "sdk")]
+        );
+        assert_eq!(replaced.len(), 1);
+        assert_eq!(replaced[0].config.scope, "project");
     }
 }

@@ -376,6 +376,22 @@ impl Prepared {
         }
     }
 
+    /// Removes the tools of the MCP server `server` (one the front end replaced).
+    pub fn remove_tools_of(&mut self, server: &str) {
+        let prefix = crate::mcp::tool::full_name(server, "");
+        let names: Vec<String> = self
+            .inputs
+            .extra_tools
+            .names()
+            .into_iter()
+            .filter(|n| n.starts_with(&prefix))
+            .map(str::to_string)
+            .collect();
+        for name in names {
+            self.inputs.extra_tools.remove(&name);
+        }
+    }
+
     /// The loop, with the front end's prompter, observers and event channel; the hooks and
     /// checkpoints observe after the front end's own observers.
     pub fn into_loop(self, front: FrontEnd) -> (AgentLoop, SessionHandles) {

@@ -219,7 +219,7 @@ mod tests {
             matches!(&seen[2], TaskEvent::Ended { task_id, status: TaskStatus::Stopped, .. } if task_id == "a")
         );
         assert!(
-            matches!(&seen[3], TaskEvent::Ended { task_id, status: TaskStatus::Failed, .. } if task_id == "b")
+            matches!(&seen[3], TaskEvent::Ended { task_id, status: TaskStatus::Stopped, summary, .. } if task_id == "b" && summary.contains("cancelled"))
         );
     }
 
