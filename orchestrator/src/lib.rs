@@ -25,4 +25,5 @@ pub mod subagents;
 pub mod toolchains;
 pub mod tools;
 pub mod trust;
+pub mod version;
 pub mod workspace_location;

@@ -64,7 +64,9 @@ pub fn init_record(
         "model": model,
         "permissionMode": permission_mode,
         "apiKeySource": "environment",
-        "cordon_version": env!("CARGO_PKG_VERSION"),
+        "cordon_version": crate::version::CORDON,
+        // What the Agent SDK checks (see `crate::version`).
+        "claude_code_version": crate::version::CLAUDE_CODE_COMPATIBLE,
     })
 }
 

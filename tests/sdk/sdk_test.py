@@ -25,8 +25,7 @@ from claude_agent_sdk import (
     ToolResultBlock,
     UserMessage,
 )
-
-from checks import check
+from sdk_checks import check, collect
 
 CLI = os.environ["CORDON_BIN"]
 WS = os.environ["SDK_WORKSPACE"]
@@ -63,10 +62,6 @@ async def pre_bash(input_data, tool_use_id, context):
         # The long command is about to run (whether the rules ask about it or not).
         sleep_started.set()
     return {}
-
-
-async def collect(client):
-    return [m async for m in client.receive_response()]
 
 
 async def main():

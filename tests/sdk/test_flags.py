@@ -22,7 +22,7 @@ from claude_agent_sdk import (
     SystemMessage,
 )
 
-from checks import check
+from sdk_checks import check
 
 CLI = os.environ["CORDON_BIN"]
 WS = os.environ["SDK_WORKSPACE"]

@@ -123,3 +123,13 @@ pub fn tool_results(body: &Value) -> Vec<(String, String, bool)> {
         })
         .collect()
 }
+
+/// The bodies of the Messages API calls `model` received, in order.
+pub fn message_bodies(model: &ScriptedModel) -> Vec<Value> {
+    model
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.ends_with("/messages"))
+        .map(|r| r.body)
+        .collect()
+}

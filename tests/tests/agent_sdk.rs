@@ -9,6 +9,7 @@
 
 use cordon_tests::Workspace;
 use cordon_tests::scripted_model::{ScriptedModel, Turn};
+use cordon_tests::sdk::{run_script, sdk_python};
 use serde_json::{Value, json};
 
 /// The tool_result blocks of the last user message of a recorded request.
@@ -22,7 +23,7 @@ fn text_of(result: &Value) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agent_sdk_drives_a_session_with_permissions_hooks_and_an_interrupt() {
-    let Some(python) = cordon_tests::sdk::python() else {
+    let Some(python) = sdk_python() else {
         return;
     };
     let ws = Workspace::new();
@@ -53,12 +54,11 @@ async fn the_agent_sdk_drives_a_session_with_permissions_hooks_and_an_interrupt(
     )
     .unwrap();
 
-    let run = cordon_tests::sdk::run_script(
+    let run = run_script(
         &python,
         "sdk_test.py",
-        &[],
         ws.path(),
-        &model.base_url(),
+        &model,
         home.path(),
         &[("CORDON_MANAGED_SETTINGS", managed.as_os_str())],
     )
@@ -74,21 +74,16 @@ async fn the_agent_sdk_drives_a_session_with_permissions_hooks_and_an_interrupt(
     assert!(!ws.join("allowed.txt").exists(), "rewind_files removed it");
     // The model: the denial's message came back as an error result; the interrupted
     // sleep was closed with a result too, before the third prompt.
-    let requests = model.requests();
-    let bodies: Vec<&Value> = requests
-        .iter()
-        .filter(|r| r.path.ends_with("/messages"))
-        .map(|r| &r.body)
-        .collect();
+    let bodies = cordon_tests::agent::message_bodies(&model);
     assert_eq!(bodies.len(), 5, "model calls: {bodies:#?}");
-    let denied = tool_results(bodies[1]);
+    let denied = tool_results(&bodies[1]);
     assert_eq!(denied[0]["tool_use_id"], "b1");
     assert_eq!(denied[0]["is_error"], true);
     assert!(
         text_of(&denied[0]).contains("deleting files is not allowed in this test"),
         "{denied:?}"
     );
-    let wrote = tool_results(bodies[2]);
+    let wrote = tool_results(&bodies[2]);
     assert_eq!(wrote[0]["tool_use_id"], "w1");
     assert_ne!(wrote[0]["is_error"], true, "{wrote:?}");
     let history = bodies[4]["messages"].to_string();

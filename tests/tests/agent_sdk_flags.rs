@@ -20,19 +20,19 @@ async fn scenario(
     ws: &Workspace,
     arg: Option<&Path>,
 ) -> Option<Vec<RecordedRequest>> {
-    let python = cordon_tests::sdk::python()?;
+    let python = cordon_tests::sdk::sdk_python()?;
     let model = ScriptedModel::start(turns).await.unwrap();
     let home = tempfile::tempdir().unwrap();
     let mut env: Vec<(&str, &OsStr)> = Vec::new();
     if let Some(arg) = arg {
         env.push(("SDK_ARG", arg.as_os_str()));
     }
-    let run = cordon_tests::sdk::run_script(
+    let run = cordon_tests::sdk::run_script_with_args(
         &python,
         "test_flags.py",
         &[scenario],
         ws.path(),
-        &model.base_url(),
+        &model,
         home.path(),
         &env,
     )

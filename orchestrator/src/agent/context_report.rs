@@ -10,6 +10,8 @@ use crate::model::{ContentBlock, Role};
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct ContextReport {
+    /// The model the next call goes to.
+    pub model: String,
     pub context_window: u64,
     /// Tokens the last model call used (input + cache + output), 0 before any call.
     pub measured_tokens: u64,
@@ -71,6 +73,7 @@ pub(crate) fn build(agent: &AgentLoop) -> ContextReport {
     }
     debug_assert!(estimate_tokens(&agent.messages) >= user_text);
     ContextReport {
+        model: agent.model_name(),
         context_window: agent.config.context_window,
         measured_tokens: agent.context_tokens,
         categories: vec![

@@ -9,7 +9,7 @@
 //! - a model or sandbox failure ends the run with an error result, never a panic.
 
 pub mod budget;
-mod compact;
+pub(crate) mod compact;
 mod context_report;
 pub mod gate;
 mod options;

@@ -20,7 +20,7 @@ mod trust;
 #[derive(Parser)]
 #[command(
     name = "cordon",
-    version,
+    disable_version_flag = true,
     about = "Run AI coding agents in a kernel-enforced sandbox",
     args_conflicts_with_subcommands = true
 )]
@@ -66,6 +66,15 @@ pub const EXIT_CORDON_FAILED: u8 = 125;
 
 pub fn main() -> ExitCode {
     init_tracing();
+    // Not clap's version flag, which would print "cordon " first: the Agent SDK reads
+    // the first token as the version (see `cordon::version`).
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    if let [only] = args.as_slice()
+        && (only == "--version" || only == "-v")
+    {
+        println!("{}", cordon::version::LINE);
+        return ExitCode::SUCCESS;
+    }
     let cli = Cli::parse();
     let Some(command) = cli.command else {
         let stream = cli.run.stream.input_format == stream_input::InputFormat::StreamJson;

@@ -200,7 +200,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         // First: it tags the prompt's record with its transcript uuid (rewind_files).
         observers.extend(stream.prompt_uuids());
         stream.set_checkpoints(h.checkpoints.clone(), Some(h.sandbox.clone()));
-        stream.set_mcp(h.mcp.clone());
+        stream.set_mcp(h.mcp.clone(), h.ctx.clone());
+        stream.set_tasks(&h.tasks, &session_id);
     }
     // On a terminal, the user answers the questions (and the terminal shows the events).
     let (tui, prompter) = if interactive {
@@ -220,6 +221,12 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     } else {
         (None, sdk_prompter)
     };
+    // The client's initialize (its sub-agents, its in-process MCP servers) shapes the
+    // loop, so it is handled before the loop is built.
+    let mut prepared = prepared;
+    if let Some(stream) = stream.as_mut() {
+        stream.handshake(&mut prepared).await;
+    }
     let (tx, rx) = mpsc::unbounded_channel();
     let (mut agent, h) = prepared.into_loop(FrontEnd {
         prompter,
@@ -383,7 +390,19 @@ fn init_record(h: &SessionHandles, tools: &[String]) -> serde_json::Value {
         Err(e) => serde_json::json!({"egress": "none", "error": e.to_string()}),
     };
     init["mcp_servers"] = serde_json::Value::from(h.mcp.init_entries());
+    init["confinement"] = confinement(h);
     init
+}
+
+/// How the session's tools are confined, for the init record: the backend, and whether
+/// the sandbox has any way out (only through the egress proxy, under the domain policy).
+fn confinement(h: &SessionHandles) -> serde_json::Value {
+    let spec = h.sandbox.spec();
+    serde_json::json!({
+        "backend": h.sandbox.kind(),
+        "network": if spec.egress.is_some() { "egress proxy" } else { "none" },
+        "kernel_denied_paths": spec.denied_read.len() + spec.denied_write.len(),
+    })
 }
 
 fn println_json(value: &serde_json::Value) {

@@ -2,11 +2,18 @@
 //! client such as the Claude Agent SDK (which runs `cordon --output-format stream-json
 //! --verbose --input-format stream-json [--permission-prompt-tool stdio] ...`).
 //!
+//! The client's first message, `initialize`, is handled before the loop is built: its
+//! hooks register, its programmatic sub-agents join the Agent tool's types, and the
+//! in-process MCP servers it named in `--mcp-config` (`type: "sdk"`) are connected
+//! through it, their tools offered as `mcp__<server>__<tool>`.
+//!
 //! Each user message on stdin is one run of the loop; its messages and its result go
-//! out as they happen; the client's control requests (initialize, interrupt,
-//! set_permission_mode, rewind_files) are answered while a run goes on. The session ends
-//! at stdin EOF. With `--permission-prompt-tool stdio`, questions the rules ask go to the
-//! client (can_use_tool) instead of being denied.
+//! out as they happen; the client's control requests (interrupt, set_permission_mode,
+//! rewind_files, set_model, mcp_status, mcp_toggle, mcp_reconnect, get_context_usage,
+//! stop_task) are answered while a run goes on. Sub-agents are announced as tasks
+//! (`task_started`, `task_notification`). The session ends at stdin EOF. With
+//! `--permission-prompt-tool stdio`, questions the rules ask go to the client
+//! (can_use_tool) instead of being denied.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -22,13 +29,15 @@ use cordon::agent::gate::PermissionPrompter;
 use cordon::agent::{AgentLoop, LoopEvent, LoopObserver, LoopOptions, RunOutcome};
 use cordon::checkpoints::Checkpoints;
 use cordon::control::{
-    self, Controller, Event, ModeSetter, PromptUuids, RecordInfo, Rewinder, SdkHookCallbacks,
-    SdkPrompter, SessionControls,
+    self, Controller, Event, McpControl, ModeSetter, PromptUuids, RecordInfo, Rewinder,
+    SdkHookCallbacks, SdkPrompter, SessionControls,
 };
 use cordon::hooks::{HookObserver, Hooks};
+use cordon::mcp::{McpServer, McpSet, Timeouts};
 use cordon::model::{ModelConfig, ThinkingConfig};
 use cordon::output::OutputFormat;
-use cordon::session::SessionOverrides;
+use cordon::session::{Prepared, SessionOverrides};
+use cordon::subagents::Tasks;
 use cordon::tools::Interrupter;
 
 /// `--input-format`.
@@ -327,6 +336,12 @@ pub struct StreamSession {
     events: mpsc::UnboundedReceiver<Event>,
     prompt_over_stdio: bool,
     controls: Option<SessionControls>,
+    /// Events read before the loop was built (a prompt sent before, or instead of,
+    /// initialize), served first.
+    first: Vec<Event>,
+    /// The client's in-process MCP servers (named in `--mcp-config` as `type: "sdk"`).
+    sdk_server_names: Vec<String>,
+    sdk_servers: McpSet,
 }
 
 /// Starts the connection when `--input-format stream-json` was given (`None` otherwise).
@@ -366,6 +381,9 @@ pub fn start(args: &StreamArgs, output: OutputFormat) -> anyhow::Result<Option<S
         events,
         prompt_over_stdio,
         controls: None,
+        first: Vec::new(),
+        sdk_server_names: cordon::mcp::sdk::servers_in_mcp_config(&args.mcp_config),
+        sdk_servers: McpSet::default(),
     }))
 }
 
@@ -389,8 +407,11 @@ impl StreamSession {
             rewinder: None,
             hooks: Some(hooks.set.clone()),
             prompt_uuids: Arc::new(PromptUuids::default()),
-            mcp_status: None,
+            mcp: None,
             loop_shared: None,
+            tasks: None,
+            agents: Arc::default(),
+            initialized: Arc::default(),
         });
         self.prompt_over_stdio.then(|| {
             Arc::new(SdkPrompter::new(self.controller.clone()).with_interrupts(interrupts))
@@ -408,10 +429,87 @@ impl StreamSession {
             )));
     }
 
-    /// `mcp_status` reports these servers.
-    pub fn set_mcp(&mut self, mcp: cordon::mcp::McpSet) {
+    /// `mcp_status`, `mcp_toggle` and `mcp_reconnect` act on these servers (and on the
+    /// client's own, once [`StreamSession::handshake`] connected them); `ctx` is where
+    /// a restarted stdio server runs.
+    pub fn set_mcp(&mut self, mcp: McpSet, ctx: cordon::tools::ToolContext) {
         if let Some(controls) = &mut self.controls {
-            controls.mcp_status = Some(Arc::new(move || mcp.status()));
+            controls.mcp = Some(McpControl { servers: mcp, ctx });
+        }
+    }
+
+    /// The session's sub-agents are announced to the client as tasks, and `stop_task`
+    /// stops one.
+    pub fn set_tasks(&mut self, tasks: &Tasks, session_id: &str) {
+        let controller = self.controller.clone();
+        let session_id = session_id.to_string();
+        tasks.set_listener(Arc::new(move |event| {
+            controller.send(control::records::task(&session_id, &event));
+        }));
+        if let Some(controls) = &mut self.controls {
+            controls.tasks = Some(tasks.clone());
+        }
+    }
+
+    /// Before the loop is built: waits for the client's first message. When it is
+    /// `initialize`, registers the client's hooks, answers it, adds its sub-agent types
+    /// to `prepared`, and connects its SDK MCP servers, whose tools join `prepared`'s.
+    /// Anything else is kept for [`StreamSession::serve`].
+    pub async fn handshake(&mut self, prepared: &mut Prepared) {
+        let Some(controls) = self.controls.clone() else {
+            return;
+        };
+        match self.events.recv().await {
+            Some(Event::Request {
+                request_id,
+                request: control::protocol::Request::Initialize { hooks, agents },
+            }) => {
+                let (answer, defs) = control::session::initialize(&controls, &hooks, &agents);
+                self.controller
+                    .send(control::protocol::success_response(&request_id, answer));
+                prepared.add_agents(defs);
+            }
+            Some(other) => self.first.push(other),
+            None => {}
+        }
+        self.connect_sdk_servers(prepared).await;
+        if let Some(controls) = &mut self.controls {
+            controls.agents = Arc::new(prepared.agents().to_vec());
+        }
+    }
+
+    /// Connects the client's in-process MCP servers through its connection (each
+    /// JSON-RPC message an `mcp_message` control request); their tools join the loop's
+    /// and `mcp_status` reports them beside the configured servers.
+    async fn connect_sdk_servers(&mut self, prepared: &mut Prepared) {
+        let Some(mcp) = self.controls.as_ref().and_then(|c| c.mcp.clone()) else {
+            return;
+        };
+        if self.sdk_server_names.is_empty() {
+            return;
+        }
+        let channel: Arc<dyn cordon::mcp::sdk::ClientChannel> =
+            Arc::new(control::sdk_mcp::ClientMcp(self.controller.clone()));
+        let timeouts = Timeouts::from_env();
+        let servers: Vec<Arc<McpServer>> = self
+            .sdk_server_names
+            .iter()
+            .map(|name| Arc::new(McpServer::sdk(name, channel.clone(), timeouts)))
+            .collect();
+        let (all, replaced) = mcp.servers.with_servers(servers.clone());
+        for server in replaced {
+            prepared.remove_tools_of(server.name());
+            server.stop().await;
+        }
+        (self.sdk_servers, _) = McpSet::default().with_servers(servers);
+        let mut tools = cordon::tools::ToolRegistry::new();
+        self.sdk_servers.connect_into(&mcp.ctx, &mut tools).await;
+        prepared.add_tools(&tools);
+        if let Some(controls) = &mut self.controls {
+            controls.mcp = Some(McpControl {
+                servers: all,
+                ctx: mcp.ctx,
+            });
         }
     }
 
@@ -453,12 +551,17 @@ impl StreamSession {
         init["uuid"] = json!(uuid::Uuid::new_v4().to_string());
         init["slash_commands"] = json!([]);
         init["output_style"] = json!("default");
+        if let Some(mcp) = &controls.mcp {
+            init["mcp_servers"] = json!(mcp.servers.init_entries());
+        }
+        init["agents"] = json!(controls.agents.iter().map(|d| &d.name).collect::<Vec<_>>());
         self.controller.send(init);
         observer
             .session_start(if resumed { "resume" } else { "startup" })
             .await;
         let last = control::serve(
             agent,
+            self.first,
             self.events,
             loop_events,
             &self.controller,
@@ -468,6 +571,7 @@ impl StreamSession {
         )
         .await;
         observer.session_end("other").await;
+        self.sdk_servers.stop_all().await;
         self.controller.shutdown();
         match self.writer.await {
             Ok(Ok(())) => {}

@@ -9,27 +9,33 @@
 //! - [`sdk_hooks`]: [`SdkHookCallbacks`], the client's hook functions (`hook_callback`),
 //!   and the registration of its matchers from `initialize`.
 //! - [`session`]: the reader, the answers to the client's requests (initialize,
-//!   interrupt, set_permission_mode, rewind_files) and the serve loop.
+//!   interrupt, set_permission_mode, rewind_files, set_model, mcp_status, mcp_toggle,
+//!   mcp_reconnect, get_context_usage, stop_task; any other gets an error naming it)
+//!   and the serve loop.
 //! - [`records`]: the session records with the fields the SDK's parser requires.
+//! - [`sdk_mcp`]: the client's in-process MCP servers, reached with `mcp_message`.
+//! - [`context_usage`]: the `get_context_usage` answer.
 //!
 //! The client is whoever started Cordon (the user's own program): it may allow calls the
 //! rules would ask about and rewrite their input, but what it answers never widens a deny
 //! rule (the gate asks only after the rules said "ask") nor the sandbox.
 
 pub mod channel;
+pub mod context_usage;
 pub mod hook_events;
 pub mod prompter;
 pub mod protocol;
 pub mod records;
 pub mod sdk_hooks;
+pub mod sdk_mcp;
 pub mod session;
 
 pub use channel::{ControlError, Controller, write_lines};
 pub use prompter::SdkPrompter;
 pub use sdk_hooks::SdkHookCallbacks;
 pub use session::{
-    Event, InterruptFn, ModeSetter, PromptUuids, RecordInfo, Rewinder, SessionControls, read_lines,
-    serve,
+    Event, InterruptFn, McpControl, ModeSetter, PromptUuids, RecordInfo, Rewinder, SessionControls,
+    read_lines, serve,
 };
 
 #[cfg(test)]

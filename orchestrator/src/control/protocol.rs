@@ -49,9 +49,11 @@ pub enum Inbound {
 /// A request the client sends us.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Request {
-    /// The handshake: the client's hook matchers (event -> matchers with callback ids).
+    /// The handshake: the client's hook matchers (event -> matchers with callback ids)
+    /// and its programmatic sub-agent types (name -> definition).
     Initialize {
         hooks: BTreeMap<String, Vec<HookMatcherConfig>>,
+        agents: BTreeMap<String, AgentConfig>,
     },
     Interrupt,
     SetPermissionMode {
@@ -69,6 +71,19 @@ pub enum Request {
     },
     /// What occupies the context window.
     GetContextUsage,
+    /// Enables or disables an MCP server (a disabled one offers no tools).
+    McpToggle {
+        server: String,
+        enabled: bool,
+    },
+    /// Connects an MCP server again (after it failed or was disabled).
+    McpReconnect {
+        server: String,
+    },
+    /// Stops a running sub-agent (its task id is the one `task_started` named).
+    StopTask {
+        task_id: String,
+    },
     /// A subtype we do not implement: answered with an error naming it.
     Unsupported {
         subtype: String,
@@ -87,6 +102,25 @@ pub struct HookMatcherConfig {
     pub timeout: Option<f64>,
 }
 
+/// One programmatic sub-agent from `initialize` (the SDK's `AgentDefinition`). Fields
+/// Cordon does not apply (skills, memory, mcpServers, maxTurns, ...) are kept in
+/// `unapplied` so the session can name them in a warning.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct AgentConfig {
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub prompt: String,
+    #[serde(default)]
+    pub tools: Option<Vec<String>>,
+    #[serde(rename = "disallowedTools", default)]
+    pub disallowed_tools: Option<Vec<String>>,
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(flatten)]
+    pub unapplied: BTreeMap<String, Value>,
+}
+
 /// Why a line could not be understood.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ParseError {
@@ -96,6 +130,10 @@ pub enum ParseError {
     NotJson(String),
     #[error("{kind} message is malformed: {reason}")]
     Malformed { kind: String, reason: String },
+    /// A control request with an id whose body could not be understood: answered with
+    /// an error for that id, so the client is not left waiting.
+    #[error("control request {request_id} is malformed: {reason}")]
+    BadRequest { request_id: String, reason: String },
 }
 
 fn malformed(kind: &str, reason: impl Into<String>) -> ParseError {
@@ -123,7 +161,13 @@ pub fn parse_line(line: &str) -> Result<Option<Inbound>, ParseError> {
         "user" => parse_user(&value)?,
         "control_request" => {
             let request_id = string_field(&value, "request_id", kind)?;
-            let request = parse_request(value.get("request").unwrap_or(&Value::Null))?;
+            let request =
+                parse_request(value.get("request").unwrap_or(&Value::Null)).map_err(|e| {
+                    ParseError::BadRequest {
+                        request_id: request_id.clone(),
+                        reason: e.to_string(),
+                    }
+                })?;
             Inbound::Request {
                 request_id,
                 request,
@@ -195,7 +239,12 @@ fn parse_request(request: &Value) -> Result<Request, ParseError> {
                 Some(h) => serde_json::from_value(h.clone())
                     .map_err(|e| malformed("initialize", format!("hooks: {e}")))?,
             };
-            Request::Initialize { hooks }
+            let agents = match request.get("agents") {
+                None | Some(Value::Null) => BTreeMap::new(),
+                Some(a) => serde_json::from_value(a.clone())
+                    .map_err(|e| malformed("initialize", format!("agents: {e}")))?,
+            };
+            Request::Initialize { hooks, agents }
         }
         "interrupt" => Request::Interrupt,
         "set_permission_mode" => Request::SetPermissionMode {
@@ -210,6 +259,19 @@ fn parse_request(request: &Value) -> Result<Request, ParseError> {
         },
         "mcp_status" => Request::McpStatus,
         "get_context_usage" => Request::GetContextUsage,
+        "mcp_toggle" => Request::McpToggle {
+            server: string_field(request, "serverName", subtype)?,
+            enabled: request
+                .get("enabled")
+                .and_then(Value::as_bool)
+                .ok_or_else(|| malformed(subtype, "missing boolean field \"enabled\""))?,
+        },
+        "mcp_reconnect" => Request::McpReconnect {
+            server: string_field(request, "serverName", subtype)?,
+        },
+        "stop_task" => Request::StopTask {
+            task_id: string_field(request, "task_id", subtype)?,
+        },
         "set_model" => Request::SetModel {
             model: request
                 .get("model")
@@ -298,7 +360,7 @@ mod tests {
         let line = r#"{"type":"control_request","request_id":"req_1","request":{"subtype":"initialize","hooks":{"PreToolUse":[{"matcher":"Bash","hookCallbackIds":["hook_0"]}]}}}"#;
         let Inbound::Request {
             request_id,
-            request: Request::Initialize { hooks },
+            request: Request::Initialize { hooks, agents },
         } = parse(line)
         else {
             panic!("not initialize");
@@ -306,10 +368,57 @@ mod tests {
         assert_eq!(request_id, "req_1");
         assert_eq!(hooks["PreToolUse"][0].matcher.as_deref(), Some("Bash"));
         assert_eq!(hooks["PreToolUse"][0].hook_callback_ids, vec!["hook_0"]);
+        assert!(agents.is_empty());
         let none = r#"{"type":"control_request","request_id":"r","request":{"subtype":"initialize","hooks":null}}"#;
         assert!(
-            matches!(parse(none), Inbound::Request { request: Request::Initialize { hooks }, .. } if hooks.is_empty())
+            matches!(parse(none), Inbound::Request { request: Request::Initialize { hooks, .. }, .. } if hooks.is_empty())
         );
+    }
+
+    #[test]
+    fn initialize_carries_programmatic_agents() {
+        let line = r#"{"type":"control_request","request_id":"r","request":{"subtype":"initialize","hooks":null,
+            "agents":{"reviewer":{"description":"Reviews","prompt":"You review.","tools":["Read"],"model":"haiku","maxTurns":3}}}}"#;
+        let Inbound::Request {
+            request: Request::Initialize { agents, .. },
+            ..
+        } = parse(&line.replace('\n', ""))
+        else {
+            panic!("not initialize");
+        };
+        let a = &agents["reviewer"];
+        assert_eq!(
+            (a.description.as_str(), a.prompt.as_str()),
+            ("Reviews", "You review.")
+        );
+        assert_eq!(a.tools.as_deref(), Some(&["Read".to_string()][..]));
+        assert_eq!(a.model.as_deref(), Some("haiku"));
+        assert_eq!(a.unapplied.keys().collect::<Vec<_>>(), ["maxTurns"]);
+        let bad = r#"{"type":"control_request","request_id":"r","request":{"subtype":"initialize","agents":{"x":{"tools":"Read"}}}}"#;
+        assert!(
+            parse_line(bad).is_err(),
+            "a malformed agent is an error, not ignored"
+        );
+    }
+
+    #[test]
+    fn mcp_and_task_requests() {
+        assert!(matches!(
+            parse(r#"{"type":"control_request","request_id":"r","request":{"subtype":"mcp_toggle","serverName":"calc","enabled":false}}"#),
+            Inbound::Request { request: Request::McpToggle { server, enabled: false }, .. } if server == "calc"
+        ));
+        assert!(matches!(
+            parse(r#"{"type":"control_request","request_id":"r","request":{"subtype":"mcp_reconnect","serverName":"calc"}}"#),
+            Inbound::Request { request: Request::McpReconnect { server }, .. } if server == "calc"
+        ));
+        assert!(matches!(
+            parse(r#"{"type":"control_request","request_id":"r","request":{"subtype":"stop_task","task_id":"t1"}}"#),
+            Inbound::Request { request: Request::StopTask { task_id }, .. } if task_id == "t1"
+        ));
+        assert!(matches!(
+            parse_line(r#"{"type":"control_request","request_id":"r7","request":{"subtype":"mcp_toggle","serverName":"calc"}}"#),
+            Err(ParseError::BadRequest { request_id, reason }) if request_id == "r7" && reason.contains("enabled")
+        ));
     }
 
     #[test]
@@ -328,8 +437,8 @@ mod tests {
             Inbound::Request { request: Request::SetPermissionMode { mode }, .. } if mode == "plan"
         ));
         assert!(matches!(
-            parse(r#"{"type":"control_request","request_id":"r","request":{"subtype":"mcp_reconnect"}}"#),
-            Inbound::Request { request: Request::Unsupported { subtype }, .. } if subtype == "mcp_reconnect"
+            parse(r#"{"type":"control_request","request_id":"r","request":{"subtype":"apply_flag_settings"}}"#),
+            Inbound::Request { request: Request::Unsupported { subtype }, .. } if subtype == "apply_flag_settings"
         ));
         assert_eq!(
             parse(

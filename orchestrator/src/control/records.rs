@@ -51,6 +51,46 @@ pub fn result(
     record
 }
 
+/// A sub-agent's start (`task_started`) or end (`task_notification`), as system records
+/// the SDK parses into its task messages. The task id is the Agent call's tool_use id.
+pub fn task(session_id: &str, event: &crate::subagents::TaskEvent) -> Value {
+    use crate::subagents::TaskEvent;
+    match event {
+        TaskEvent::Started {
+            task_id,
+            description,
+            agent_type,
+        } => json!({
+            "type": "system",
+            "subtype": "task_started",
+            "task_id": task_id,
+            "tool_use_id": task_id,
+            "description": description,
+            "agent_type": agent_type,
+            // What the SDK tracks as delegated work that may outlive a turn.
+            "task_type": "local_agent",
+            "uuid": new_uuid(),
+            "session_id": session_id,
+        }),
+        TaskEvent::Ended {
+            task_id,
+            status,
+            summary,
+            output_file,
+        } => json!({
+            "type": "system",
+            "subtype": "task_notification",
+            "task_id": task_id,
+            "tool_use_id": task_id,
+            "status": status.as_str(),
+            "output_file": output_file,
+            "summary": summary,
+            "uuid": new_uuid(),
+            "session_id": session_id,
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -91,5 +131,42 @@ mod tests {
             assert!(r.get(field).is_some(), "{field} missing");
         }
         assert_eq!(r["duration_api_ms"], 4);
+    }
+
+    #[test]
+    fn task_records_carry_what_the_sdk_parses() {
+        use crate::subagents::{TaskEvent, TaskStatus};
+        let started = task(
+            "s",
+            &TaskEvent::Started {
+                task_id: "toolu_1".into(),
+                description: "review".into(),
+                agent_type: "reviewer".into(),
+            },
+        );
+        for field in ["task_id", "description", "uuid", "session_id"] {
+            assert!(started[field].is_string(), "{field} missing");
+        }
+        assert_eq!(started["subtype"], "task_started");
+        let ended = task(
+            "s",
+            &TaskEvent::Ended {
+                task_id: "toolu_1".into(),
+                status: TaskStatus::Stopped,
+                summary: "stopped".into(),
+                output_file: "/t.jsonl".into(),
+            },
+        );
+        for field in [
+            "task_id",
+            "status",
+            "output_file",
+            "summary",
+            "uuid",
+            "session_id",
+        ] {
+            assert!(ended[field].is_string(), "{field} missing");
+        }
+        assert_eq!(ended["status"], "stopped");
     }
 }

@@ -2,8 +2,9 @@
 //! client's requests, and the serve loop (each prompt is one run of the agent loop, its
 //! messages and result go out as they happen; requests are answered while a run goes on).
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use serde_json::{Value, json};
@@ -15,7 +16,10 @@ use super::protocol::{self, Inbound, Request};
 use super::{records, sdk_hooks};
 use crate::agent::{AgentLoop, LoopEvent, LoopShared, RunOutcome};
 use crate::hooks::HookSet;
+use crate::mcp::McpSet;
 use crate::permissions::PermissionMode;
+use crate::subagents::{AgentDefinition, Tasks};
+use crate::tools::ToolContext;
 
 /// What the session loop gets from the reader.
 #[derive(Debug, Clone, PartialEq)]
@@ -88,15 +92,26 @@ pub struct SessionControls {
     /// Where the client's hook callbacks are registered (`initialize`).
     pub hooks: Option<Arc<HookSet>>,
     pub prompt_uuids: Arc<PromptUuids>,
-    /// The session's MCP servers (`mcp_status`).
-    pub mcp_status: Option<McpStatusFn>,
+    /// The session's MCP servers, the client's own SDK servers among them (`mcp_status`,
+    /// `mcp_toggle`, `mcp_reconnect`).
+    pub mcp: Option<McpControl>,
     /// The loop's model override and context usage (`set_model`, `get_context_usage`);
     /// [`serve`] fills it from the loop it runs.
     pub loop_shared: Option<LoopShared>,
+    /// The running sub-agents (`stop_task`).
+    pub tasks: Option<Tasks>,
+    /// The sub-agent types the Agent tool offers (`get_context_usage`).
+    pub agents: Arc<Vec<AgentDefinition>>,
+    /// The client's `initialize` was answered.
+    pub initialized: Arc<AtomicBool>,
 }
 
-/// Answers `mcp_status` with the servers' state.
-pub type McpStatusFn = Arc<dyn Fn() -> Value + Send + Sync>;
+/// The MCP servers a client's requests act on, and the context a (re)start runs in.
+#[derive(Clone)]
+pub struct McpControl {
+    pub servers: McpSet,
+    pub ctx: ToolContext,
+}
 
 /// Reads the client's lines until EOF: answers to our requests go to the controller,
 /// prompts and requests to `events`. At EOF every open request of ours fails.
@@ -140,6 +155,9 @@ pub async fn read_lines<R: AsyncBufRead + Unpin>(
             Ok(Some(Inbound::Ignored { kind })) => {
                 tracing::debug!(%kind, "ignored a client message");
             }
+            Err(protocol::ParseError::BadRequest { request_id, reason }) => {
+                controller.send(protocol::error_response(&request_id, &reason));
+            }
             Err(e) => tracing::warn!(error = %e, "ignored a line the client sent"),
         }
     }
@@ -154,7 +172,7 @@ pub async fn handle_request(
     request: Request,
 ) {
     let answer = match request {
-        Request::Initialize { hooks } => Ok(initialize(controls, &hooks)),
+        Request::Initialize { hooks, agents } => late_initialize(controls, &hooks, &agents),
         Request::Interrupt => {
             (controls.interrupt)();
             Ok(json!({}))
@@ -168,9 +186,29 @@ pub async fn handle_request(
             None => Err("file checkpoints are not enabled for this session".into()),
         },
         Request::McpStatus => Ok(controls
-            .mcp_status
+            .mcp
             .as_ref()
-            .map_or_else(|| json!({"mcpServers": []}), |f| f())),
+            .map_or_else(|| json!({"mcpServers": []}), |m| m.servers.status())),
+        Request::McpToggle { server, enabled } => match &controls.mcp {
+            Some(m) => m
+                .servers
+                .toggle(&server, enabled, &m.ctx)
+                .await
+                .map(|()| json!({})),
+            None => Err(format!("there is no MCP server named `{server}`")),
+        },
+        Request::McpReconnect { server } => match &controls.mcp {
+            Some(m) => m
+                .servers
+                .reconnect(&server, &m.ctx)
+                .await
+                .map(|()| json!({})),
+            None => Err(format!("there is no MCP server named `{server}`")),
+        },
+        Request::StopTask { task_id } => match &controls.tasks {
+            Some(tasks) => tasks.stop(&task_id).map(|()| json!({})),
+            None => Err(format!("no running task with id {task_id:?}")),
+        },
         Request::SetModel { model } => match &controls.loop_shared {
             Some(shared) => {
                 shared.set_model(model.clone());
@@ -178,12 +216,16 @@ pub async fn handle_request(
             }
             None => Err("this session's model cannot change".into()),
         },
-        Request::GetContextUsage => match controls
-            .loop_shared
-            .as_ref()
-            .and_then(LoopShared::context_usage)
-        {
-            Some(report) => Ok(context_usage(&report)),
+        Request::GetContextUsage => match &controls.loop_shared {
+            Some(shared) => match shared.context_usage() {
+                Some(report) => Ok(super::context_usage::answer(
+                    &report,
+                    shared.model().as_deref(),
+                    controls.mcp.as_ref().map(|m| &m.servers),
+                    &controls.agents,
+                )),
+                None => Err("no context usage yet".into()),
+            },
             None => Err("no context usage yet".into()),
         },
         Request::Unsupported { subtype } => {
@@ -196,10 +238,14 @@ pub async fn handle_request(
     });
 }
 
-fn initialize(
+/// The client's `initialize`, as the session's first message: registers its hooks and
+/// returns the answer and its sub-agent types, which the loop (not built yet) includes.
+pub fn initialize(
     controls: &SessionControls,
-    hooks: &std::collections::BTreeMap<String, Vec<protocol::HookMatcherConfig>>,
-) -> Value {
+    hooks: &BTreeMap<String, Vec<protocol::HookMatcherConfig>>,
+    agents: &BTreeMap<String, protocol::AgentConfig>,
+) -> (Value, Vec<AgentDefinition>) {
+    controls.initialized.store(true, Ordering::Release);
     let applied = match (&controls.hooks, hooks.is_empty()) {
         (_, true) => true,
         (Some(set), false) => match sdk_hooks::register(set, hooks) {
@@ -217,30 +263,64 @@ fn initialize(
             false
         }
     };
-    json!({
+    let defs = client_agents(agents);
+    let answer = json!({
         "commands": [],
         "output_style": "default",
         "available_output_styles": ["default"],
         "models": [],
+        "agents": defs.iter().map(|d| json!({
+            "name": d.name,
+            "description": d.description,
+            "model": d.model,
+        })).collect::<Vec<_>>(),
         "hooks_applied": applied,
-    })
+    });
+    (answer, defs)
 }
 
-/// The `get_context_usage` answer: categories with their estimated tokens, the total and
-/// the window (Claude Code's field names).
-fn context_usage(report: &crate::agent::ContextReport) -> Value {
-    let total: u64 = report.categories.iter().map(|(_, n)| n).sum();
-    let total = total.max(report.measured_tokens);
-    json!({
-        "categories": report.categories.iter()
-            .map(|(name, tokens)| json!({"name": name, "tokens": tokens}))
-            .collect::<Vec<_>>(),
-        "totalTokens": total,
-        "maxTokens": report.context_window,
-        "rawMaxTokens": report.context_window,
-        "percentage": (total as f64 * 100.0 / report.context_window.max(1) as f64),
-        "measuredTokens": report.measured_tokens,
-    })
+/// `initialize` after the session started (a prompt came first): hooks still register,
+/// sub-agent types cannot join a loop that is running, and a second one is refused.
+fn late_initialize(
+    controls: &SessionControls,
+    hooks: &BTreeMap<String, Vec<protocol::HookMatcherConfig>>,
+    agents: &BTreeMap<String, protocol::AgentConfig>,
+) -> Result<Value, String> {
+    if controls.initialized.load(Ordering::Acquire) {
+        return Err("the session is already initialized".into());
+    }
+    if !agents.is_empty() {
+        return Err(
+            "initialize with agents must be the session's first message (the Agent tool \
+             was set up before it arrived)"
+                .into(),
+        );
+    }
+    Ok(initialize(controls, hooks, agents).0)
+}
+
+/// The client's sub-agent types, in name order; fields Cordon does not apply are named.
+fn client_agents(agents: &BTreeMap<String, protocol::AgentConfig>) -> Vec<AgentDefinition> {
+    agents
+        .iter()
+        .filter_map(|(name, a)| {
+            if !a.unapplied.is_empty() {
+                tracing::warn!(
+                    agent = %name,
+                    fields = ?a.unapplied.keys().collect::<Vec<_>>(),
+                    "sub-agent definition fields accepted but not applied"
+                );
+            }
+            crate::subagents::definition::from_client(
+                name,
+                &a.description,
+                &a.prompt,
+                a.tools.as_deref(),
+                a.disallowed_tools.as_deref().unwrap_or_default(),
+                a.model.as_deref(),
+            )
+        })
+        .collect()
 }
 
 fn set_mode(controls: &SessionControls, mode: &str) -> Result<Value, String> {
@@ -260,11 +340,13 @@ pub struct RecordInfo {
     pub model: String,
 }
 
-/// Runs prompts as they arrive until the client closes its input; returns the outcome of
-/// the last run. Messages of a run go out as the loop reports them, its result after
-/// the last of them.
+/// Runs prompts as they arrive until the client closes its input (`first` are events
+/// read before the loop was built); returns the outcome of the last run. Messages of a
+/// run go out as the loop reports them, its result after the last of them.
+#[allow(clippy::too_many_arguments)]
 pub async fn serve(
     agent: &mut AgentLoop,
+    first: Vec<Event>,
     mut events: mpsc::UnboundedReceiver<Event>,
     mut loop_events: mpsc::UnboundedReceiver<LoopEvent>,
     controller: &Controller,
@@ -275,7 +357,7 @@ pub async fn serve(
     let mut controls = controls.clone();
     controls.loop_shared = Some(agent.shared());
     let controls = &controls;
-    let mut queued: VecDeque<Event> = VecDeque::new();
+    let mut queued: VecDeque<Event> = first.into();
     let mut input_open = true;
     let mut last = None;
     loop {

@@ -27,10 +27,11 @@ fn controls(hooks: Option<Arc<HookSet>>) -> (SessionControls, Probe) {
         rewinder: None,
         hooks,
         prompt_uuids: Arc::default(),
-        mcp_status: Some(Arc::new(
-            || serde_json::json!({"mcpServers": [{"name": "t"}]}),
-        )),
+        mcp: None,
         loop_shared: Some(crate::agent::LoopShared::default()),
+        tasks: Some(crate::subagents::Tasks::default()),
+        agents: Arc::default(),
+        initialized: Arc::default(),
     };
     (controls, Probe { interrupts, mode })
 }
@@ -102,13 +103,58 @@ async fn unsupported_requests_and_rewind_without_checkpoints_are_errors() {
     )
     .await;
     assert_eq!(r["subtype"], "error");
-    let r = answer(
-        &controls,
-        r#"{"type":"control_request","request_id":"r","request":{"subtype":"mcp_reconnect"}}"#,
-    )
-    .await;
-    assert_eq!(r["subtype"], "error");
-    assert!(r["error"].as_str().unwrap().contains("mcp_reconnect"));
+    // Unknown requests, and MCP servers and tasks that are not there, are named.
+    for (request, named) in [
+        (
+            r#"{"subtype":"apply_flag_settings"}"#,
+            "apply_flag_settings",
+        ),
+        (
+            r#"{"subtype":"mcp_reconnect","serverName":"ghost"}"#,
+            "`ghost`",
+        ),
+        (
+            r#"{"subtype":"mcp_toggle","serverName":"ghost","enabled":true}"#,
+            "`ghost`",
+        ),
+        (r#"{"subtype":"stop_task","task_id":"t9"}"#, "t9"),
+    ] {
+        let line = format!(r#"{{"type":"control_request","request_id":"r","request":{request}}}"#);
+        let r = answer(&controls, &line).await;
+        assert_eq!(r["subtype"], "error", "{request}");
+        assert!(r["error"].as_str().unwrap().contains(named), "{r}");
+    }
+}
+
+#[tokio::test]
+async fn a_malformed_request_gets_an_error_for_its_id() {
+    let (controller, mut out) = Controller::new();
+    let (tx, _events) = mpsc::unbounded_channel();
+    let input = r#"{"type":"control_request","request_id":"r5","request":{"subtype":"mcp_toggle","serverName":"calc"}}"#;
+    read_lines(input.as_bytes(), controller, tx).await;
+    let sent = out.recv().await.unwrap();
+    assert_eq!(sent["response"]["subtype"], "error");
+    assert_eq!(sent["response"]["request_id"], "r5");
+    assert!(
+        sent["response"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("enabled")
+    );
+}
+
+#[tokio::test]
+async fn a_second_initialize_is_refused_and_agents_only_come_first() {
+    let (controls, _) = controls(None);
+    let first = r#"{"type":"control_request","request_id":"r","request":{"subtype":"initialize","hooks":null,"agents":{"reviewer":{"description":"d","prompt":"p"}}}}"#;
+    let r = answer(&controls, first).await;
+    assert_eq!(
+        r["subtype"], "error",
+        "agents after the loop was built: {r}"
+    );
+    let bare = r#"{"type":"control_request","request_id":"r","request":{"subtype":"initialize","hooks":null}}"#;
+    assert_eq!(answer(&controls, bare).await["subtype"], "success");
+    assert_eq!(answer(&controls, bare).await["subtype"], "error");
 }
 
 #[tokio::test]
@@ -119,7 +165,7 @@ async fn mcp_status_set_model_and_context_usage_answer() {
         r#"{"type":"control_request","request_id":"r","request":{"subtype":"mcp_status"}}"#,
     )
     .await;
-    assert_eq!(r["response"]["mcpServers"][0]["name"], "t");
+    assert_eq!(r["response"]["mcpServers"], json!([]));
     let r = answer(
         &controls,
         r#"{"type":"control_request","request_id":"r","request":{"subtype":"set_model","model":"claude-x"}}"#,
@@ -136,6 +182,7 @@ async fn mcp_status_set_model_and_context_usage_answer() {
     .await;
     assert_eq!(r["subtype"], "error");
     shared.record_usage(crate::agent::ContextReport {
+        model: "claude-default".into(),
         context_window: 1000,
         measured_tokens: 0,
         categories: vec![("system prompt".into(), 100)],

@@ -38,6 +38,9 @@ pub enum Transport {
         url: String,
         headers: BTreeMap<String, String>,
     },
+    /// A server inside the Agent SDK client's process, reached through the control
+    /// protocol (see [`super::sdk`]).
+    Sdk,
 }
 
 /// One configured server.

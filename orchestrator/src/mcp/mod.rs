@@ -10,6 +10,8 @@
 //!   under the session's egress policy.
 //! - [`server`]: one server's life: start, list tools, call with a time limit, restart
 //!   on the next call after a crash, a hang or garbage.
+//! - [`sdk`]: servers inside the Agent SDK client's process, reached through its
+//!   connection (`mcp_message` control requests).
 //! - [`tool`]: each server tool as a [`crate::tools::Tool`] named `mcp__<server>__<tool>`.
 //! - [`McpSet`] (here): a session's servers, connected at start, reported by `mcp_status`.
 //!
@@ -29,6 +31,7 @@ pub mod config;
 pub mod expand;
 pub mod http;
 pub mod pipe;
+pub mod sdk;
 pub mod server;
 pub mod tool;
 
@@ -81,6 +84,53 @@ impl McpSet {
         &self.servers
     }
 
+    /// The same set with `more` servers (the client's SDK servers, known once its
+    /// connection is up), and the servers they replace: a configured server of the same
+    /// name gives way (the caller named its own server explicitly; a repository's
+    /// `.mcp.json` must not take over the name of the caller's in-process tools).
+    pub fn with_servers(mut self, more: Vec<Arc<McpServer>>) -> (Self, Vec<Arc<McpServer>>) {
+        let mut replaced = Vec::new();
+        for server in more {
+            if let Some(at) = self.servers.iter().position(|s| s.name() == server.name()) {
+                tracing::warn!(
+                    server = %server.name(),
+                    "the client's SDK server replaces the configured MCP server of this name"
+                );
+                replaced.push(std::mem::replace(&mut self.servers[at], server));
+            } else {
+                self.servers.push(server);
+            }
+        }
+        (self, replaced)
+    }
+
+    fn find(&self, name: &str) -> Result<&Arc<McpServer>, String> {
+        self.servers
+            .iter()
+            .find(|s| s.name() == name)
+            .ok_or_else(|| match self.refused.iter().find(|r| r.name == name) {
+                Some(r) => format!("MCP server `{name}` was not started: {}", r.why),
+                None => format!("there is no MCP server named `{name}`"),
+            })
+    }
+
+    /// `mcp_toggle`: turns the server `name` off (its tools are no longer offered) or on.
+    pub async fn toggle(&self, name: &str, enabled: bool, ctx: &ToolContext) -> Result<(), String> {
+        let server = self.find(name)?;
+        server
+            .set_enabled(enabled, ctx)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// `mcp_reconnect`: connects the server `name` afresh.
+    pub async fn reconnect(&self, name: &str, ctx: &ToolContext) -> Result<(), String> {
+        self.find(name)?
+            .reconnect(ctx)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
     /// Starts every server at once and registers the tools of those that came up. A
     /// server that fails is reported (stderr log, `mcp_status`) and offers no tools;
     /// the session goes on without it.
@@ -98,7 +148,8 @@ impl McpSet {
         }
     }
 
-    /// The `mcp_status` answer: each server with its status, scope and tools.
+    /// The `mcp_status` answer: each server with its status, scope and tools (names as
+    /// the server gives them, the name the model calls, and the description).
     pub fn status(&self) -> Value {
         let mut list: Vec<Value> = self
             .servers
@@ -109,7 +160,11 @@ impl McpSet {
                     "name": s.name(),
                     "status": status,
                     "scope": s.config.scope,
-                    "tools": defs.iter().map(|d| tool::full_name(s.name(), &d.name)).collect::<Vec<_>>(),
+                    "tools": defs.iter().map(|d| json!({
+                        "name": d.name,
+                        "fullName": tool::full_name(s.name(), &d.name),
+                        "description": d.description,
+                    })).collect::<Vec<_>>(),
                 });
                 if let Some(e) = error {
                     v["error"] = Value::from(e);
@@ -121,6 +176,26 @@ impl McpSet {
             |r| json!({"name": r.name, "status": "disabled", "scope": r.scope, "error": r.why}),
         ));
         json!({ "mcpServers": list })
+    }
+
+    /// Each offered tool with its server and estimated size (description and schema,
+    /// characters / 4), for `get_context_usage`.
+    pub fn tool_sizes(&self) -> Vec<Value> {
+        let mut out = Vec::new();
+        for s in &self.servers {
+            let (status, _, defs) = s.snapshot();
+            for d in &defs {
+                let chars = d.description.as_deref().map_or(0, str::len)
+                    + serde_json::to_string(&*d.input_schema).map_or(0, |t| t.len());
+                out.push(json!({
+                    "name": tool::full_name(s.name(), &d.name),
+                    "serverName": s.name(),
+                    "tokens": chars as u64 / crate::agent::compact::CHARS_PER_TOKEN,
+                    "isLoaded": status == Status::Connected && !s.is_disabled(),
+                }));
+            }
+        }
+        out
     }
 
     /// `[{name, status}]` for the stream-json init record.
@@ -136,5 +211,46 @@ impl McpSet {
     /// Stops every server (the session ends).
     pub async fn stop_all(&self) {
         futures::future::join_all(self.servers.iter().map(|s| s.stop())).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_clients_sdk_server_replaces_a_configured_one_of_its_name() {
+        let stdio = |name: &str| ServerConfig {
+            name: name.into(),
+            scope: "project",
+            transport: Transport::Stdio {
+                command: "x".into(),
+                args: Vec::new(),
+                env: Default::default(),
+            },
+        };
+        let timeouts = Timeouts::from_env();
+        let set = McpSet::new(
+            McpConfig {
+                servers: vec![stdio("calc"), stdio("time")],
+                refused: Vec::new(),
+            },
+            timeouts,
+            None,
+        );
+        let sdk = Arc::new(McpServer::new(sdk::config("calc"), timeouts, None));
+        let notes = Arc::new(McpServer::new(sdk::config("notes"), timeouts, None));
+        let (all, replaced) = set.with_servers(vec![sdk, notes]);
+        let names: Vec<(&str, &str)> = all
+            .servers()
+            .iter()
+            .map(|s| (s.name(), s.config.scope))
+            .collect();
+        assert_eq!(
+            names,
+            [("calc", "sdk"), ("time", "project"), ("notes", "sdk")]
+        );
+        assert_eq!(replaced.len(), 1);
+        assert_eq!(replaced[0].config.scope, "project");
     }
 }

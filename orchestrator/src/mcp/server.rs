@@ -63,6 +63,8 @@ pub enum ServerError {
     Protocol { server: String, why: String },
     #[error("the call to MCP server `{server}` was interrupted by the user")]
     Interrupted { server: String },
+    #[error("MCP server `{server}` is disabled")]
+    Disabled { server: String },
 }
 
 /// What `mcp_status` reports for a server.
@@ -72,6 +74,7 @@ pub enum Status {
     Pending,
     Connected,
     Failed,
+    Disabled,
 }
 
 /// Marks the tool list stale when the server says it changed.
@@ -122,6 +125,10 @@ pub struct McpServer {
     starts: std::sync::atomic::AtomicU64,
     /// How an HTTP server is reached: the session's egress policy (none: no egress).
     egress: Option<crate::network::proxy::dial::Dialer>,
+    /// Turned off by the client (`mcp_toggle`): no tools offered, no calls, not started.
+    disabled: AtomicBool,
+    /// What carries an SDK server's messages (the client's connection).
+    client: Option<Arc<dyn super::sdk::ClientChannel>>,
 }
 
 impl McpServer {
@@ -138,7 +145,46 @@ impl McpServer {
             live: Mutex::new(None),
             state: std::sync::Mutex::new((Status::Pending, None, Vec::new())),
             starts: std::sync::atomic::AtomicU64::new(0),
+            disabled: AtomicBool::new(false),
+            client: None,
         }
+    }
+
+    /// The SDK server `name`, whose messages `client` carries.
+    pub fn sdk(name: &str, client: Arc<dyn super::sdk::ClientChannel>, timeouts: Timeouts) -> Self {
+        Self {
+            client: Some(client),
+            // Carried by the client's own connection: no network of Cordon's is used.
+            ..Self::new(super::sdk::config(name), timeouts, None)
+        }
+    }
+
+    /// Whether the client turned the server off.
+    pub fn is_disabled(&self) -> bool {
+        self.disabled.load(Ordering::Acquire)
+    }
+
+    /// `mcp_toggle`: off stops the server and hides its tools; on starts it again.
+    pub async fn set_enabled(&self, enabled: bool, ctx: &ToolContext) -> Result<(), ServerError> {
+        if !enabled {
+            self.disabled.store(true, Ordering::Release);
+            self.drop_live(|_| String::new()).await;
+            self.set(Status::Disabled, None, None);
+            return Ok(());
+        }
+        self.disabled.store(false, Ordering::Release);
+        self.connect(ctx).await.map(|_| ())
+    }
+
+    /// `mcp_reconnect`: a fresh connection (the old one, if any, is closed first).
+    pub async fn reconnect(&self, ctx: &ToolContext) -> Result<(), ServerError> {
+        if self.is_disabled() {
+            return Err(ServerError::Disabled {
+                server: self.config.name.clone(),
+            });
+        }
+        self.drop_live(|_| String::new()).await;
+        self.connect(ctx).await.map(|_| ())
     }
 
     pub fn name(&self) -> &str {
@@ -252,6 +298,11 @@ impl McpServer {
     /// A running, initialized server in `live`, its tools listed (again, when it said
     /// they changed).
     async fn ensure(&self, live: &mut Option<Live>, ctx: &ToolContext) -> Result<(), ServerError> {
+        if self.is_disabled() {
+            return Err(ServerError::Disabled {
+                server: self.config.name.clone(),
+            });
+        }
         if live.as_ref().is_some_and(|l| l.service.is_closed()) {
             *live = None;
         }
@@ -345,22 +396,45 @@ impl McpServer {
                     }
                 }
             }
+            Transport::Sdk => {
+                let Some(client) = &self.client else {
+                    return Err(fail(
+                        "an SDK server runs in the Agent SDK's process and needs its connection \
+                         (--input-format stream-json)"
+                            .into(),
+                    ));
+                };
+                let bridge = super::sdk::bridge(&self.config.name, client.clone());
+                self.serve_unowned((bridge.read, bridge.write)).await
+            }
             Transport::Http { url, headers } => {
                 let transport = super::http::transport(url, headers, self.egress.as_ref())
                     .await
                     .map_err(fail)?;
-                let service = self
-                    .handler
-                    .clone()
-                    .serve(transport)
-                    .await
-                    .map_err(|e| fail(format!("initialization failed: {e}")))?;
-                Ok(Live {
-                    service,
-                    _guard: None,
-                    exit: None,
-                })
+                self.serve_unowned(transport).await
             }
         }
+    }
+
+    /// Initializes a connection with no process of ours behind it (HTTP, SDK).
+    async fn serve_unowned<T, E, A>(&self, transport: T) -> Result<Live, ServerError>
+    where
+        T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let service =
+            self.handler
+                .clone()
+                .serve(transport)
+                .await
+                .map_err(|e| ServerError::Start {
+                    server: self.config.name.clone(),
+                    why: format!("initialization failed: {e}"),
+                })?;
+        Ok(Live {
+            service,
+            _guard: None,
+            exit: None,
+        })
     }
 }

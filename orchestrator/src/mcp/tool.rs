@@ -90,6 +90,11 @@ impl Tool for McpTool {
         ToolKind::Other
     }
 
+    /// A server the client turned off (`mcp_toggle`) offers nothing.
+    fn is_offered(&self) -> bool {
+        !self.server.is_disabled()
+    }
+
     fn uses_sandbox(&self) -> bool {
         matches!(
             self.server.config.transport,

@@ -81,6 +81,11 @@ impl Supervisor {
         &self.spec
     }
 
+    /// The backend the sandbox runs on.
+    pub fn kind(&self) -> super::BackendKind {
+        self.backend.kind()
+    }
+
     /// Before a call: makes sure a live sandbox answers, starting a fresh one when the last
     /// died. Returns a notice for the model when it did.
     pub async fn ensure_alive(&self) -> Result<Option<String>, SandboxError> {

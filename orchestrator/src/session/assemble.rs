@@ -139,6 +139,8 @@ pub struct SessionHandles {
     pub resumed: bool,
     /// The session's MCP servers (stdio ones run inside its sandbox).
     pub mcp: crate::mcp::McpSet,
+    /// The sub-agents running now (a client sees them start and end, and may stop one).
+    pub tasks: crate::subagents::Tasks,
 }
 
 impl SessionHandles {
@@ -341,6 +343,7 @@ impl SessionEnv {
                 resumed_messages,
                 resumed,
                 mcp,
+                tasks: crate::subagents::Tasks::default(),
             },
             inputs: LoopInputs {
                 model,
@@ -409,6 +412,43 @@ impl SessionEnv {
 }
 
 impl Prepared {
+    /// Adds sub-agent types the front end brings (the SDK client's `agents`); they shadow
+    /// the files' types of the same name.
+    pub fn add_agents(&mut self, agents: Vec<crate::subagents::AgentDefinition>) {
+        let files = std::mem::take(&mut self.inputs.agents);
+        self.inputs.agents = crate::subagents::definition::shadowing(agents, files);
+    }
+
+    /// The sub-agent types the Agent tool will offer.
+    pub fn agents(&self) -> &[crate::subagents::AgentDefinition] {
+        &self.inputs.agents
+    }
+
+    /// Adds tools the front end brings (the SDK client's in-process MCP servers').
+    pub fn add_tools(&mut self, tools: &ToolRegistry) {
+        for name in tools.names() {
+            if let Some(tool) = tools.get(name) {
+                self.inputs.extra_tools.register(tool.clone());
+            }
+        }
+    }
+
+    /// Removes the tools of the MCP server `server` (one the front end replaced).
+    pub fn remove_tools_of(&mut self, server: &str) {
+        let prefix = crate::mcp::tool::full_name(server, "");
+        let names: Vec<String> = self
+            .inputs
+            .extra_tools
+            .names()
+            .into_iter()
+            .filter(|n| n.starts_with(&prefix))
+            .map(str::to_string)
+            .collect();
+        for name in names {
+            self.inputs.extra_tools.remove(&name);
+        }
+    }
+
     /// The loop, with the front end's prompter, observers and event channel; the hooks and
     /// checkpoints observe after the front end's own observers.
     pub fn into_loop(self, front: FrontEnd) -> (AgentLoop, SessionHandles) {
@@ -462,7 +502,6 @@ impl Prepared {
         let kit = crate::subagents::SubagentKit {
             model: inputs.model.clone(),
             config: inputs.config.clone(),
-            parent: shared.clone(),
             tools: tools.clone(),
             gate: gate.clone(),
             hooks: Some(handles.hooks.clone()),
@@ -470,6 +509,8 @@ impl Prepared {
             session_id: handles.session_id.clone(),
             events: front.events.clone(),
             definitions: inputs.agents,
+            parent: Some(shared.clone()),
+            tasks: handles.tasks.clone(),
         };
         if offered(crate::subagents::tool::NAME) {
             tools.register(Arc::new(crate::subagents::AgentTool::new(kit)));

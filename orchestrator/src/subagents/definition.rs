@@ -25,6 +25,9 @@ const MAX_BYTES: u64 = 256 * 1024;
 pub enum Scope {
     Project,
     User,
+    /// From the Agent SDK client's `initialize` (its `agents` option): the caller's own
+    /// choice, so it shadows a file definition of the same name.
+    Client,
 }
 
 /// One sub-agent type.
@@ -35,6 +38,8 @@ pub struct AgentDefinition {
     pub description: String,
     /// The tools it may use; `None`: all of the parent's (the Agent tool aside).
     pub tools: Option<Vec<String>>,
+    /// Tools it may not use, even when `tools` names them or is `None`.
+    pub disallowed_tools: Vec<String>,
     /// `None` or `inherit`: the parent's model; an alias (`sonnet`, `opus`, `haiku`) or a
     /// model id otherwise.
     pub model: Option<String>,
@@ -105,10 +110,47 @@ pub fn parse(file: &Path, text: &str, scope: Scope) -> Option<AgentDefinition> {
         name,
         description: field("description").unwrap_or_default(),
         tools,
+        disallowed_tools: Vec::new(),
         model: field("model"),
         prompt: body.trim().to_string(),
         scope,
     })
+}
+
+/// A definition the SDK client sent in `initialize` (`agents`, name -> AgentDefinition);
+/// `None` when the name is not a usable type name.
+pub fn from_client(
+    name: &str,
+    description: &str,
+    prompt: &str,
+    tools: Option<&[String]>,
+    disallowed_tools: &[String],
+    model: Option<&str>,
+) -> Option<AgentDefinition> {
+    if !valid_name(name) {
+        tracing::warn!("the client's sub-agent `{name}` is skipped: not a valid type name");
+        return None;
+    }
+    Some(AgentDefinition {
+        name: name.to_string(),
+        description: description.to_string(),
+        tools: tools.map(<[String]>::to_vec),
+        disallowed_tools: disallowed_tools.to_vec(),
+        model: model.filter(|m| !m.is_empty()).map(str::to_string),
+        prompt: prompt.to_string(),
+        scope: Scope::Client,
+    })
+}
+
+/// `first` (the client's) with the definitions of `rest` whose names it does not take.
+pub fn shadowing(first: Vec<AgentDefinition>, rest: Vec<AgentDefinition>) -> Vec<AgentDefinition> {
+    let mut out = first;
+    for def in rest {
+        if !out.iter().any(|d| d.name == def.name) {
+            out.push(def);
+        }
+    }
+    out
 }
 
 /// The model id for a definition's `model` given the parent's model.
@@ -175,6 +217,34 @@ mod tests {
         assert_eq!(model_for(Some("inherit"), "m"), "m");
         assert_eq!(model_for(None, "m"), "m");
         assert_eq!(model_for(Some("claude-x"), "m"), "claude-x");
+    }
+
+    #[test]
+    fn client_definitions_shadow_file_ones_and_need_a_valid_name() {
+        let file = parse(Path::new("/x/reviewer.md"), "From a file.", Scope::Project).unwrap();
+        let client = from_client(
+            "reviewer",
+            "Reviews",
+            "You review.",
+            Some(&["Read".into()]),
+            &["Bash".into()],
+            Some("haiku"),
+        )
+        .unwrap();
+        assert_eq!(client.scope, Scope::Client);
+        assert_eq!(client.disallowed_tools, ["Bash"]);
+        let other = parse(Path::new("/x/tester.md"), "Tests.", Scope::User).unwrap();
+        let merged = shadowing(vec![client], vec![file, other]);
+        let names: Vec<(&str, Scope)> = merged.iter().map(|d| (d.name.as_str(), d.scope)).collect();
+        assert_eq!(
+            names,
+            [("reviewer", Scope::Client), ("tester", Scope::User)]
+        );
+        assert!(from_client("../x", "", "", None, &[], None).is_none());
+        assert_eq!(
+            from_client("a", "", "", None, &[], Some("")).unwrap().model,
+            None
+        );
     }
 
     #[test]

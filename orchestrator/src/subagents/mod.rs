@@ -8,6 +8,8 @@
 //! - [`tool`]: [`AgentTool`] (also offered as `Task`), which runs one sub-agent per call
 //!   on [`crate::agent::AgentLoop`] and returns its final report.
 //! - [`observer`]: SubagentStop hooks at the end of a sub-agent's turn.
+//! - [`tasks`]: the running sub-agents by task id (announced to a client, stopped by
+//!   its `stop_task`).
 //!
 //! A sub-agent's records join the session's transcript as a sidechain (`isSidechain`, with
 //! the parent's `tool_use` id); its events reach the parent's channel as
@@ -16,8 +18,10 @@
 
 pub mod definition;
 mod observer;
+pub mod tasks;
 pub mod tool;
 
 pub use definition::{AgentDefinition, Scope};
 pub use observer::SubagentObserver;
+pub use tasks::{TaskEvent, TaskStatus, Tasks};
 pub use tool::{AgentTool, SubagentKit};

@@ -14,8 +14,9 @@ use tokio::sync::{Semaphore, mpsc};
 
 use super::definition::{AgentDefinition, model_for};
 use super::observer::SubagentObserver;
+use super::tasks::{TaskStatus, Tasks};
 use crate::agent::gate::{LoopObserver, NoObserver, ToolGate};
-use crate::agent::{AgentLoop, LoopConfig, LoopEvent, prompt};
+use crate::agent::{AgentLoop, LoopConfig, LoopEvent, LoopShared, prompt};
 use crate::hooks::Hooks;
 use crate::model::{CacheControl, ModelClient, SystemBlock};
 use crate::session::Transcript;
@@ -36,9 +37,6 @@ pub struct SubagentKit {
     pub model: ModelClient,
     /// The parent's loop settings (model, window, cwd, memory, date).
     pub config: LoopConfig,
-    /// The parent loop's shared state: the model a client switched the session to
-    /// (`set_model`), which a sub-agent with no model of its own follows.
-    pub parent: crate::agent::LoopShared,
     /// The parent's tools; a sub-agent gets these or a subset, never the Agent tool.
     pub tools: ToolRegistry,
     pub gate: Arc<dyn ToolGate>,
@@ -50,6 +48,11 @@ pub struct SubagentKit {
     /// The parent's event channel (sub-agent events arrive wrapped).
     pub events: Option<mpsc::UnboundedSender<LoopEvent>>,
     pub definitions: Vec<AgentDefinition>,
+    /// The parent loop's shared state: a model the client chose (`set_model`) is the
+    /// parent's model for sub-agents whose definition names none.
+    pub parent: Option<LoopShared>,
+    /// Where running sub-agents are registered (announced, stoppable by id).
+    pub tasks: Tasks,
 }
 
 /// The Agent tool of one session.
@@ -81,10 +84,20 @@ impl AgentTool {
             name: GENERAL_PURPOSE.into(),
             description: String::new(),
             tools: None,
+            disallowed_tools: Vec::new(),
             model: None,
             prompt: String::new(),
             scope: super::definition::Scope::User,
         })
+    }
+
+    /// The parent's model now: the client's choice, else the session's.
+    fn parent_model(&self) -> String {
+        self.kit
+            .parent
+            .as_ref()
+            .and_then(LoopShared::model)
+            .unwrap_or_else(|| self.kit.config.model.clone())
     }
 
     /// The sub-agent's tools: its definition's list (of the parent's), else all of them;
@@ -95,7 +108,8 @@ impl AgentTool {
             let wanted = def
                 .tools
                 .as_ref()
-                .is_none_or(|list| list.iter().any(|t| t == name));
+                .is_none_or(|list| list.iter().any(|t| t == name))
+                && !def.disallowed_tools.iter().any(|t| t == name);
             if wanted
                 && name != NAME
                 && name != OLD_NAME
@@ -214,7 +228,14 @@ impl Tool for AgentTool {
         let id = ctx
             .tool_use_id()
             .map_or_else(|| uuid::Uuid::now_v7().to_string(), str::to_string);
-        let mut interrupts = ctx.interrupt_signal();
+        // Its own stop signal: the session's interrupts, and `stop_task` for it alone.
+        let task = self.kit.tasks.start(
+            &id,
+            str_field(&input, "description"),
+            &def.name,
+            ctx.interrupt_signal(),
+        );
+        let mut interrupts = task.stop_signal();
         let _slot = tokio::select! {
             slot = self.slots.acquire() => match slot {
                 Ok(slot) => slot,
@@ -230,16 +251,15 @@ impl Tool for AgentTool {
             &id,
         ) {
             Ok(t) => t,
-            Err(e) => return ToolOutput::error(format!("{NAME}: {e}")),
+            Err(e) => {
+                let message = format!("{NAME}: {e}");
+                task.end(TaskStatus::Failed, &message, "");
+                return ToolOutput::error(message);
+            }
         };
+        let output_file = transcript.path().display().to_string();
         let mut config = self.kit.config.clone();
-        // The session's model as it is now (a client may have changed it since the start).
-        let session_model = self
-            .kit
-            .parent
-            .model()
-            .unwrap_or_else(|| self.kit.config.model.clone());
-        config.model = model_for(def.model.as_deref(), &session_model);
+        config.model = model_for(def.model.as_deref(), &self.parent_model());
         config.commands.clear();
         // The answer's schema is the main loop's: a sub-agent reports in prose.
         config.options.json_schema = None;
@@ -248,7 +268,10 @@ impl Tool for AgentTool {
             None => Arc::new(NoObserver),
         };
         // Its own read-state: Edit and Write need the sub-agent itself to have read a file.
-        let sub_ctx = ctx.clone().with_read_state(Arc::new(ReadState::new()));
+        let sub_ctx = ctx
+            .clone()
+            .with_read_state(Arc::new(ReadState::new()))
+            .with_interrupts(task.stop_signal());
         let mut child = AgentLoop::new(
             self.kit.model.clone(),
             self.tools_for(&def),
@@ -266,17 +289,37 @@ impl Tool for AgentTool {
         let outcome = child
             .run(str_field(&input, "prompt"), &mut interrupts)
             .await;
-        match outcome.subtype.as_str() {
-            "success" if outcome.text.trim().is_empty() => {
-                ToolOutput::ok("(the sub-agent ended without a report)")
-            }
-            "success" => ToolOutput::ok(outcome.text),
-            "interrupted" => ToolOutput::error("the sub-agent was interrupted by the user"),
-            _ => ToolOutput::error(format!(
-                "the sub-agent ({}) did not finish: {}",
-                def.name, outcome.text
-            )),
-        }
+        let (status, output) = match outcome.subtype.as_str() {
+            "success" if outcome.text.trim().is_empty() => (
+                TaskStatus::Completed,
+                ToolOutput::ok("(the sub-agent ended without a report)"),
+            ),
+            "success" => (TaskStatus::Completed, ToolOutput::ok(outcome.text)),
+            "interrupted" => (
+                TaskStatus::Stopped,
+                ToolOutput::error(
+                    "the sub-agent was stopped (interrupted by the user or stopped by the client)",
+                ),
+            ),
+            _ => (
+                TaskStatus::Failed,
+                ToolOutput::error(format!(
+                    "the sub-agent ({}) did not finish: {}",
+                    def.name, outcome.text
+                )),
+            ),
+        };
+        task.end(status, &summary(&output.content), &output_file);
+        output
+    }
+}
+
+/// The first line of a report, short, for the task's end notice.
+fn summary(text: &str) -> String {
+    let line = text.lines().next().unwrap_or_default();
+    match line.char_indices().nth(200) {
+        Some((cut, _)) => format!("{}...", &line[..cut]),
+        None => line.to_string(),
     }
 }
 
@@ -290,6 +333,7 @@ mod tests {
             name: "reviewer".into(),
             description: "Reviews code".into(),
             tools: Some(vec!["Read".into(), "Grep".into()]),
+            disallowed_tools: Vec::new(),
             model: None,
             prompt: "Review.".into(),
             scope: super::super::definition::Scope::Project,

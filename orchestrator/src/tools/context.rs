@@ -167,6 +167,13 @@ impl ToolContext {
         self
     }
 
+    /// The same session whose interrupt signal is `interrupts` (a sub-agent's own, which
+    /// the session's interrupts reach too).
+    pub fn with_interrupts(mut self, interrupts: watch::Receiver<u64>) -> Self {
+        self.interrupts = interrupts;
+        self
+    }
+
     /// The same session, handed to the call with this `tool_use` id.
     pub fn for_call(&self, tool_use_id: &str) -> Self {
         let mut ctx = self.clone();

@@ -155,6 +155,11 @@ pub trait Tool: Send + Sync {
     fn uses_sandbox(&self) -> bool {
         true
     }
+    /// False while the tool is switched off (an MCP server the client disabled): it is
+    /// not in the model's tool list then.
+    fn is_offered(&self) -> bool {
+        true
+    }
     /// Runs the tool on input that already passed validation. Never fails: every problem
     /// becomes an `is_error` output the model can act on.
     async fn call(&self, ctx: &ToolContext, input: Value) -> ToolOutput;
@@ -249,6 +254,7 @@ impl ToolRegistry {
     pub fn definitions(&self) -> Vec<Value> {
         self.tools
             .iter()
+            .filter(|t| t.is_offered())
             .map(|t| {
                 json!({
                     "name": t.name(),
