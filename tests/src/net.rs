@@ -297,3 +297,38 @@ pub async fn read_all(mut s: TcpStream) -> String {
     let _ = s.read_to_end(&mut out).await;
     String::from_utf8_lossy(&out).to_string()
 }
+
+/// A policy allowing `allowed` and denying `denied` (each entry its own source name), no
+/// local binding: what the network tests hand the proxy.
+pub fn policy(allowed: &[&str], denied: &[&str]) -> cordon::network::NetworkPolicy {
+    let rules = |l: &[&str]| {
+        l.iter()
+            .map(|d| cordon::network::policy::DomainRule::parse(d, *d).expect("a domain rule"))
+            .collect()
+    };
+    cordon::network::NetworkPolicy {
+        allowed: rules(allowed),
+        denied: rules(denied),
+        allow_local_binding: false,
+    }
+}
+
+/// The shell functions a sandboxed check script starts with: `check NAME CMD...` prints
+/// one `CHECK NAME rc=N out=...` line, `code URL` prints curl's HTTP status.
+pub const CHECK_PRELUDE: &str = r#"
+check() { name=$1; shift; out=$("$@" 2>&1); rc=$?; echo "CHECK $name rc=$rc out=$(echo "$out" | tr '\n' ' ')"; }
+code() { curl -sS -o /dev/null -w '%{http_code}' "$@"; }
+"#;
+
+/// The `CHECK` lines of a script's output: each check's exit code and output, by name.
+pub fn parse_checks(stdout: &str) -> HashMap<String, (i32, String)> {
+    stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("CHECK "))
+        .filter_map(|l| {
+            let (name, rest) = l.split_once(" rc=")?;
+            let (rc, out) = rest.split_once(" out=")?;
+            Some((name.to_string(), (rc.parse().ok()?, out.trim().to_string())))
+        })
+        .collect()
+}

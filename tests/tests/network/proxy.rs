@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use cordon::network::NetworkPolicy;
-use cordon::network::policy::DomainRule;
 use cordon::network::proxy::dial::StaticResolver;
 use cordon::network::proxy::record::MemoryLog;
 use cordon::network::proxy::sni::sample_client_hello;
@@ -30,19 +29,6 @@ async fn echo_server(port: u16) -> Arc<std::sync::atomic::AtomicU64> {
 
 async fn http_server(port: u16) {
     net::http_server(SocketAddr::new(server_ip(), port), 0).await;
-}
-
-fn policy(allowed: &[&str], denied: &[&str]) -> NetworkPolicy {
-    let rules = |l: &[&str]| {
-        l.iter()
-            .map(|d| DomainRule::parse(d, *d).unwrap())
-            .collect()
-    };
-    NetworkPolicy {
-        allowed: rules(allowed),
-        denied: rules(denied),
-        allow_local_binding: false,
-    }
 }
 
 fn names() -> StaticResolver {
@@ -101,7 +87,7 @@ async fn records(log: &MemoryLog, n: usize) -> Vec<ConnectionRecord> {
 fn connect_relays_tls_to_an_allowed_name_and_records_it() {
     run(|| async {
         let seen = echo_server(443).await;
-        let (proxy, log) = start(policy(&["allowed.test"], &[])).await;
+        let (proxy, log) = start(net::policy(&["allowed.test"], &[])).await;
         let (mut s, head) = connect(proxy, "allowed.test:443").await;
         assert!(head.starts_with("HTTP/1.1 200"), "{head}");
         let hello = sample_client_hello(Some("allowed.test"));
@@ -126,7 +112,7 @@ fn connect_relays_tls_to_an_allowed_name_and_records_it() {
 fn a_server_name_other_than_the_connect_host_is_cut_before_it_leaves() {
     run(|| async {
         let seen = echo_server(443).await;
-        let (proxy, log) = start(policy(&["allowed.test"], &[])).await;
+        let (proxy, log) = start(net::policy(&["allowed.test"], &[])).await;
         let (mut s, head) = connect(proxy, "allowed.test:443").await;
         assert!(head.starts_with("HTTP/1.1 200"), "{head}");
         s.write_all(&sample_client_hello(Some("evil.test")))
@@ -144,7 +130,7 @@ fn a_server_name_other_than_the_connect_host_is_cut_before_it_leaves() {
 fn plain_text_on_port_443_is_cut() {
     run(|| async {
         let seen = echo_server(443).await;
-        let (proxy, log) = start(policy(&["allowed.test"], &[])).await;
+        let (proxy, log) = start(net::policy(&["allowed.test"], &[])).await;
         let (mut s, _) = connect(proxy, "allowed.test:443").await;
         s.write_all(b"GET / HTTP/1.1\r\nHost: evil.test\r\n\r\n")
             .await
@@ -159,7 +145,7 @@ fn plain_text_on_port_443_is_cut() {
 fn names_and_ports_the_policy_does_not_allow_get_403() {
     run(|| async {
         echo_server(443).await;
-        let p = policy(
+        let p = net::policy(
             &["allowed.test:443", "*.wild.test", "other.test"],
             &["other.test"],
         );
@@ -185,7 +171,7 @@ fn names_and_ports_the_policy_does_not_allow_get_403() {
 fn names_resolving_to_private_loopback_or_metadata_addresses_are_refused() {
     run(|| async {
         echo_server(443).await;
-        let (proxy, log) = start(policy(&["*"], &[])).await;
+        let (proxy, log) = start(net::policy(&["*"], &[])).await;
         for target in ["rebind.test:443", "metadata.test:443"] {
             let (_, head) = connect(proxy, target).await;
             assert!(head.starts_with("HTTP/1.1 403"), "{target}: {head}");
@@ -201,7 +187,7 @@ fn names_resolving_to_private_loopback_or_metadata_addresses_are_refused() {
 #[test]
 fn the_sandbox_own_loopback_is_refused_even_when_everything_is_allowed() {
     run(|| async {
-        let (proxy, _log) = start(policy(&["*"], &[])).await;
+        let (proxy, _log) = start(net::policy(&["*"], &[])).await;
         for target in ["127.0.0.1:22", "[::1]:22", "localhost:22"] {
             let (_, head) = connect(proxy, target).await;
             assert!(head.starts_with("HTTP/1.1 403"), "{target}: {head}");
@@ -213,7 +199,7 @@ fn the_sandbox_own_loopback_is_refused_even_when_everything_is_allowed() {
 fn plain_http_is_forwarded_with_its_host_checked() {
     run(|| async {
         http_server(80).await;
-        let (proxy, log) = start(policy(&["allowed.test"], &[])).await;
+        let (proxy, log) = start(net::policy(&["allowed.test"], &[])).await;
         let mut s = TcpStream::connect(proxy).await.unwrap();
         s.write_all(b"GET http://allowed.test/x?y=1 HTTP/1.1\r\nHost: allowed.test\r\n\r\n")
             .await
@@ -256,7 +242,7 @@ async fn socks_connect(proxy: SocketAddr, host: &str, port: u16) -> (TcpStream, 
 fn socks5_resolves_allowed_names_itself_and_refuses_others() {
     run(|| async {
         http_server(80).await;
-        let (proxy, log) = start(policy(&["allowed.test"], &[])).await;
+        let (proxy, log) = start(net::policy(&["allowed.test"], &[])).await;
         let (mut s, code) = socks_connect(proxy, "allowed.test", 80).await;
         assert_eq!(code, 0);
         s.write_all(b"GET /s HTTP/1.1\r\nHost: allowed.test\r\n\r\n")

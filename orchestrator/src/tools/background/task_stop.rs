@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use crate::tools::{Tool, ToolContext, ToolOutput, str_field};
+use crate::tools::{Tool, ToolContext, ToolOutput};
 
 pub const NAME: &str = "TaskStop";
 /// Claude Code's earlier name for it.
@@ -50,10 +50,9 @@ impl Tool for TaskStopTool {
     }
 
     async fn call(&self, ctx: &ToolContext, input: Value) -> ToolOutput {
-        let id = match (str_field(&input, "task_id"), str_field(&input, "shell_id")) {
-            ("", "") => return ToolOutput::error("TaskStop: give the task's `task_id`"),
-            ("", old) => old,
-            (id, _) => id,
+        let id = match super::task_id(&input, "shell_id", NAME) {
+            Ok(id) => id,
+            Err(refused) => return refused,
         };
         match ctx.background().stop(ctx, id).await {
             Ok(shell) => ToolOutput::ok(
