@@ -402,3 +402,46 @@ fn cargo_builds_offline_from_what_the_hosts_registry_already_has() {
             .is_dir()
     );
 }
+
+/// An earlier session could leave a link where a seed is mounted (Cordon's cache is the
+/// sessions' to write): the next session refuses to mount over it, so nothing lands in the
+/// link's target on the host, and the other seeds and the session still work.
+#[test]
+fn a_link_planted_at_a_seed_point_is_not_mounted_over() {
+    let fake = FakeHome::new();
+    let h = fake.home();
+    write(&h.join(".npm/_cacache/index"), "host npm\n");
+    write(&h.join(".cache/pip/wheel"), "host wheel\n");
+    let ws = tempfile::tempdir().unwrap();
+    let cordon_home = tempfile::tempdir().unwrap();
+    let target = tempfile::tempdir().unwrap();
+    let npm = cordon_home.path().join("caches/npm");
+    std::fs::create_dir_all(&npm).unwrap();
+    std::os::unix::fs::symlink(target.path(), npm.join("_cacache")).unwrap();
+    let out = sandboxed(
+        cordon_home.path(),
+        ws.path(),
+        &h,
+        &fake.path(),
+        "cat \"$PIP_CACHE_DIR/wheel\"; ls \"$npm_config_cache/_cacache/\" 2>&1; \
+         echo planted > \"$npm_config_cache/_cacache/x\" 2>&1; echo session-done",
+    );
+    let all = text(&out);
+    assert!(
+        all.contains("host wheel") && all.contains("session-done"),
+        "{all}"
+    );
+    assert!(
+        !all.contains("host npm"),
+        "mounted over the planted link: {all}"
+    );
+    assert_eq!(
+        std::fs::read_dir(target.path()).unwrap().count(),
+        0,
+        "the link's target on the host was written: {all}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(h.join(".npm/_cacache/index")).unwrap(),
+        "host npm\n"
+    );
+}
