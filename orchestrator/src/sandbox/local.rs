@@ -473,13 +473,28 @@ impl LocalHandle {
 /// not find the old state dir in its way.
 fn settle_previous_launcher(state_dir: &Path) {
     let deadline = Instant::now() + STOP_TIMEOUT;
-    while state::launcher_alive(state_dir) == Some(true) && Instant::now() < deadline {
+    // A state dir without a launcher record: its launcher is between making the dir and
+    // recording itself, or between dropping its record and the rest of its teardown (a
+    // resume right after a `kill -9` of the previous `cordon` meets that). Give it a
+    // moment to finish either way before the dir counts as left behind.
+    let unrecorded_until = Instant::now() + UNRECORDED_GRACE;
+    loop {
+        match state::launcher_alive(state_dir) {
+            Some(true) if Instant::now() < deadline => {}
+            None if state_dir.exists() && Instant::now() < unrecorded_until => {}
+            _ => break,
+        }
         std::thread::sleep(Duration::from_millis(10));
     }
-    if state::launcher_alive(state_dir) == Some(false) {
+    // Left behind (its launcher gone, or never recorded): the teardown it missed runs here
+    // (git vetting and placeholders, from the recorded launch config), then the dir goes.
+    if state::launcher_alive(state_dir) != Some(true) && state_dir.exists() {
         state::cleanup_session(state_dir);
     }
 }
+
+/// How long a state dir without a launcher record may be in passing.
+const UNRECORDED_GRACE: Duration = Duration::from_secs(2);
 
 /// Direct children of `pid` with their start times.
 fn children_of(pid: u32) -> Vec<(i32, u64)> {
