@@ -463,8 +463,9 @@ fn toolchain_lines(workspace: &Path) -> Vec<Check> {
             name: "tool caches (local)",
             status: Status::Ok,
             detail: format!(
-                "Cordon's own, seeded read-only from: {}",
-                list(&mut e.toolchains.view.seeded.iter().map(|s| &s.lower))
+                "Cordon's own, seeded read-only from: {}; a layer of each session's own over: {}",
+                list(&mut e.toolchains.view.seeded.iter().map(|s| &s.lower)),
+                list(&mut e.toolchains.view.scratch.iter())
             ),
         },
     ];

@@ -15,6 +15,7 @@ pub mod pty;
 pub mod sdk;
 pub mod tls;
 pub mod webdriver;
+pub mod wheel;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

@@ -445,3 +445,64 @@ fn a_link_planted_at_a_seed_point_is_not_mounted_over() {
         "host npm\n"
     );
 }
+
+/// pyenv's shims get a layer of the session's own. `pip install` through a shim ends with
+/// `pyenv rehash`, which rewrites every shim; with the shims read-only it failed (exit 1,
+/// after a good install). Inside, the install now exits 0 and its module imports, and what
+/// the session did to the shims (the rehash, a file planted, a shim removed) is seen by it
+/// alone: the host's shims are byte for byte and mode for mode as they were.
+#[test]
+fn pip_install_through_a_pyenv_shim_succeeds_and_leaves_the_hosts_shims_alone() {
+    let Some(pip) = home_tool("pip") else {
+        eprintln!("skipped: no pip under $HOME on this host");
+        return;
+    };
+    let home = std::fs::canonicalize(std::env::var_os("HOME").unwrap()).unwrap();
+    let shims = home.join(".pyenv/shims");
+    if !pip.starts_with(&shims) {
+        eprintln!("skipped: pip is not a pyenv shim here");
+        return;
+    }
+    let host_shims = snapshot(&shims);
+    let ws = tempfile::tempdir().unwrap();
+    let cordon_home = tempfile::tempdir().unwrap();
+    let wheel = "tinypkg-0.1-py3-none-any.whl";
+    cordon_tests::wheel::build_wheel(&ws.path().join(wheel));
+    let script = format!(
+        "pip install -q --no-index --no-cache-dir --target site ./{wheel} && echo pip-exit-0 && \
+         python -m pip install -q --no-index --no-cache-dir --target site2 ./{wheel} && \
+         echo python-m-pip-exit-0 && \
+         PYTHONPATH=site python -c 'import tinypkg; print(tinypkg.VALUE)' && \
+         echo planted > \"$PYENV_ROOT/shims/cordon-planted\" && \
+         rm \"$PYENV_ROOT/shims/pip\" && ls \"$PYENV_ROOT/shims\" | grep -c cordon-planted"
+    );
+    let out = sandboxed(
+        cordon_home.path(),
+        ws.path(),
+        &home,
+        &std::env::var("PATH").unwrap(),
+        &script,
+    );
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    assert!(all.contains("pip-exit-0"), "{all}");
+    assert!(all.contains("python-m-pip-exit-0"), "{all}");
+    assert!(all.contains("served by the test index"), "{all}");
+    assert!(!all.contains("cannot rehash"), "{all}");
+    assert_eq!(snapshot(&shims), host_shims, "the host's shims changed");
+    // And the next session starts from the host's shims again.
+    let out = sandboxed(
+        cordon_home.path(),
+        ws.path(),
+        &home,
+        &std::env::var("PATH").unwrap(),
+        "ls \"$PYENV_ROOT/shims\"",
+    );
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    assert!(!all.contains("cordon-planted"), "{all}");
+    assert!(
+        all.lines().any(|l| l == "pip"),
+        "the removed shim is back: {all}"
+    );
+}

@@ -171,13 +171,15 @@ impl LocalBackend {
                 socket_path: Path::new(SOCKET_DIR_IN_SANDBOX).join(SOCKET_NAME),
                 workspace: workspace.to_path_buf(),
                 tmp_dir: PathBuf::from("/tmp"),
-                // Cordon's tool caches and the additional directories: writable for
-                // commands (Landlock) and file operations as mounted.
+                // Cordon's tool caches, the scratch directories (their layer is the
+                // session's own) and the additional directories: writable for commands
+                // (Landlock) and file operations as mounted.
                 extra_writable: spec
                     .toolchains
                     .view
                     .writable
                     .iter()
+                    .chain(&spec.toolchains.view.scratch)
                     .chain(additional)
                     .cloned()
                     .collect(),

@@ -37,6 +37,20 @@ pub struct Root {
     /// Variables set when the root is shown; `{path}` is its absolute path.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Directories inside the root that its tool writes while it runs (a version
+    /// manager's shims): each gets a writable layer of the session's own.
+    #[serde(default)]
+    pub scratch: Vec<Scratch>,
+    pub why: String,
+}
+
+/// A directory inside a read-only root that a session may change for itself: an overlay
+/// over the host's directory whose upper layer lives and dies with the sandbox.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scratch {
+    /// Relative to the root.
+    pub path: String,
     pub why: String,
 }
 
@@ -81,6 +95,11 @@ impl Policy {
             .iter()
             .map(|r| (&r.path, &r.why))
             .chain(p.secrets.iter().map(|s| (&s.path, &s.why)))
+            .chain(
+                p.roots
+                    .iter()
+                    .flat_map(|r| r.scratch.iter().map(|s| (&s.path, &s.why))),
+            )
             .chain(p.caches.iter().map(|c| (&c.name, &c.why)));
         for (what, why) in whys {
             if why.trim().is_empty() {
@@ -97,13 +116,19 @@ impl Policy {
                 return Err(format!("{path}: entries are ~/relative, without . or .."));
             }
         }
+        for r in &p.roots {
+            for s in &r.scratch {
+                if !plain_relative(&s.path) {
+                    return Err(format!(
+                        "root {} scratch {:?}: a plain relative path",
+                        r.path, s.path
+                    ));
+                }
+            }
+        }
         for c in &p.caches {
             for seed in &c.seeds {
-                let relative = seed.into.is_empty()
-                    || seed
-                        .into
-                        .split('/')
-                        .all(|part| !part.is_empty() && part != "." && part != "..");
+                let relative = seed.into.is_empty() || plain_relative(&seed.into);
                 if !seed.from.starts_with("~/")
                     || seed.from.split('/').any(|c| c == ".." || c == ".")
                     || !relative
@@ -125,6 +150,12 @@ impl Policy {
         }
         Ok(p)
     }
+}
+
+/// `a/b`: not empty, not absolute, no `.` or `..` parts.
+fn plain_relative(path: &str) -> bool {
+    path.split('/')
+        .all(|part| !part.is_empty() && part != "." && part != "..")
 }
 
 /// `~/x` under `home`; anything else as it is.

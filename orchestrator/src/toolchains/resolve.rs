@@ -86,6 +86,8 @@ struct Candidate {
     path: PathBuf,
     reason: String,
     env: BTreeMap<String, String>,
+    /// Relative to `path`: directories given a session-private writable layer.
+    scratch: Vec<String>,
 }
 
 /// Resolves what a local sandbox shows; see the module docs of [`super`] for the rules.
@@ -112,6 +114,7 @@ pub fn resolve(policy: &Policy, facts: &HostFacts, adjust: &Adjustments) -> Expo
                 path: p.clone(),
                 reason: "on your PATH".into(),
                 env: BTreeMap::new(),
+                scratch: Vec::new(),
             });
         }
     }
@@ -120,6 +123,7 @@ pub fn resolve(policy: &Policy, facts: &HostFacts, adjust: &Adjustments) -> Expo
             path: expand(&r.path, home),
             reason: r.why.clone(),
             env: r.env.clone(),
+            scratch: r.scratch.iter().map(|s| s.path.clone()).collect(),
         });
     }
     for p in &adjust.allow_read {
@@ -127,12 +131,14 @@ pub fn resolve(policy: &Policy, facts: &HostFacts, adjust: &Adjustments) -> Expo
             path: p.clone(),
             reason: "sandbox.filesystem.allowRead".into(),
             env: BTreeMap::new(),
+            scratch: Vec::new(),
         });
     }
 
     let mut out = Exposure::default();
     let mut roots: Vec<(PathBuf, String)> = Vec::new();
     let mut env: BTreeMap<String, String> = BTreeMap::new();
+    let mut scratch_wanted: Vec<PathBuf> = Vec::new();
     for c in candidates {
         let Some(real) = canonical(&c.path) else {
             continue; // not on this host
@@ -149,6 +155,7 @@ pub fn resolve(policy: &Policy, facts: &HostFacts, adjust: &Adjustments) -> Expo
             env.entry(k.clone())
                 .or_insert_with(|| v.replace("{path}", &real.to_string_lossy()));
         }
+        scratch_wanted.extend(c.scratch.iter().map(|s| real.join(s)));
         if is_system(&real) || roots.iter().any(|(r, _)| r == &real) {
             continue; // already visible
         }
@@ -170,6 +177,7 @@ pub fn resolve(policy: &Policy, facts: &HostFacts, adjust: &Adjustments) -> Expo
         .collect();
     hidden.sort();
     hidden.dedup();
+    let scratch = scratch_dirs(scratch_wanted, &kept, &secrets);
 
     let caches_dir = facts.cordon_home.join("caches");
     let mut writable = Vec::new();
@@ -246,10 +254,39 @@ pub fn resolve(policy: &Policy, facts: &HostFacts, adjust: &Adjustments) -> Expo
             hidden,
             writable,
             seeded,
+            scratch,
         },
         env: env.into_iter().collect(),
     };
     out.shown = kept;
+    out
+}
+
+/// The scratch directories that can have a layer of their own: real directories (no link
+/// on the way) strictly inside a shown root, holding no secret and no other root. An
+/// overlay shows its lower directory without the mounts beneath it, so a hidden secret or
+/// a nested root inside would show through (or vanish): such a directory keeps its
+/// read-only bind.
+fn scratch_dirs(
+    wanted: Vec<PathBuf>,
+    kept: &[(PathBuf, String)],
+    secrets: &[PathBuf],
+) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    for dir in wanted {
+        let real = std::fs::canonicalize(&dir).ok().filter(|r| r.is_dir());
+        if real.as_ref() != Some(&dir) {
+            continue; // absent here, or reached through a link
+        }
+        let inside = kept.iter().any(|(k, _)| dir.starts_with(k) && &dir != k);
+        let holds = |p: &Path| p.starts_with(&dir);
+        let holds_other =
+            secrets.iter().any(|s| holds(s)) || kept.iter().any(|(k, _)| holds(k) && k != &dir);
+        if inside && !holds_other && !out.contains(&dir) {
+            out.push(dir);
+        }
+    }
+    out.sort();
     out
 }
 

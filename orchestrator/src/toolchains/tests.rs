@@ -210,3 +210,38 @@ fn the_hosts_caches_seed_cordons_unless_they_hold_or_are_a_secret() {
     e.create_caches().unwrap();
     assert!(cargo.at.is_dir() && cargo.upper().is_dir() && cargo.work().is_dir());
 }
+
+#[test]
+fn a_version_managers_shims_get_a_layer_of_the_sessions_own_unless_they_hold_a_secret() {
+    let h = home();
+    std::fs::create_dir_all(h.home.join(".pyenv/shims")).unwrap();
+    std::fs::create_dir_all(h.home.join(".asdf")).unwrap();
+    // asdf's shims are a link elsewhere: the overlay would land on the link's target.
+    std::fs::create_dir_all(h.home.join("elsewhere")).unwrap();
+    std::os::unix::fs::symlink(h.home.join("elsewhere"), h.home.join(".asdf/shims")).unwrap();
+    let e = resolve(policy_ok(), &h.facts, &Adjustments::default());
+    assert_eq!(e.toolchains.view.scratch, vec![h.home.join(".pyenv/shims")]);
+    e.toolchains
+        .view
+        .validate(&h.facts.workspace, &h.home.join(".cordon/run/s"))
+        .unwrap();
+    // A secret the user hides inside the shims keeps them read-only: the overlay would
+    // show it through.
+    let adjust = Adjustments {
+        deny_read: vec![h.home.join(".pyenv/shims/token")],
+        ..Adjustments::default()
+    };
+    std::fs::write(h.home.join(".pyenv/shims/token"), "t").unwrap();
+    let e = resolve(policy_ok(), &h.facts, &adjust);
+    assert!(
+        e.toolchains.view.scratch.is_empty(),
+        "{:?}",
+        e.toolchains.view
+    );
+    assert!(
+        e.toolchains
+            .view
+            .hidden
+            .contains(&h.home.join(".pyenv/shims/token"))
+    );
+}

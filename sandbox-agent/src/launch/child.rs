@@ -182,6 +182,7 @@ fn setup_and_serve(ctx: &ChildCtx) -> Result<i32, String> {
             hidden: &cfg.host.hidden,
             writable: &writable_sources(cfg, ctx.writable_trees, &host_rw),
             seeded: &seeded_sources(cfg, ctx.seeded_trees, &seeded_plain),
+            scratch: &cfg.host.scratch,
         },
         resolv_conf: dns.then_some(crate::egress::dns::RESOLV_CONF),
     })?;

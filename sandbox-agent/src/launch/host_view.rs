@@ -18,6 +18,15 @@
 //! exposed than the policy's read-only roots are. The layers directory (upper and work)
 //! lies outside every entry the sandbox sees, so nothing inside can reach the overlay's
 //! bookkeeping except through the overlay.
+//!
+//! Scratch directories: a directory inside a read-only entry that its tool rewrites as it
+//! runs (pyenv's shims after `pip install`) is shown as an overlay whose lower layer is the
+//! read-only bind and whose upper layer lies on a small tmpfs made inside the sandbox's
+//! mount namespace and detached from every path at once. The host's directory is never
+//! written (the kernel never writes a lower layer), and what a session writes there is
+//! seen by that session only and goes with its namespace. An overlay's lower layer does
+//! not carry the mounts beneath it, so a scratch directory may hold no hidden path and no
+//! other entry (they would show through).
 
 use std::path::{Component, Path, PathBuf};
 
@@ -43,6 +52,11 @@ pub struct HostView {
     /// Parts of the writable entries shown as an overlay over a host cache.
     #[serde(default)]
     pub seeded: Vec<SeededCache>,
+    /// Directories inside read-only entries that a session may change for itself (a
+    /// version manager's shims): an overlay over the read-only bind, its upper layer on a
+    /// tmpfs of the sandbox's own, gone with it.
+    #[serde(default)]
+    pub scratch: Vec<PathBuf>,
 }
 
 /// An overlay at `at` (inside a writable entry): the host's `lower` read-only beneath,
@@ -139,6 +153,33 @@ impl HostView {
                 return bad(&s.lower, "a seeded cache's layers overlap its lower layer");
             }
         }
+        for p in &self.scratch {
+            if !normal_absolute(p) {
+                return bad(p, "must be absolute, without . or .. components");
+            }
+            if !self.read_only.iter().any(|r| p.starts_with(r) && p != r) {
+                return bad(p, "a scratch directory must lie inside a read-only entry");
+            }
+            let holds = self
+                .hidden
+                .iter()
+                .chain(&self.writable)
+                .chain(
+                    self.seeded
+                        .iter()
+                        .flat_map(|s| [&s.at, &s.lower, &s.layers]),
+                )
+                .chain(self.read_only.iter().filter(|r| !p.starts_with(r)))
+                .any(|q| q.starts_with(p));
+            if holds {
+                return bad(p, "a scratch directory may not hold another entry");
+            }
+            for other in [workspace, state_dir] {
+                if p.starts_with(other) || other.starts_with(p) {
+                    return bad(p, "overlaps the workspace or the session state");
+                }
+            }
+        }
         Ok(())
     }
 
@@ -167,6 +208,7 @@ mod tests {
             hidden: v(hidden),
             writable: v(writable),
             seeded: Vec::new(),
+            scratch: Vec::new(),
         }
     }
 
@@ -252,6 +294,33 @@ mod tests {
             view(&["/home/u/.cargo"], &["/home/u/.cargo"], &[]),
             view(&["/home/u/.cargo"], &[], &["/home/u/.cargo/registry"]),
             view(&[], &[], &["/home"]).with_ro("/home/u/.local/bin"),
+        ] {
+            assert!(check(&v).is_err(), "{v:?} was accepted");
+        }
+    }
+
+    #[test]
+    fn a_scratch_directory_lies_inside_a_read_only_entry_and_holds_nothing_else() {
+        let scratch = |dir: &str, v: HostView| HostView {
+            scratch: vec![PathBuf::from(dir)],
+            ..v
+        };
+        let pyenv = || view(&["/home/u/.pyenv"], &[], &[]);
+        check(&scratch("/home/u/.pyenv/shims", pyenv())).unwrap();
+        for v in [
+            // The entry itself, outside every entry, relative.
+            scratch("/home/u/.pyenv", pyenv()),
+            scratch("/home/u/elsewhere/shims", pyenv()),
+            scratch("home/u/.pyenv/shims", pyenv()),
+            // A hidden secret or a nested entry inside would show through the overlay.
+            scratch(
+                "/home/u/.pyenv/shims",
+                view(&["/home/u/.pyenv"], &["/home/u/.pyenv/shims/token"], &[]),
+            ),
+            scratch(
+                "/home/u/.pyenv/shims",
+                view(&["/home/u/.pyenv", "/home/u/.pyenv/shims/bin"], &[], &[]),
+            ),
         ] {
             assert!(check(&v).is_err(), "{v:?} was accepted");
         }

@@ -247,6 +247,8 @@ pub struct HostSources<'a> {
     /// Seeded parts of the writable entries: where, the host cache beneath (read-only),
     /// and the directory holding the overlay's `upper/` and `work/`.
     pub seeded: &'a [SeededSource<'a>],
+    /// Directories inside the read-only entries given a layer of the session's own.
+    pub scratch: &'a [PathBuf],
 }
 
 /// One seeded cache's overlay and its two sources.
@@ -639,6 +641,13 @@ fn mount_host_view(root: &Path, host: &HostSources) -> Result<(), String> {
             tracing::warn!(cache = %seed.at.display(), error = %e, "cache not seeded from the host's");
         }
     }
+    for (i, at) in host.scratch.iter().enumerate() {
+        // Also a convenience: without the overlay the directory stays read-only, as the
+        // rest of its entry (a tool that rewrites it reports that it cannot).
+        if let Err(e) = mount_scratch(root, i, at) {
+            tracing::warn!(dir = %at.display(), error = %e, "no writable layer of the session's own");
+        }
+    }
     Ok(())
 }
 
@@ -711,38 +720,85 @@ fn mount_seeded(
             }
         }
         // Our own staging paths (no ',' or ':', which the option string would split on).
-        let options = format!(
-            "lowerdir={},upperdir={},workdir={},userxattr",
-            lower.display(),
-            layers.join("upper").display(),
-            layers.join("work").display()
-        );
-        // The overlay does its own work (its work dir, every copy-up) with the mounter's
-        // credentials, and the layers are idmapped to show their owner as the sandbox
-        // user only: mount as that user's filesystem ids (the mount capability stays), so
-        // what the overlay writes lands as the layer's owner. Restored at once after.
-        let uid = nix::unistd::Uid::from_raw(super::SANDBOX_UID);
-        let gid = nix::unistd::Gid::from_raw(super::SANDBOX_GID);
-        let (old_uid, old_gid) = (nix::unistd::setfsuid(uid), nix::unistd::setfsgid(gid));
-        // The fsuid change dropped the filesystem capabilities the overlay's own work needs
-        // (its work dir is mode 0000): back, for this mount only (restored with the ids).
-        let raised = super::caps::raise_effective();
-        let mounted = raised
-            .map_err(|e| nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EPERM)))
-            .and_then(|()| {
-                mount(
-                    Some("overlay"),
-                    &dst,
-                    Some("overlay"),
-                    MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-                    Some(options.as_str()),
-                )
-            });
-        nix::unistd::setfsuid(old_uid);
-        nix::unistd::setfsgid(old_gid);
-        mounted.map_err(|e| io_at("mounting the seeded overlay at", seed.at, e))
+        overlay_as_sandbox(&dst, &lower, &layers.join("upper"), &layers.join("work"))
+            .map_err(|e| io_at("mounting the seeded overlay at", seed.at, e))
     })();
     unstage();
+    result
+}
+
+/// Mounts an overlay of `lower` with `upper` and `work` at `dst`, as the sandbox user.
+///
+/// The overlay does its own work (its work dir, every copy-up, whiteouts) with the
+/// mounter's credentials, and its layers show their owner as the sandbox user only: mount
+/// as that user's filesystem ids (the mount capability stays), so what the overlay writes
+/// lands as the layer's owner. Restored at once after. The paths are this module's own
+/// (no ',' or ':', which the option string would split on).
+fn overlay_as_sandbox(dst: &Path, lower: &Path, upper: &Path, work: &Path) -> nix::Result<()> {
+    let options = format!(
+        "lowerdir={},upperdir={},workdir={},userxattr",
+        lower.display(),
+        upper.display(),
+        work.display()
+    );
+    let uid = nix::unistd::Uid::from_raw(super::SANDBOX_UID);
+    let gid = nix::unistd::Gid::from_raw(super::SANDBOX_GID);
+    let (old_uid, old_gid) = (nix::unistd::setfsuid(uid), nix::unistd::setfsgid(gid));
+    // The fsuid change dropped the filesystem capabilities the overlay's own work needs
+    // (its work dir is mode 0000): back, for this mount only (restored with the ids).
+    let raised = super::caps::raise_effective();
+    let mounted = raised
+        .map_err(|e| nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EPERM)))
+        .and_then(|()| {
+            mount(
+                Some("overlay"),
+                dst,
+                Some("overlay"),
+                MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+                Some(options.as_str()),
+            )
+        });
+    nix::unistd::setfsuid(old_uid);
+    nix::unistd::setfsgid(old_gid);
+    mounted
+}
+
+/// Gives the directory `at` (inside a read-only entry, already bound) a writable layer of
+/// this sandbox's own: an overlay whose lower layer is that read-only bind and whose upper
+/// and work directories lie on a small tmpfs staged here and detached right after, so
+/// nothing inside reaches them except through the overlay. The host's directory is never
+/// written (a lower layer never is), and the layer goes with the mount namespace.
+fn mount_scratch(root: &Path, i: usize, at: &Path) -> Result<(), String> {
+    let dst = under(root, at);
+    // The read-only bind put the host's directory here; the orchestrator only names real
+    // directories, and the bind cannot have changed since: still, never mount over a link.
+    match std::fs::symlink_metadata(&dst) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => return Err(io_at("not a directory:", at, "refusing to mount over it")),
+        Err(e) => return Err(io_at("stat", at, e)),
+    }
+    let stage = root.join(format!("run/cordon-scratch/{i}"));
+    mkdir_all(&stage)?;
+    // A handful of shims, not a place for data: a small cap keeps a runaway writer from
+    // filling memory.
+    tmpfs(
+        &stage,
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        "mode=0755,size=16m",
+    )?;
+    let result = (|| {
+        let (upper, work) = (stage.join("upper"), stage.join("work"));
+        for dir in [&upper, &work] {
+            std::fs::create_dir(dir).map_err(|e| io_at("mkdir", dir, e))?;
+            // The overlay's root takes its owner from the upper directory: the sandbox
+            // user's, so its commands may write there.
+            std::os::unix::fs::chown(dir, Some(super::SANDBOX_UID), Some(super::SANDBOX_GID))
+                .map_err(|e| io_at("chown", dir, e))?;
+        }
+        overlay_as_sandbox(&dst, &dst, &upper, &work)
+            .map_err(|e| io_at("mounting the scratch overlay at", at, e))
+    })();
+    let _ = umount2(stage.as_path(), MntFlags::MNT_DETACH);
     result
 }
 

@@ -3,8 +3,8 @@
 //! clone` over HTTPS (the dumb protocol, a bare repository served as files) from the same
 //! server; its certificate is signed by a CA of the test's own that only the sandboxed
 //! commands are told to trust (`PIP_CERT`, `GIT_SSL_CAINFO`). Debian's python: a pyenv
-//! shim's `python -m pip install` exits 1 in a sandbox after installing, as its rehash hook
-//! cannot write the read-only shims directory (a toolchain exposure matter, not egress).
+//! shim would do as well (tests/tests/toolchains.rs tries it), but this test is about egress,
+//! not the user's toolchains.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -13,40 +13,8 @@ use std::process::Command;
 
 use cordon_tests::net::{self, DNS, SERVER};
 use cordon_tests::tls::TestCa;
+use cordon_tests::wheel::build_wheel;
 use cordon_tests::{Workspace, cordon_bin};
-
-/// Writes a wheel of `tinypkg` 0.1 (one module) to `out`; returns its sha256 (hex).
-fn build_wheel(out: &Path) -> String {
-    const SCRIPT: &str = r#"
-import base64, hashlib, sys, zipfile
-files = {
-    "tinypkg/__init__.py": b'VALUE = "served by the test index"\n',
-    "tinypkg-0.1.dist-info/METADATA": b"Metadata-Version: 2.1\nName: tinypkg\nVersion: 0.1\n",
-    "tinypkg-0.1.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: cordon-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-}
-record = []
-for name, data in files.items():
-    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-    record.append(f"{name},sha256={digest},{len(data)}")
-record.append("tinypkg-0.1.dist-info/RECORD,,")
-with zipfile.ZipFile(sys.argv[1], "w") as z:
-    for name, data in files.items():
-        z.writestr(name, data)
-    z.writestr("tinypkg-0.1.dist-info/RECORD", "\n".join(record) + "\n")
-print(hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest())
-"#;
-    let out = Command::new("python3")
-        .args(["-c", SCRIPT])
-        .arg(out)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
-}
 
 fn git(dir: &Path, args: &[&str]) {
     let out = Command::new("git")
