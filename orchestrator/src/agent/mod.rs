@@ -157,6 +157,8 @@ pub struct AgentLoop {
     sidechain_of: Option<String>,
     /// The StructuredOutput tool's state, when the answer must match a schema.
     structured: Option<StructuredOutput>,
+    /// The MCP servers whose tools this loop offers, kept in step with their lists.
+    mcp: Option<crate::mcp::sync::ToolSync>,
 }
 
 /// How many times in a row the loop asks the model to go on after it hit max_tokens.
@@ -186,6 +188,7 @@ impl AgentLoop {
             shared: LoopShared::default(),
             sidechain_of: None,
             structured: None,
+            mcp: None,
             system: prompt::system_blocks(
                 &config.cwd,
                 config.memory.as_deref(),
@@ -205,6 +208,13 @@ impl AgentLoop {
     /// Continues an existing conversation (a resumed or forked session).
     pub fn with_history(mut self, messages: Vec<Message>) -> Self {
         self.messages = messages;
+        self
+    }
+
+    /// Keeps the tools of `sync`'s MCP servers up to date before every model request (a
+    /// server that sent `list_changed` is listed again).
+    pub fn with_mcp(mut self, sync: crate::mcp::sync::ToolSync) -> Self {
+        self.mcp = Some(sync);
         self
     }
 
@@ -404,6 +414,9 @@ impl AgentLoop {
                 && let Err(e) = self.compact().await
             {
                 tracing::warn!(error = %e, "compaction failed; continuing with the full conversation");
+            }
+            if let Some(mcp) = self.mcp.as_mut() {
+                mcp.sync(&mut self.tools).await;
             }
             outcome.turns += 1;
             self.observer.turn_start(outcome.turns).await;

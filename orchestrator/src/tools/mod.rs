@@ -160,6 +160,11 @@ pub trait Tool: Send + Sync {
     fn is_offered(&self) -> bool {
         true
     }
+    /// The MCP server the tool belongs to (none for Cordon's own tools). MCP tools are
+    /// rebuilt when their server's list changes.
+    fn mcp_server(&self) -> Option<&str> {
+        None
+    }
     /// Runs the tool on input that already passed validation. Never fails: every problem
     /// becomes an `is_error` output the model can act on.
     async fn call(&self, ctx: &ToolContext, input: Value) -> ToolOutput;
@@ -224,6 +229,11 @@ impl ToolRegistry {
         let before = self.tools.len();
         self.tools.retain(|t| t.name() != name);
         self.tools.len() != before
+    }
+
+    /// Keeps only the tools for which `keep` is true.
+    pub fn retain(&mut self, keep: impl Fn(&dyn Tool) -> bool) {
+        self.tools.retain(|t| keep(t.as_ref()));
     }
 
     /// Accepts calls to `old` as calls to the tool `current` (Claude Code's `Task` for
