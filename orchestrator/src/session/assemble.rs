@@ -26,6 +26,7 @@ use crate::policy_gate::{Engine, PolicyGate};
 use crate::sandbox::{BackendKind, SandboxError, SandboxSpec, Supervisor};
 use crate::session::{Loaded, RecordBody, SessionStore, StoreError, Transcript};
 use crate::settings::Settings;
+use crate::tools::tool_search::{self, ToolSearchMode};
 use crate::tools::{Interrupter, ToolContext, ToolRegistry};
 
 /// Which conversation the session carries on.
@@ -401,6 +402,13 @@ impl SessionEnv {
     fn loop_config(&self, model_name: &str) -> LoopConfig {
         let mut config = LoopConfig::new(model_name, &self.workspace);
         config.max_turns = self.max_turns;
+        // The settings' `env` first, as Claude Code applies it to its own environment.
+        let tool_search = self.settings.env.get(tool_search::ENV).cloned();
+        config.tool_search = ToolSearchMode::from_value(
+            tool_search
+                .or_else(|| std::env::var(tool_search::ENV).ok())
+                .as_deref(),
+        );
         config.options = self.overrides.options.clone();
         if let Some(window) = self.context_window {
             config.context_window = window;

@@ -13,6 +13,8 @@
 //!   permission kind the engine routes on.
 //! - one file per tool: [`read`], [`write`], [`edit`], [`bash`], [`glob`], [`grep`],
 //!   [`todo_write`], [`web_fetch`], [`web_search`]; MCP tools live in [`crate::mcp`].
+//! - [`tool_search`]: deferred MCP tools (names only in the prompt) and the ToolSearch
+//!   tool that loads their definitions.
 //! - [`media`]: Read's images and PDFs as the model's image and document blocks.
 //! - [`background`]: Bash's background commands and the TaskOutput and TaskStop tools.
 //!
@@ -43,6 +45,7 @@ pub mod schema;
 pub mod skill;
 pub mod spec;
 pub mod todo_write;
+pub mod tool_search;
 pub mod web_fetch;
 pub mod web_search;
 pub mod write;
@@ -160,8 +163,8 @@ pub trait Tool: Send + Sync {
     fn is_offered(&self) -> bool {
         true
     }
-    /// The MCP server the tool belongs to (none for Cordon's own tools). MCP tools are
-    /// rebuilt when their server's list changes.
+    /// The MCP server the tool belongs to (none for Cordon's own tools). MCP tools may be
+    /// deferred (see [`tool_search`]) and are rebuilt when their server's list changes.
     fn mcp_server(&self) -> Option<&str> {
         None
     }
