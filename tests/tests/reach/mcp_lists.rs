@@ -61,8 +61,19 @@ async fn two_hundred_mcp_tools_are_deferred_and_loaded_by_toolsearch_on_demand()
     .await
     .unwrap();
     // Only create_invoice is allowed: the other deferred tools stay under the rules
-    // (an ask with nobody to ask is a denial).
-    let out = run(&model, &ws, &["--trust", "--allowedTools", CREATE], &[]).await;
+    // (an ask with nobody to ask is a denial). A PreToolUse hook logs the MCP calls.
+    let log = ws.join("pre-tool-use.jsonl");
+    let hook = format!("cat >> {0}; echo >> {0}", log.display());
+    let hooks = json!({"hooks": {"PreToolUse": [{"matcher": "mcp__many__.*",
+        "hooks": [{"type": "command", "command": hook}]}]}})
+    .to_string();
+    let out = run(
+        &model,
+        &ws,
+        &["--trust", "--allowedTools", CREATE, "--settings", &hooks],
+        &[],
+    )
+    .await;
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
     let requests = model.requests();
     assert_eq!(requests.len(), 5);
@@ -122,6 +133,18 @@ async fn two_hundred_mcp_tools_are_deferred_and_loaded_by_toolsearch_on_demand()
     assert_eq!(
         text,
         r#"create_invoice ran with {"limit": 2, "note": "", "target": "INV-7"}"#
+    );
+    let hooked: Vec<Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        hooked
+            .iter()
+            .any(|h| h["tool_name"] == CREATE && h["tool_input"]["target"] == "INV-7"),
+        "the hook saw the deferred tool's call: {hooked:?}"
     );
     let (_, text, is_error) = tool_results(&requests[3].body).remove(0);
     assert!(
