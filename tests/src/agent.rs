@@ -133,3 +133,13 @@ pub fn message_bodies(model: &ScriptedModel) -> Vec<Value> {
         .map(|r| r.body)
         .collect()
 }
+
+/// The names in a recorded request body's `tools` array, in order (none without one).
+pub fn tool_names(body: &Value) -> Vec<String> {
+    body["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["name"].as_str().map(str::to_string))
+        .collect()
+}

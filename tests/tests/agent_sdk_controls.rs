@@ -6,19 +6,11 @@
 //! SDK reads it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use cordon_tests::agent::tool_names;
 use cordon_tests::scripted_model::{ScriptedModel, Turn};
 use cordon_tests::sdk::{run_script, sdk_python};
 use cordon_tests::{Workspace, cordon_bin};
 use serde_json::{Value, json};
-
-fn tool_names(body: &Value) -> Vec<String> {
-    body["tools"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|t| t["name"].as_str().map(str::to_string))
-        .collect()
-}
 
 fn first_message_text(body: &Value) -> String {
     body["messages"][0]["content"].to_string()

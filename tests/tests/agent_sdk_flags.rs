@@ -9,6 +9,7 @@ use std::ffi::OsStr;
 use std::path::Path;
 
 use cordon_tests::Workspace;
+use cordon_tests::agent::tool_names;
 use cordon_tests::scripted_model::{RecordedRequest, Reply, ReplyUsage, ScriptedModel, Turn};
 use serde_json::{Value, json};
 
@@ -59,18 +60,6 @@ fn system_texts(body: &Value) -> Vec<String> {
             blocks
                 .iter()
                 .map(|b| b["text"].as_str().unwrap_or_default().to_string())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn tool_names(body: &Value) -> Vec<String> {
-    body["tools"]
-        .as_array()
-        .map(|tools| {
-            tools
-                .iter()
-                .map(|t| t["name"].as_str().unwrap().to_string())
                 .collect()
         })
         .unwrap_or_default()

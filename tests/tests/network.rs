@@ -5,6 +5,8 @@
 
 #[path = "network/docker.rs"]
 mod docker;
+#[path = "network/mcp.rs"]
+mod mcp;
 #[path = "network/proxy.rs"]
 mod proxy;
 #[path = "network/sandbox.rs"]

@@ -1,5 +1,6 @@
 //! What Claude Code users' repositories describe, run end to end with the real `cordon`
-//! binary, the local sandbox and the scripted model: MCP servers (`.mcp.json`), custom
+//! binary, the local sandbox and the scripted model: MCP servers (`.mcp.json`; their
+//! tool lists deferred behind ToolSearch or changing while they run), custom
 //! slash commands (`.claude/commands`), skills (`.claude/skills`), sub-agents
 //! (`.claude/agents`) and the task list.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -14,11 +15,12 @@ mod commands;
 mod images;
 #[path = "reach/mcp.rs"]
 mod mcp;
+#[path = "reach/mcp_lists.rs"]
+mod mcp_lists;
 
 use cordon_tests::Workspace;
-use cordon_tests::agent::{Output, run_command};
+use cordon_tests::agent::{Output, run_command, tool_names};
 use cordon_tests::scripted_model::ScriptedModel;
-use serde_json::Value;
 
 /// `cordon run -p "use the tools"` in `ws` with `args` and `env`, JSON output.
 async fn run(model: &ScriptedModel, ws: &Workspace, args: &[&str], env: &[(&str, &str)]) -> Output {
@@ -39,13 +41,4 @@ async fn run_prompt(
         cmd.env(k, v);
     }
     Output::of(cmd).await
-}
-
-fn tool_names(body: &Value) -> Vec<String> {
-    body["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap().to_string())
-        .collect()
 }

@@ -30,6 +30,7 @@ use crate::model::{
     StopReason, StreamEvent, SystemBlock, ToolDefinition, Usage,
 };
 use crate::session::{RecordBody, Transcript};
+use crate::tools::tool_search::{self, Deferred, ToolSearchMode};
 use crate::tools::{ToolContext, ToolRegistry};
 
 pub use context_report::ContextReport;
@@ -61,6 +62,8 @@ pub struct LoopConfig {
     pub today: String,
     /// The caller's choices (system prompt, thinking, effort, budget, output schema).
     pub options: LoopOptions,
+    /// When MCP tools are deferred behind ToolSearch (`ENABLE_TOOL_SEARCH`).
+    pub tool_search: ToolSearchMode,
 }
 
 impl LoopConfig {
@@ -76,6 +79,7 @@ impl LoopConfig {
             commands: Vec::new(),
             today: crate::session::record::now_rfc3339()[..10].to_string(),
             options: LoopOptions::default(),
+            tool_search: ToolSearchMode::default(),
         }
     }
 }
@@ -157,6 +161,10 @@ pub struct AgentLoop {
     sidechain_of: Option<String>,
     /// The StructuredOutput tool's state, when the answer must match a schema.
     structured: Option<StructuredOutput>,
+    /// Which MCP tools are deferred and which were loaded (none: ToolSearch is off).
+    deferred: Option<Deferred>,
+    /// The MCP servers whose tools this loop offers, kept in step with their lists.
+    mcp: Option<crate::mcp::sync::ToolSync>,
 }
 
 /// How many times in a row the loop asks the model to go on after it hit max_tokens.
@@ -167,12 +175,19 @@ const MAX_STOP_CONTINUATIONS: u32 = 8;
 impl AgentLoop {
     pub fn new(
         model: ModelClient,
-        tools: ToolRegistry,
+        mut tools: ToolRegistry,
         gate: Arc<dyn ToolGate>,
         ctx: ToolContext,
         transcript: Transcript,
         config: LoopConfig,
     ) -> Self {
+        // Its own ToolSearch (a sub-agent's registry came with its parent's): what this
+        // loop loads goes in this loop's requests only.
+        let deferred = (config.tool_search != ToolSearchMode::Off).then(|| {
+            let deferred = Deferred::new(config.tool_search);
+            tools.register(Arc::new(deferred.tool()));
+            deferred
+        });
         Self {
             model,
             tools,
@@ -186,6 +201,8 @@ impl AgentLoop {
             shared: LoopShared::default(),
             sidechain_of: None,
             structured: None,
+            deferred,
+            mcp: None,
             system: prompt::system_blocks(
                 &config.cwd,
                 config.memory.as_deref(),
@@ -202,9 +219,21 @@ impl AgentLoop {
         self
     }
 
-    /// Continues an existing conversation (a resumed or forked session).
+    /// Continues an existing conversation (a resumed or forked session); the deferred
+    /// tools it loaded are loaded again.
     pub fn with_history(mut self, messages: Vec<Message>) -> Self {
         self.messages = messages;
+        if let Some(deferred) = &self.deferred {
+            let defs = self.offered_definitions();
+            deferred.restore(&self.messages, &defs, &|name| self.is_deferrable(name));
+        }
+        self
+    }
+
+    /// Keeps the tools of `sync`'s MCP servers up to date before every model request (a
+    /// server that sent `list_changed` is listed again).
+    pub fn with_mcp(mut self, sync: crate::mcp::sync::ToolSync) -> Self {
+        self.mcp = Some(sync);
         self
     }
 
@@ -268,20 +297,66 @@ impl AgentLoop {
         &self.messages
     }
 
-    /// The tools the model is offered (bare-name deny rules remove a tool).
+    /// The tools the model is offered (bare-name deny rules remove a tool); deferred MCP
+    /// tools not loaded yet are left out, and ToolSearch lists them.
     pub fn tool_definitions(&self) -> Vec<ToolDefinition> {
-        let mut defs: Vec<ToolDefinition> = self
-            .tools
-            .definitions()
-            .into_iter()
-            .filter_map(|v| serde_json::from_value::<ToolDefinition>(v).ok())
-            .filter(|d| self.gate.offers(&d.name))
-            .collect();
+        let mut defs = self.offered_definitions();
+        if let Some(deferred) = &self.deferred {
+            defs = deferred.select(
+                defs,
+                &|name| self.is_deferrable(name),
+                self.config.context_window,
+                self.gate.offers(tool_search::NAME),
+            );
+        }
         // The tool list is part of the stable prefix: cache it.
         if let Some(last) = defs.last_mut() {
             last.cache_control = Some(CacheControl::ephemeral());
         }
         defs
+    }
+
+    /// The names of every tool the model may call, deferred ones included (the
+    /// stream-json init record's `tools`).
+    pub fn tool_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .offered_definitions()
+            .into_iter()
+            .map(|d| d.name)
+            .collect();
+        if self
+            .tool_definitions()
+            .iter()
+            .any(|d| d.name == tool_search::NAME)
+        {
+            names.push(tool_search::NAME.into());
+        }
+        names
+    }
+
+    /// Every tool the loop offers, with its full definition.
+    fn offered_definitions(&self) -> Vec<ToolDefinition> {
+        self.tools
+            .definitions()
+            .into_iter()
+            .filter_map(|v| serde_json::from_value::<ToolDefinition>(v).ok())
+            .filter(|d| self.gate.offers(&d.name))
+            .collect()
+    }
+
+    /// MCP tools may be deferred; Cordon's own tools never are.
+    fn is_deferrable(&self, name: &str) -> bool {
+        self.tools
+            .get(name)
+            .is_some_and(|t| t.mcp_server().is_some())
+    }
+
+    /// The deferred tools this loop loaded so far (ToolSearch or a call by name).
+    pub fn loaded_deferred_tools(&self) -> Vec<String> {
+        self.deferred
+            .as_ref()
+            .map(Deferred::loaded)
+            .unwrap_or_default()
     }
 
     fn emit(&self, event: LoopEvent) {
@@ -404,6 +479,9 @@ impl AgentLoop {
                 && let Err(e) = self.compact().await
             {
                 tracing::warn!(error = %e, "compaction failed; continuing with the full conversation");
+            }
+            if let Some(mcp) = self.mcp.as_mut() {
+                mcp.sync(&mut self.tools).await;
             }
             outcome.turns += 1;
             self.observer.turn_start(outcome.turns).await;
@@ -636,6 +714,13 @@ impl AgentLoop {
         tracing::debug!(took = ?started.elapsed(), n = results.len(), "tool turn");
         for call in calls {
             self.record(call);
+        }
+        // A deferred tool the model called by name is loaded: it gets the definition.
+        if let Some(deferred) = &self.deferred {
+            deferred.mark_called(reply.content.iter().filter_map(|b| match b {
+                ContentBlock::ToolUse { name, .. } => Some(name.as_str()),
+                _ => None,
+            }));
         }
         self.push_user(Message::user(results));
         interrupted

@@ -235,11 +235,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         exit_plan_mode: interactive,
     });
     let observer = h.observer.clone();
-    let tools: Vec<String> = agent
-        .tool_definitions()
-        .into_iter()
-        .map(|d| d.name)
-        .collect();
+    let tools = agent.tool_names();
     let start_source = if h.resumed { "resume" } else { "startup" };
     if let Some(tui) = tui {
         observer.session_start(start_source).await;

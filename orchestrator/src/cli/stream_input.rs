@@ -505,6 +505,7 @@ impl StreamSession {
         let mut tools = cordon::tools::ToolRegistry::new();
         self.sdk_servers.connect_into(&mcp.ctx, &mut tools).await;
         prepared.add_tools(&tools);
+        prepared.set_mcp_servers(all.servers().to_vec());
         if let Some(controls) = &mut self.controls {
             controls.mcp = Some(McpControl {
                 servers: all,

@@ -13,6 +13,7 @@
 //! - [`sdk`]: servers inside the Agent SDK client's process, reached through its
 //!   connection (`mcp_message` control requests).
 //! - [`tool`]: each server tool as a [`crate::tools::Tool`] named `mcp__<server>__<tool>`.
+//! - [`sync`]: a loop's MCP tools rebuilt when a server's list changed (`list_changed`).
 //! - [`McpSet`] (here): a session's servers, connected at start, reported by `mcp_status`.
 //!
 //! # Example
@@ -33,6 +34,7 @@ pub mod http;
 pub mod pipe;
 pub mod sdk;
 pub mod server;
+pub mod sync;
 pub mod tool;
 
 use std::path::Path;

@@ -3,14 +3,21 @@
 //!
 //! A failed call never ends the session: the model gets an error result saying what
 //! happened to the server (its exit and the tail of its stderr for a stdio server).
+//!
+//! A server that says its tools changed (`notifications/tools/list_changed`) is listed
+//! again by [`McpServer::refresh_tools`], which the loop calls before every model request.
+//! The tool list is kept in rmcp's response cache for the connection's life; rmcp drops
+//! it in its reader the moment the notification arrives, before it reads any later
+//! message, so a change announced during a tool call is seen by the request that follows
+//! that call, and a refresh with nothing announced costs no round trip.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use rmcp::model::{CallToolRequestParams, Tool as McpToolDef};
-use rmcp::service::{NotificationContext, RoleClient, RunningService};
-use rmcp::{ClientHandler, ServiceError, ServiceExt};
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::{ClientCacheConfig, ClientHandler, MAX_CLIENT_CACHE_TTL, ServiceError, ServiceExt};
 use serde_json::Value;
 use tokio::sync::Mutex;
 
@@ -77,16 +84,18 @@ pub enum Status {
     Disabled,
 }
 
-/// Marks the tool list stale when the server says it changed.
-#[derive(Debug, Clone, Default)]
-struct Handler {
-    stale: Arc<AtomicBool>,
-}
+/// The client side of a connection: rmcp's defaults (a `list_changed` notification is
+/// acted on through the response cache, see the module's text).
+#[derive(Debug, Clone, Copy)]
+struct Handler;
 
-impl ClientHandler for Handler {
-    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.stale.store(true, Ordering::Release);
-    }
+impl ClientHandler for Handler {}
+
+/// The response cache of a connection: a tool list without the server's own `ttlMs` is
+/// kept until the server says it changed (or for rmcp's longest time), so that refreshing
+/// before every model request asks the server only after a change.
+fn cache_config() -> ClientCacheConfig {
+    ClientCacheConfig::default().with_default_ttl(MAX_CLIENT_CACHE_TTL)
 }
 
 /// A live connection.
@@ -119,9 +128,10 @@ impl Live {
 pub struct McpServer {
     pub config: ServerConfig,
     timeouts: Timeouts,
-    handler: Handler,
     live: Mutex<Option<Live>>,
     state: std::sync::Mutex<(Status, Option<String>, Vec<McpToolDef>)>,
+    /// Bumped whenever the listed tools change (a loop rebuilds the server's tools then).
+    generation: std::sync::atomic::AtomicU64,
     starts: std::sync::atomic::AtomicU64,
     /// How an HTTP server is reached: the session's egress policy (none: no egress).
     egress: Option<crate::network::proxy::dial::Dialer>,
@@ -141,9 +151,9 @@ impl McpServer {
             config,
             timeouts,
             egress,
-            handler: Handler::default(),
             live: Mutex::new(None),
             state: std::sync::Mutex::new((Status::Pending, None, Vec::new())),
+            generation: std::sync::atomic::AtomicU64::new(0),
             starts: std::sync::atomic::AtomicU64::new(0),
             disabled: AtomicBool::new(false),
             client: None,
@@ -206,8 +216,44 @@ impl McpServer {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         s.0 = status;
         s.1 = error;
-        if let Some(tools) = tools {
+        if let Some(tools) = tools
+            && tools != s.2
+        {
             s.2 = tools;
+            self.generation.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    /// Changes whenever the server's listed tools change.
+    pub fn tools_generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Lists the tools of a connected server again when it said they changed (otherwise
+    /// rmcp answers from its cache, without a round trip); the session goes on with the
+    /// old list when listing fails. A server that is not running is left alone: it lists
+    /// its tools when it next starts.
+    pub async fn refresh_tools(&self) {
+        let peer = {
+            let live = self.live.lock().await;
+            match live.as_ref() {
+                Some(l) if !l.service.is_closed() => l.service.peer().clone(),
+                _ => return,
+            }
+        };
+        match tokio::time::timeout(self.timeouts.connect, peer.list_all_tools()).await {
+            Ok(Ok(tools)) => {
+                let (status, error, _) = self.snapshot();
+                self.set(status, error, Some(tools));
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(server = %self.config.name, "listing its changed tools failed: {e}");
+            }
+            Err(_) => tracing::warn!(
+                server = %self.config.name,
+                "listing its changed tools took longer than {} s",
+                self.timeouts.connect.as_secs()
+            ),
         }
     }
 
@@ -295,8 +341,7 @@ impl McpServer {
         why
     }
 
-    /// A running, initialized server in `live`, its tools listed (again, when it said
-    /// they changed).
+    /// A running, initialized server in `live`, its tools listed when it (re)started.
     async fn ensure(&self, live: &mut Option<Live>, ctx: &ToolContext) -> Result<(), ServerError> {
         if self.is_disabled() {
             return Err(ServerError::Disabled {
@@ -315,18 +360,19 @@ impl McpServer {
                     secs: self.timeouts.connect.as_secs(),
                 }),
             };
-            match started {
-                Ok(l) => *live = Some(l),
+            let fresh = match started {
+                Ok(l) => l,
                 Err(e) => {
                     self.set(Status::Failed, Some(e.to_string()), None);
                     return Err(e);
                 }
-            }
-            self.handler.stale.store(true, Ordering::Release);
-        }
-        if self.handler.stale.swap(false, Ordering::AcqRel)
-            && let Some(l) = live.as_ref()
-        {
+            };
+            fresh
+                .service
+                .peer()
+                .set_response_cache_config(cache_config())
+                .await;
+            let l = live.insert(fresh);
             let listed =
                 tokio::time::timeout(self.timeouts.connect, l.service.peer().list_all_tools())
                     .await;
@@ -376,7 +422,7 @@ impl McpServer {
                     .await
                     .map_err(|e| fail(e.message.clone()))?;
                 let exit = p.exit.clone();
-                match self.handler.clone().serve((p.read, p.write)).await {
+                match Handler.serve((p.read, p.write)).await {
                     Ok(service) => Ok(Live {
                         service,
                         _guard: Some(p.guard),
@@ -422,15 +468,13 @@ impl McpServer {
         T: rmcp::transport::IntoTransport<RoleClient, E, A>,
         E: std::error::Error + Send + Sync + 'static,
     {
-        let service =
-            self.handler
-                .clone()
-                .serve(transport)
-                .await
-                .map_err(|e| ServerError::Start {
-                    server: self.config.name.clone(),
-                    why: format!("initialization failed: {e}"),
-                })?;
+        let service = Handler
+            .serve(transport)
+            .await
+            .map_err(|e| ServerError::Start {
+                server: self.config.name.clone(),
+                why: format!("initialization failed: {e}"),
+            })?;
         Ok(Live {
             service,
             _guard: None,

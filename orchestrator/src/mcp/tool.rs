@@ -95,6 +95,10 @@ impl Tool for McpTool {
         !self.server.is_disabled()
     }
 
+    fn mcp_server(&self) -> Option<&str> {
+        Some(self.server.name())
+    }
+
     fn uses_sandbox(&self) -> bool {
         matches!(
             self.server.config.transport,

@@ -26,6 +26,7 @@ use crate::policy_gate::{Engine, PolicyGate};
 use crate::sandbox::{BackendKind, SandboxError, SandboxSpec, Supervisor};
 use crate::session::{Loaded, RecordBody, SessionStore, StoreError, Transcript};
 use crate::settings::Settings;
+use crate::tools::tool_search::{self, ToolSearchMode};
 use crate::tools::{Interrupter, ToolContext, ToolRegistry};
 
 /// Which conversation the session carries on.
@@ -180,6 +181,8 @@ struct LoopInputs {
     builtin_tools: Option<Vec<String>>,
     /// The StructuredOutput tool, when the answer must match a schema.
     structured: Option<crate::agent::StructuredOutput>,
+    /// The MCP servers whose tools the loop offers (kept in step with their lists).
+    mcp_servers: Vec<Arc<crate::mcp::McpServer>>,
 }
 
 /// A session whose sandbox runs, waiting for its front end's parts.
@@ -310,6 +313,7 @@ impl SessionEnv {
             extra_tools.register(Arc::new(skill_tool));
         }
         mcp.connect_into(&ctx, &mut extra_tools).await;
+        let mcp_servers = mcp.servers().to_vec();
         let checkpoints = Checkpoints::open(&self.home, &session_id, &workspace)?
             .with_budget(settings.checkpoint_budget_bytes());
         let config = self.loop_config(&model_name);
@@ -354,6 +358,7 @@ impl SessionEnv {
                 agents,
                 builtin_tools: self.overrides.builtin_tools.clone(),
                 structured,
+                mcp_servers,
             },
         })
     }
@@ -397,6 +402,13 @@ impl SessionEnv {
     fn loop_config(&self, model_name: &str) -> LoopConfig {
         let mut config = LoopConfig::new(model_name, &self.workspace);
         config.max_turns = self.max_turns;
+        // The settings' `env` first, as Claude Code applies it to its own environment.
+        let tool_search = self.settings.env.get(tool_search::ENV).cloned();
+        config.tool_search = ToolSearchMode::from_value(
+            tool_search
+                .or_else(|| std::env::var(tool_search::ENV).ok())
+                .as_deref(),
+        );
         config.options = self.overrides.options.clone();
         if let Some(window) = self.context_window {
             config.context_window = window;
@@ -431,6 +443,12 @@ impl Prepared {
                 self.inputs.extra_tools.register(tool.clone());
             }
         }
+    }
+
+    /// The MCP servers whose tools the loop offers, when the front end changed the set
+    /// (its SDK servers joined, replacing configured servers of their names).
+    pub fn set_mcp_servers(&mut self, servers: Vec<Arc<crate::mcp::McpServer>>) {
+        self.inputs.mcp_servers = servers;
     }
 
     /// Removes the tools of the MCP server `server` (one the front end replaced).
@@ -511,6 +529,7 @@ impl Prepared {
             definitions: inputs.agents,
             parent: Some(shared.clone()),
             tasks: handles.tasks.clone(),
+            mcp: inputs.mcp_servers.clone(),
         };
         if offered(crate::subagents::tool::NAME) {
             tools.register(Arc::new(crate::subagents::AgentTool::new(kit)));
@@ -532,6 +551,7 @@ impl Prepared {
             inputs.config,
         )
         .with_shared(shared)
+        .with_mcp(crate::mcp::sync::ToolSync::all(inputs.mcp_servers))
         .with_history(inputs.history)
         .with_observer(Arc::new(Observers(observers)));
         if let Some(structured) = inputs.structured {

@@ -53,6 +53,9 @@ pub struct SubagentKit {
     pub parent: Option<LoopShared>,
     /// Where running sub-agents are registered (announced, stoppable by id).
     pub tasks: Tasks,
+    /// The session's MCP servers: a sub-agent offers their tools as they are listed
+    /// when it runs (a server's list may have changed since the session started).
+    pub mcp: Vec<Arc<crate::mcp::McpServer>>,
 }
 
 /// The Agent tool of one session.
@@ -105,20 +108,22 @@ impl AgentTool {
     fn tools_for(&self, def: &AgentDefinition) -> ToolRegistry {
         let mut tools = ToolRegistry::new();
         for name in self.kit.tools.names() {
-            let wanted = def
-                .tools
-                .as_ref()
-                .is_none_or(|list| list.iter().any(|t| t == name))
-                && !def.disallowed_tools.iter().any(|t| t == name);
-            if wanted
-                && name != NAME
-                && name != OLD_NAME
+            if wanted(def, name)
                 && let Some(tool) = self.kit.tools.get(name)
             {
                 tools.register(tool.clone());
             }
         }
         tools
+    }
+
+    /// The session's MCP servers, their tools filtered as [`AgentTool::tools_for`] does.
+    fn mcp_for(&self, def: &AgentDefinition) -> crate::mcp::sync::ToolSync {
+        let def = def.clone();
+        crate::mcp::sync::ToolSync::new(
+            self.kit.mcp.clone(),
+            Arc::new(move |name| wanted(&def, name)),
+        )
     }
 
     fn system_for(&self, def: &AgentDefinition) -> Vec<SystemBlock> {
@@ -282,6 +287,7 @@ impl Tool for AgentTool {
         )
         .with_system(self.system_for(&def))
         .with_observer(observer)
+        .with_mcp(self.mcp_for(&def))
         .as_subagent_of(id);
         if let Some(events) = &self.kit.events {
             child = child.with_events(events.clone());
@@ -312,6 +318,17 @@ impl Tool for AgentTool {
         task.end(status, &summary(&output.content), &output_file);
         output
     }
+}
+
+/// Whether a sub-agent of `def` gets the parent's tool `name`: on its definition's list
+/// (all tools without one) and not disallowed by it; never the Agent tool.
+fn wanted(def: &AgentDefinition, name: &str) -> bool {
+    def.tools
+        .as_ref()
+        .is_none_or(|list| list.iter().any(|t| t == name))
+        && !def.disallowed_tools.iter().any(|t| t == name)
+        && name != NAME
+        && name != OLD_NAME
 }
 
 /// The first line of a report, short, for the task's end notice.

@@ -13,6 +13,8 @@
 //!   permission kind the engine routes on.
 //! - one file per tool: [`read`], [`write`], [`edit`], [`bash`], [`glob`], [`grep`],
 //!   [`todo_write`], [`web_fetch`], [`web_search`]; MCP tools live in [`crate::mcp`].
+//! - [`tool_search`]: deferred MCP tools (names only in the prompt) and the ToolSearch
+//!   tool that loads their definitions.
 //! - [`media`]: Read's images and PDFs as the model's image and document blocks.
 //! - [`background`]: Bash's background commands and the TaskOutput and TaskStop tools.
 //!
@@ -43,6 +45,7 @@ pub mod schema;
 pub mod skill;
 pub mod spec;
 pub mod todo_write;
+pub mod tool_search;
 pub mod web_fetch;
 pub mod web_search;
 pub mod write;
@@ -160,6 +163,11 @@ pub trait Tool: Send + Sync {
     fn is_offered(&self) -> bool {
         true
     }
+    /// The MCP server the tool belongs to (none for Cordon's own tools). MCP tools may be
+    /// deferred (see [`tool_search`]) and are rebuilt when their server's list changes.
+    fn mcp_server(&self) -> Option<&str> {
+        None
+    }
     /// Runs the tool on input that already passed validation. Never fails: every problem
     /// becomes an `is_error` output the model can act on.
     async fn call(&self, ctx: &ToolContext, input: Value) -> ToolOutput;
@@ -224,6 +232,11 @@ impl ToolRegistry {
         let before = self.tools.len();
         self.tools.retain(|t| t.name() != name);
         self.tools.len() != before
+    }
+
+    /// Keeps only the tools for which `keep` is true.
+    pub fn retain(&mut self, keep: impl Fn(&dyn Tool) -> bool) {
+        self.tools.retain(|t| keep(t.as_ref()));
     }
 
     /// Accepts calls to `old` as calls to the tool `current` (Claude Code's `Task` for

@@ -322,7 +322,7 @@ fn web_fetch_reaches_an_allowed_name_and_refuses_one_that_resolves_to_loopback()
 }
 
 /// The `*.egress.jsonl` records under `home` (beside the session's transcript).
-fn egress_records(home: &std::path::Path) -> Vec<Value> {
+pub(super) fn egress_records(home: &std::path::Path) -> Vec<Value> {
     let mut out = Vec::new();
     let mut stack = vec![home.to_path_buf()];
     while let Some(d) = stack.pop() {
