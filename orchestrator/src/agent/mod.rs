@@ -55,6 +55,8 @@ pub struct LoopConfig {
     pub cwd: PathBuf,
     /// The CLAUDE.md text (re-injected after compaction).
     pub memory: Option<String>,
+    /// The memory files that text was read from (`get_context_usage`'s `memoryFiles`).
+    pub memory_files: Vec<prompt::LoadedMemory>,
     /// Custom slash commands (`.claude/commands/*.md`): `/name args` runs as its body.
     pub commands: Vec<crate::slash_commands::CustomCommand>,
     /// Today's date as YYYY-MM-DD.
@@ -73,6 +75,7 @@ impl LoopConfig {
             compact_at: 0.8,
             cwd: cwd.into(),
             memory: None,
+            memory_files: Vec::new(),
             commands: Vec::new(),
             today: crate::session::record::now_rfc3339()[..10].to_string(),
             options: LoopOptions::default(),

@@ -9,8 +9,9 @@
 //!
 //! Each user message on stdin is one run of the loop; its messages and its result go
 //! out as they happen; the client's control requests (interrupt, set_permission_mode,
-//! rewind_files, set_model, mcp_status, mcp_toggle, mcp_reconnect, get_context_usage,
-//! stop_task) are answered while a run goes on. Sub-agents are announced as tasks
+//! rewind_files, set_model, mcp_status, mcp_toggle, mcp_reconnect, mcp_message (a message
+//! of the client's in-process MCP server), get_context_usage, stop_task) are answered
+//! while a run goes on. Sub-agents are announced as tasks
 //! (`task_started`, `task_notification`). The session ends at stdin EOF. With
 //! `--permission-prompt-tool stdio`, questions the rules ask go to the client
 //! (can_use_tool) instead of being denied.

@@ -10,8 +10,8 @@
 //!   and the registration of its matchers from `initialize`.
 //! - [`session`]: the reader, the answers to the client's requests (initialize,
 //!   interrupt, set_permission_mode, rewind_files, set_model, mcp_status, mcp_toggle,
-//!   mcp_reconnect, get_context_usage, stop_task; any other gets an error naming it)
-//!   and the serve loop.
+//!   mcp_reconnect, mcp_message, get_context_usage, stop_task; any other gets an error
+//!   naming it) and the serve loop.
 //! - [`records`]: the session records with the fields the SDK's parser requires.
 //! - [`sdk_mcp`]: the client's in-process MCP servers, reached with `mcp_message`.
 //! - [`context_usage`]: the `get_context_usage` answer.

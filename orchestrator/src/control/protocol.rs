@@ -84,6 +84,12 @@ pub enum Request {
     StopTask {
         task_id: String,
     },
+    /// A JSON-RPC message the client's in-process MCP server `server` sent of its own
+    /// accord (a notification, or a request of the server's), for its connection.
+    McpMessage {
+        server: String,
+        message: Value,
+    },
     /// A subtype we do not implement: answered with an error naming it.
     Unsupported {
         subtype: String,
@@ -272,6 +278,13 @@ fn parse_request(request: &Value) -> Result<Request, ParseError> {
         "stop_task" => Request::StopTask {
             task_id: string_field(request, "task_id", subtype)?,
         },
+        "mcp_message" => Request::McpMessage {
+            server: string_field(request, "server_name", subtype)?,
+            message: match request.get("message") {
+                Some(m @ Value::Object(_)) => m.clone(),
+                _ => return Err(malformed(subtype, "missing object field \"message\"")),
+            },
+        },
         "set_model" => Request::SetModel {
             model: request
                 .get("model")
@@ -414,6 +427,15 @@ mod tests {
         assert!(matches!(
             parse(r#"{"type":"control_request","request_id":"r","request":{"subtype":"stop_task","task_id":"t1"}}"#),
             Inbound::Request { request: Request::StopTask { task_id }, .. } if task_id == "t1"
+        ));
+        assert!(matches!(
+            parse(r#"{"type":"control_request","request_id":"r","request":{"subtype":"mcp_message","server_name":"calc","message":{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}}}"#),
+            Inbound::Request { request: Request::McpMessage { server, message }, .. }
+                if server == "calc" && message["method"] == "notifications/tools/list_changed"
+        ));
+        assert!(matches!(
+            parse_line(r#"{"type":"control_request","request_id":"r8","request":{"subtype":"mcp_message","server_name":"calc","message":"hi"}}"#),
+            Err(ParseError::BadRequest { request_id, .. }) if request_id == "r8"
         ));
         assert!(matches!(
             parse_line(r#"{"type":"control_request","request_id":"r7","request":{"subtype":"mcp_toggle","serverName":"calc"}}"#),

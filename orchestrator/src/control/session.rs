@@ -205,6 +205,16 @@ pub async fn handle_request(
                 .map(|()| json!({})),
             None => Err(format!("there is no MCP server named `{server}`")),
         },
+        // Claude Code acknowledges these with an empty success; a server the session does
+        // not have is named in an error instead (the client's message went nowhere).
+        Request::McpMessage { server, message } => match &controls.mcp {
+            Some(m) => m
+                .servers
+                .deliver(&server, message, &m.ctx)
+                .await
+                .map(|()| json!({})),
+            None => Err(format!("there is no MCP server named `{server}`")),
+        },
         Request::StopTask { task_id } => match &controls.tasks {
             Some(tasks) => tasks.stop(&task_id).map(|()| json!({})),
             None => Err(format!("no running task with id {task_id:?}")),

@@ -123,6 +123,20 @@ impl McpSet {
             .map_err(|e| e.to_string())
     }
 
+    /// The client's `mcp_message`: a message its in-process server `name` sent of its own
+    /// accord, handed to that server's connection.
+    pub async fn deliver(
+        &self,
+        name: &str,
+        message: Value,
+        ctx: &ToolContext,
+    ) -> Result<(), String> {
+        self.find(name)?
+            .deliver(message, ctx)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
     /// `mcp_reconnect`: connects the server `name` afresh.
     pub async fn reconnect(&self, name: &str, ctx: &ToolContext) -> Result<(), String> {
         self.find(name)?

@@ -406,7 +406,8 @@ impl SessionEnv {
         if let Some(only) = &self.settings.setting_sources {
             memory.retain(|file| only.contains(&file.source()));
         }
-        config.memory = prompt::memory_text(&self.workspace, &memory);
+        let memory = prompt::load_memory(&self.workspace, &memory);
+        (config.memory, config.memory_files) = (memory.text, memory.files);
         config
     }
 }
