@@ -12,7 +12,7 @@ pub mod budget;
 pub(crate) mod compact;
 mod context_report;
 pub mod gate;
-mod options;
+pub mod options;
 pub mod prompt;
 mod shared;
 pub mod structured;

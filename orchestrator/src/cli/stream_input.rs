@@ -229,7 +229,7 @@ impl StreamArgs {
 
     /// `--effort`, one of the API's levels.
     fn effort(&self) -> anyhow::Result<Option<String>> {
-        const LEVELS: [&str; 5] = ["low", "medium", "high", "xhigh", "max"];
+        use cordon::agent::options::EFFORT_LEVELS as LEVELS;
         match self.effort.as_deref() {
             None => Ok(None),
             Some(level) if LEVELS.contains(&level) => Ok(Some(level.to_string())),
@@ -465,10 +465,29 @@ impl StreamSession {
                 request_id,
                 request: control::protocol::Request::Initialize { hooks, agents },
             }) => {
-                let (answer, defs) = control::session::initialize(&controls, &hooks, &agents);
-                self.controller
-                    .send(control::protocol::success_response(&request_id, answer));
-                prepared.add_agents(defs);
+                // The skills and MCP servers a sub-agent names must be the session's.
+                let skills = prepared.skill_names();
+                let mut servers: Vec<&str> = prepared
+                    .handles
+                    .mcp
+                    .servers()
+                    .iter()
+                    .map(|s| s.name())
+                    .collect();
+                servers.extend(self.sdk_server_names.iter().map(String::as_str));
+                let check = |defs: &[_]| control::agents::check_names(defs, &skills, &servers);
+                match control::session::initialize(&controls, &hooks, &agents, check) {
+                    Ok((answer, defs)) => {
+                        self.controller
+                            .send(control::protocol::success_response(&request_id, answer));
+                        prepared.add_agents(defs);
+                    }
+                    Err(why) => {
+                        tracing::warn!("initialize refused: {why}");
+                        self.controller
+                            .send(control::protocol::error_response(&request_id, &why));
+                    }
+                }
             }
             Some(other) => self.first.push(other),
             None => {}

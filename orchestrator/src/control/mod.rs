@@ -14,12 +14,14 @@
 //!   naming it) and the serve loop.
 //! - [`records`]: the session records with the fields the SDK's parser requires.
 //! - [`sdk_mcp`]: the client's in-process MCP servers, reached with `mcp_message`.
+//! - [`agents`]: the client's programmatic sub-agents, every field applied or refused.
 //! - [`context_usage`]: the `get_context_usage` answer.
 //!
 //! The client is whoever started Cordon (the user's own program): it may allow calls the
 //! rules would ask about and rewrite their input, but what it answers never widens a deny
 //! rule (the gate asks only after the rules said "ask") nor the sandbox.
 
+pub mod agents;
 pub mod channel;
 pub mod context_usage;
 pub mod hook_events;

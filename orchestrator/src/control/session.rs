@@ -249,12 +249,18 @@ pub async fn handle_request(
 }
 
 /// The client's `initialize`, as the session's first message: registers its hooks and
-/// returns the answer and its sub-agent types, which the loop (not built yet) includes.
+/// returns the answer and its sub-agent types, which the loop (not built yet) includes;
+/// an error (a sub-agent definition Cordon cannot apply, or one `check` refuses, such as
+/// one naming a skill the session does not have) is the answer instead, and then nothing
+/// is registered.
 pub fn initialize(
     controls: &SessionControls,
     hooks: &BTreeMap<String, Vec<protocol::HookMatcherConfig>>,
     agents: &BTreeMap<String, protocol::AgentConfig>,
-) -> (Value, Vec<AgentDefinition>) {
+    check: impl FnOnce(&[AgentDefinition]) -> Result<(), String>,
+) -> Result<(Value, Vec<AgentDefinition>), String> {
+    let defs = super::agents::definitions(agents)?;
+    check(&defs)?;
     controls.initialized.store(true, Ordering::Release);
     let applied = match (&controls.hooks, hooks.is_empty()) {
         (_, true) => true,
@@ -273,7 +279,6 @@ pub fn initialize(
             false
         }
     };
-    let defs = client_agents(agents);
     let answer = json!({
         "commands": [],
         "output_style": "default",
@@ -286,7 +291,7 @@ pub fn initialize(
         })).collect::<Vec<_>>(),
         "hooks_applied": applied,
     });
-    (answer, defs)
+    Ok((answer, defs))
 }
 
 /// `initialize` after the session started (a prompt came first): hooks still register,
@@ -306,31 +311,7 @@ fn late_initialize(
                 .into(),
         );
     }
-    Ok(initialize(controls, hooks, agents).0)
-}
-
-/// The client's sub-agent types, in name order; fields Cordon does not apply are named.
-fn client_agents(agents: &BTreeMap<String, protocol::AgentConfig>) -> Vec<AgentDefinition> {
-    agents
-        .iter()
-        .filter_map(|(name, a)| {
-            if !a.unapplied.is_empty() {
-                tracing::warn!(
-                    agent = %name,
-                    fields = ?a.unapplied.keys().collect::<Vec<_>>(),
-                    "sub-agent definition fields accepted but not applied"
-                );
-            }
-            crate::subagents::definition::from_client(
-                name,
-                &a.description,
-                &a.prompt,
-                a.tools.as_deref(),
-                a.disallowed_tools.as_deref().unwrap_or_default(),
-                a.model.as_deref(),
-            )
-        })
-        .collect()
+    initialize(controls, hooks, agents, |_| Ok(())).map(|(answer, _)| answer)
 }
 
 fn set_mode(controls: &SessionControls, mode: &str) -> Result<Value, String> {

@@ -180,6 +180,8 @@ struct LoopInputs {
     builtin_tools: Option<Vec<String>>,
     /// The StructuredOutput tool, when the answer must match a schema.
     structured: Option<crate::agent::StructuredOutput>,
+    /// The session's skills (a sub-agent's `skills` preloads some of them).
+    skills: Vec<crate::tools::skill::Skill>,
 }
 
 /// A session whose sandbox runs, waiting for its front end's parts.
@@ -306,7 +308,7 @@ impl SessionEnv {
         let mut extra_tools = web_tools;
         extra_tools.register(Arc::new(crate::tools::todo_write::TodoWriteTool::default()));
         let skills = crate::tools::skill::load(&workspace, self.user_home.as_deref());
-        if let Some(skill_tool) = crate::tools::skill::SkillTool::new(skills) {
+        if let Some(skill_tool) = crate::tools::skill::SkillTool::new(skills.clone()) {
             extra_tools.register(Arc::new(skill_tool));
         }
         mcp.connect_into(&ctx, &mut extra_tools).await;
@@ -354,6 +356,7 @@ impl SessionEnv {
                 agents,
                 builtin_tools: self.overrides.builtin_tools.clone(),
                 structured,
+                skills,
             },
         })
     }
@@ -423,6 +426,11 @@ impl Prepared {
     /// The sub-agent types the Agent tool will offer.
     pub fn agents(&self) -> &[crate::subagents::AgentDefinition] {
         &self.inputs.agents
+    }
+
+    /// The names of the session's skills.
+    pub fn skill_names(&self) -> Vec<&str> {
+        self.inputs.skills.iter().map(|s| s.name.as_str()).collect()
     }
 
     /// Adds tools the front end brings (the SDK client's in-process MCP servers').
@@ -512,6 +520,7 @@ impl Prepared {
             definitions: inputs.agents,
             parent: Some(shared.clone()),
             tasks: handles.tasks.clone(),
+            skills: inputs.skills,
         };
         if offered(crate::subagents::tool::NAME) {
             tools.register(Arc::new(crate::subagents::AgentTool::new(kit)));
