@@ -150,6 +150,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         eprintln!("cordon: {notice}");
     }
     let overrides = args.stream.overrides()?;
+    let start = session_start(&args)?;
     let model = args
         .stream
         .configure_model(ModelConfig::from_env().context("model configuration")?)?;
@@ -172,7 +173,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         image: args.image.clone(),
         tenant: None,
         model,
-        start: session_start(&args)?,
+        start: start.clone(),
         max_turns: args.max_turns,
         context_window: std::env::var("CORDON_CONTEXT_WINDOW")
             .ok()
@@ -202,6 +203,14 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         stream.set_checkpoints(h.checkpoints.clone(), Some(h.sandbox.clone()));
         stream.set_mcp(h.mcp.clone(), h.ctx.clone());
         stream.set_tasks(&h.tasks, &session_id);
+        if args.stream.session_mirror {
+            // A new session or a fork has a transcript of its own, mirrored whole.
+            let carried_on = matches!(
+                start,
+                SessionStart::Resume(_) | SessionStart::ContinueLatest
+            );
+            stream.set_mirror(&h.transcript_path, &workspace, &session_id, !carried_on);
+        }
     }
     // On a terminal, the user answers the questions (and the terminal shows the events).
     let (tui, prompter) = if interactive {

@@ -124,7 +124,6 @@ impl StreamArgs {
                 out.push(name);
             }
         };
-        note(self.session_mirror, "--session-mirror");
         note(!self.plugin_dir.is_empty(), "--plugin-dir");
         out
     }
@@ -178,6 +177,12 @@ impl StreamArgs {
         Ok(SessionOverrides {
             options,
             builtin_tools: self.builtin_tools(),
+            // The SDK resumes a session of its store by writing it back under a temporary
+            // CLAUDE_CONFIG_DIR: one Cordon lacks is taken in from there.
+            import_from: self
+                .session_mirror
+                .then(control::mirror::config_dir)
+                .flatten(),
         })
     }
 
@@ -413,6 +418,7 @@ impl StreamSession {
             tasks: None,
             agents: Arc::default(),
             initialized: Arc::default(),
+            mirror: None,
         });
         self.prompt_over_stdio.then(|| {
             Arc::new(SdkPrompter::new(self.controller.clone()).with_interrupts(interrupts))
@@ -533,6 +539,29 @@ impl StreamSession {
         }
     }
 
+    /// `--session-mirror`: the session's transcript at `transcript` goes to the client as
+    /// it is written, keyed as Claude Code keys session `session_id` of `workspace`; a
+    /// session carried on (not new, not a fork) starts at its transcript's end.
+    pub fn set_mirror(
+        &mut self,
+        transcript: &std::path::Path,
+        workspace: &std::path::Path,
+        session_id: &str,
+        from_start: bool,
+    ) {
+        let Some(config) = control::mirror::config_dir() else {
+            tracing::warn!(
+                "--session-mirror: neither CLAUDE_CONFIG_DIR nor HOME is set; not mirrored"
+            );
+            return;
+        };
+        let file_path = control::mirror::store_path(&config, workspace, session_id);
+        let mirror = control::mirror::TranscriptMirror::new(transcript, &file_path, from_start);
+        if let Some(controls) = &mut self.controls {
+            controls.mirror = Some(Arc::new(std::sync::Mutex::new(mirror)));
+        }
+    }
+
     /// `rewind_files` restores the workspace from these checkpoints.
     pub fn set_checkpoints(
         &mut self,
@@ -576,6 +605,7 @@ impl StreamSession {
         }
         init["agents"] = json!(controls.agents.iter().map(|d| &d.name).collect::<Vec<_>>());
         self.controller.send(init);
+        control::session::send_mirror(&self.controller, &controls);
         observer
             .session_start(if resumed { "resume" } else { "startup" })
             .await;

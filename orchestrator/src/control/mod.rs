@@ -15,6 +15,7 @@
 //! - [`records`]: the session records with the fields the SDK's parser requires.
 //! - [`sdk_mcp`]: the client's in-process MCP servers, reached with `mcp_message`.
 //! - [`agents`]: the client's programmatic sub-agents, every field applied or refused.
+//! - [`mirror`]: `--session-mirror`, the transcript mirrored to the client's session store.
 //! - [`context_usage`]: the `get_context_usage` answer.
 //!
 //! The client is whoever started Cordon (the user's own program): it may allow calls the
@@ -25,6 +26,7 @@ pub mod agents;
 pub mod channel;
 pub mod context_usage;
 pub mod hook_events;
+pub mod mirror;
 pub mod prompter;
 pub mod protocol;
 pub mod records;

@@ -104,6 +104,22 @@ pub struct SessionControls {
     pub agents: Arc<Vec<AgentDefinition>>,
     /// The client's `initialize` was answered.
     pub initialized: Arc<AtomicBool>,
+    /// `--session-mirror`: the transcript, mirrored to the client as it is written.
+    pub mirror: Option<Arc<std::sync::Mutex<super::mirror::TranscriptMirror>>>,
+}
+
+/// Sends what the transcript gained since the last call, when it is mirrored.
+pub fn send_mirror(controller: &Controller, controls: &SessionControls) {
+    let Some(mirror) = &controls.mirror else {
+        return;
+    };
+    let frames = mirror
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .frames();
+    for frame in frames {
+        controller.send(frame);
+    }
 }
 
 /// The MCP servers a client's requests act on, and the context a (re)start runs in.
@@ -375,7 +391,10 @@ pub async fn serve(
             loop {
                 tokio::select! {
                     outcome = &mut run => break outcome,
-                    Some(event) = loop_events.recv() => forward(controller, controls, info, event),
+                    Some(event) = loop_events.recv() => {
+                        forward(controller, controls, info, event);
+                        send_mirror(controller, controls);
+                    }
                     event = events.recv(), if input_open => match event {
                         None => input_open = false,
                         Some(Event::Request { request_id, request }) => {
@@ -391,6 +410,9 @@ pub async fn serve(
         while let Ok(event) = loop_events.try_recv() {
             forward(controller, controls, info, event);
         }
+        // The SDK writes its session store when it sees the result: the turn's records
+        // go out before it.
+        send_mirror(controller, controls);
         let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         controller.send(records::result(&info.session_id, &outcome, ms, ms));
         last = Some(outcome);

@@ -32,6 +32,7 @@ fn controls(hooks: Option<Arc<HookSet>>) -> (SessionControls, Probe) {
         tasks: Some(crate::subagents::Tasks::default()),
         agents: Arc::default(),
         initialized: Arc::default(),
+        mirror: None,
     };
     (controls, Probe { interrupts, mode })
 }

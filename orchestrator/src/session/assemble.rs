@@ -92,6 +92,10 @@ pub struct SessionOverrides {
     /// The built-in tools offered (`--tools`): `None` for all of them, else only these
     /// (MCP servers' tools are not built-ins and stay).
     pub builtin_tools: Option<Vec<String>>,
+    /// Where a session to continue that this store lacks may be taken in from: a Claude
+    /// Code configuration directory an Agent SDK session store wrote it back into
+    /// (`--session-mirror`; see [`crate::control::mirror`]).
+    pub import_from: Option<PathBuf>,
 }
 
 /// Why a session could not be assembled; each variant names the step that failed.
@@ -214,6 +218,9 @@ impl SessionEnv {
         let model_name = model_config.model.clone();
         let model = ModelClient::new(model_config)?;
         let store = SessionStore::open(&self.home)?;
+        if let Some(dir) = &self.overrides.import_from {
+            import_missing(&store, &self.start, &self.workspace, dir)?;
+        }
         let (session_id, history, transcript) =
             open_session(&store, &self.start, &self.workspace, &model_name)?;
         let resumed_messages = history.len();
@@ -577,6 +584,32 @@ fn tools_for_mode(
     } else {
         tools
     }
+}
+
+/// Takes in the session `start` continues from `config_dir` (an SDK session store's
+/// copy) when this store does not have it.
+fn import_missing(
+    store: &SessionStore,
+    start: &SessionStart,
+    workspace: &Path,
+    config_dir: &Path,
+) -> Result<(), StoreError> {
+    let id = match start {
+        SessionStart::Resume(id) | SessionStart::Fork(id) => id,
+        SessionStart::ForkAs { from, .. } | SessionStart::ForkAt { from, .. } => from,
+        _ => return Ok(()),
+    };
+    match store.get(id) {
+        Err(StoreError::NotFound(_)) => {}
+        other => return other.map(drop),
+    }
+    let source = crate::control::mirror::store_path(config_dir, workspace, id);
+    if !source.is_file() {
+        return Ok(());
+    }
+    store.import(id, workspace, &source)?;
+    tracing::info!(session = %id, from = %source.display(), "took in the session from the SDK's session store");
+    Ok(())
 }
 
 /// The session's id, the conversation so far and its open transcript.
