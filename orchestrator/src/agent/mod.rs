@@ -263,6 +263,15 @@ impl AgentLoop {
         self.config.commands.iter().any(|c| c.name == name)
     }
 
+    /// The custom slash commands a prompt may run (`/name args`), by name.
+    pub fn command_names(&self) -> Vec<String> {
+        self.config
+            .commands
+            .iter()
+            .map(|c| c.name.clone())
+            .collect()
+    }
+
     pub fn session_id(&self) -> &str {
         self.transcript.session_id()
     }

@@ -51,8 +51,8 @@ pub enum InputFormat {
     StreamJson,
 }
 
-/// The flags of the stream-json protocol, and the Agent SDK's other flags: accepted so an
-/// SDK can drive Cordon unchanged; those Cordon does not apply are named in a warning.
+/// The flags of the stream-json protocol, and the Agent SDK's other flags, each applied as
+/// Claude Code applies it, so an SDK drives Cordon unchanged.
 #[derive(Debug, Clone, Args)]
 pub struct StreamArgs {
     /// `stream-json`: user messages and control requests as JSON lines on stdin (needs
@@ -116,16 +116,17 @@ pub struct StreamArgs {
 }
 
 impl StreamArgs {
-    /// The accepted flags that change nothing (yet), for the warning.
-    fn not_applied(&self) -> Vec<&'static str> {
-        let mut out = Vec::new();
-        let mut note = |set: bool, name: &'static str| {
-            if set {
-                out.push(name);
-            }
-        };
-        note(!self.plugin_dir.is_empty(), "--plugin-dir");
-        out
+    /// `--plugin-dir`: each directory (relative ones from `cwd`) loaded as a plugin; the
+    /// ones that fail to load are reported and left out, as Claude Code leaves them.
+    pub fn plugins(
+        &self,
+        cwd: &std::path::Path,
+    ) -> (
+        Vec<cordon::plugins::Plugin>,
+        Vec<cordon::plugins::PluginError>,
+    ) {
+        let dirs: Vec<std::path::PathBuf> = self.plugin_dir.iter().map(|d| cwd.join(d)).collect();
+        cordon::plugins::load_all(&dirs)
     }
 
     /// What the flags change about the session's loop and its built-in tools.
@@ -183,6 +184,7 @@ impl StreamArgs {
                 .session_mirror
                 .then(control::mirror::config_dir)
                 .flatten(),
+            plugins: Vec::new(),
         })
     }
 
@@ -369,10 +371,6 @@ pub fn start(args: &StreamArgs, output: OutputFormat) -> anyhow::Result<Option<S
             "--permission-prompt-tool {other:?} is not supported: only \"stdio\" (the control protocol)"
         ),
     };
-    let ignored = args.not_applied();
-    if !ignored.is_empty() {
-        tracing::warn!(flags = ?ignored, "accepted for compatibility, not applied");
-    }
     let (controller, out) = Controller::new();
     let writer = tokio::spawn(control::write_lines(out, tokio::io::stdout()));
     let (tx, events) = mpsc::unbounded_channel();
@@ -598,7 +596,9 @@ impl StreamSession {
             return ExitCode::FAILURE;
         };
         init["uuid"] = json!(uuid::Uuid::new_v4().to_string());
-        init["slash_commands"] = json!([]);
+        if init.get("slash_commands").is_none() {
+            init["slash_commands"] = json!([]);
+        }
         init["output_style"] = json!("default");
         if let Some(mcp) = &controls.mcp {
             init["mcp_servers"] = json!(mcp.servers.init_entries());
@@ -826,6 +826,5 @@ mod tests {
         assert_eq!(config.betas, ["a-1", "b-2", TASK_BUDGET_BETA]);
         assert_eq!(config.fallback_model.as_deref(), Some("claude-haiku-4-5"));
         assert!(config.raw_events);
-        assert!(args(&[]).not_applied().is_empty());
     }
 }

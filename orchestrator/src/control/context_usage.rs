@@ -74,6 +74,7 @@ fn agent_entry(def: &AgentDefinition) -> Value {
         Scope::Project => "projectSettings",
         Scope::User => "userSettings",
         Scope::Client => "flagSettings",
+        Scope::Plugin => "plugin",
     };
     let chars = def.name.len() + def.description.len();
     json!({

@@ -21,7 +21,7 @@
 //! # async fn demo(settings: cordon::settings::Settings, ctx: cordon::tools::ToolContext) {
 //! use cordon::mcp::McpSet;
 //! let mut tools = cordon::tools::ToolRegistry::default_tools();
-//! let mcp = McpSet::for_session(&settings, ctx.workspace(), None);
+//! let mcp = McpSet::for_session(&settings, ctx.workspace(), None, &[]);
 //! mcp.connect_into(&ctx, &mut tools).await; // adds mcp__<server>__<tool> tools
 //! println!("{}", mcp.status());
 //! # }
@@ -54,11 +54,18 @@ pub struct McpSet {
 }
 
 impl McpSet {
-    /// The servers `settings` configure for `workspace`, variables from Cordon's
-    /// environment, time limits from `MCP_TIMEOUT` / `MCP_TOOL_TIMEOUT`; HTTP servers are
-    /// reached under `egress`, the session's policy (none: not at all).
-    pub fn for_session(settings: &Settings, workspace: &Path, egress: Option<Dialer>) -> Self {
-        let cfg = config::load(settings, workspace, &|name| std::env::var(name).ok());
+    /// The servers `settings` and `plugins` configure for `workspace`, variables from
+    /// Cordon's environment, time limits from `MCP_TIMEOUT` / `MCP_TOOL_TIMEOUT`; HTTP
+    /// servers are reached under `egress`, the session's policy (none: not at all).
+    pub fn for_session(
+        settings: &Settings,
+        workspace: &Path,
+        egress: Option<Dialer>,
+        plugins: &[crate::plugins::Plugin],
+    ) -> Self {
+        let env = |name: &str| std::env::var(name).ok();
+        let mut cfg = config::load(settings, workspace, &env);
+        config::add_plugin_servers(&mut cfg, settings, workspace, plugins, &env);
         Self::new(cfg, Timeouts::from_env(), egress)
     }
 

@@ -96,6 +96,9 @@ pub struct SessionOverrides {
     /// Code configuration directory an Agent SDK session store wrote it back into
     /// (`--session-mirror`; see [`crate::control::mirror`]).
     pub import_from: Option<PathBuf>,
+    /// Plugins the caller chose (`--plugin-dir`): their commands, agents, skills, hooks
+    /// and MCP servers join the session's (see [`crate::plugins`]).
+    pub plugins: Vec<crate::plugins::Plugin>,
 }
 
 /// Why a session could not be assembled; each variant names the step that failed.
@@ -119,6 +122,8 @@ pub enum AssembleError {
     Transcript(#[from] crate::session::TranscriptError),
     #[error(transparent)]
     Schema(#[from] crate::agent::structured::SchemaError),
+    #[error("plugin {plugin}: {why}")]
+    Plugin { plugin: String, why: String },
 }
 
 /// The parts of a running session a front end keeps and wires into its UI.
@@ -211,6 +216,7 @@ pub struct FrontEnd {
 impl SessionEnv {
     /// Opens (or continues) the session, starts its sandbox, builds its policy.
     pub async fn prepare(self) -> Result<Prepared, AssembleError> {
+        self.check_plugins()?;
         let mut model_config = self.model.clone();
         if let Some(m) = &self.settings.model {
             model_config = model_config.with_model(m.clone());
@@ -227,7 +233,9 @@ impl SessionEnv {
         let workspace = self.workspace.clone();
         let settings = &self.settings;
         let engine = Arc::new(Engine::new(settings.engine_config(&workspace)));
+        let plugins = &self.overrides.plugins;
         let hook_set = Arc::new(HookSet::from_settings(settings)?);
+        hook_set.extend(plugin_hooks(settings, plugins));
         let transcript_path = transcript.path().to_path_buf();
         let mut spec = self.sandbox_spec(&session_id);
         if self.tenant.is_none() {
@@ -311,10 +319,11 @@ impl SessionEnv {
         ));
         let observer = Arc::new(HookObserver::new(hooks.clone()));
         // MCP servers: stdio ones start inside the sandbox; their tools join the built-ins.
-        let mcp = crate::mcp::McpSet::for_session(settings, &workspace, mcp_egress);
+        let mcp = crate::mcp::McpSet::for_session(settings, &workspace, mcp_egress, plugins);
         let mut extra_tools = web_tools;
         extra_tools.register(Arc::new(crate::tools::todo_write::TodoWriteTool::default()));
-        let skills = crate::tools::skill::load(&workspace, self.user_home.as_deref());
+        let mut skills = crate::tools::skill::load(&workspace, self.user_home.as_deref());
+        skills.extend(plugins.iter().flat_map(|p| p.skills.iter().cloned()));
         if let Some(skill_tool) = crate::tools::skill::SkillTool::new(skills.clone()) {
             extra_tools.register(Arc::new(skill_tool));
         }
@@ -329,11 +338,12 @@ impl SessionEnv {
             .map(crate::agent::StructuredOutput::new)
             .transpose()?;
         let resumed = !matches!(self.start, SessionStart::New { .. });
-        let agents = crate::subagents::definition::load(
+        let mut agents = crate::subagents::definition::load(
             &workspace,
             self.user_home.as_deref(),
             settings.trust().is_trusted(),
         );
+        agents.extend(plugins.iter().flat_map(|p| p.agents.iter().cloned()));
         Ok(Prepared {
             handles: SessionHandles {
                 session_id,
@@ -368,6 +378,38 @@ impl SessionEnv {
         })
     }
 
+    /// Plugins that run programs need their directory in the sandbox, which only the
+    /// local backend shows (beside the workspace, never around it); a server tenant's
+    /// session takes none.
+    fn check_plugins(&self) -> Result<(), AssembleError> {
+        let refuse = |plugin: &crate::plugins::Plugin, why: &str| AssembleError::Plugin {
+            plugin: plugin.name.clone(),
+            why: why.to_string(),
+        };
+        for plugin in &self.overrides.plugins {
+            if self.tenant.is_some() {
+                return Err(refuse(plugin, "a server session takes no plugins"));
+            }
+            if self.workspace.starts_with(&plugin.root) && self.workspace != plugin.root {
+                return Err(refuse(
+                    plugin,
+                    "its directory contains the workspace, so the sandbox could not show \
+                     it read-only beside it; move the plugin out of the workspace's parents",
+                ));
+            }
+            let inside = plugin.root.starts_with(&self.workspace);
+            if self.backend == BackendKind::Docker && plugin.runs_programs() && !inside {
+                return Err(refuse(
+                    plugin,
+                    "its hooks and MCP servers run in the sandbox, which shows plugin \
+                     directories outside the workspace on the local backend only: use \
+                     --sandbox local",
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// The sandbox this session asks its backend for: the settings' limits, and the
     /// Read/Edit deny rules bound in the kernel as well.
     fn sandbox_spec(&self, session_id: &str) -> SandboxSpec {
@@ -393,6 +435,22 @@ impl SessionEnv {
         spec.toolchains =
             crate::toolchains::for_session(&self.settings, &self.home, &self.workspace);
         spec.additional_dirs = self.settings.additional_directories();
+        // The plugins' directories, read-only at their own paths, so their hooks and
+        // servers find their files (each root was checked when it was loaded).
+        for plugin in &self.overrides.plugins {
+            let root = &plugin.root;
+            let seen = root.starts_with(&self.workspace)
+                || spec.additional_dirs.iter().any(|d| root.starts_with(d))
+                || spec
+                    .toolchains
+                    .view
+                    .read_only
+                    .iter()
+                    .any(|r| root.starts_with(r));
+            if !seen {
+                spec.toolchains.view.read_only.push(root.clone());
+            }
+        }
         if spec.image.is_none() && self.backend == crate::sandbox::BackendKind::Docker {
             spec.image = crate::sandbox::docker::devcontainer::image_for_session(
                 &self.workspace,
@@ -412,6 +470,9 @@ impl SessionEnv {
             config.context_window = window;
         }
         config.commands = crate::slash_commands::load(&self.workspace, self.user_home.as_deref());
+        for plugin in &self.overrides.plugins {
+            config.commands.extend(plugin.commands.iter().cloned());
+        }
         let mut memory = prompt::memory_files(&self.workspace, self.user_home.as_deref());
         if let Some(only) = &self.settings.setting_sources {
             memory.retain(|file| only.contains(&file.source()));
@@ -610,6 +671,29 @@ fn import_missing(
     store.import(id, workspace, &source)?;
     tracing::info!(session = %id, from = %source.display(), "took in the session from the SDK's session store");
     Ok(())
+}
+
+/// The plugins' hooks, unless the settings run none but the operator's.
+fn plugin_hooks(
+    settings: &Settings,
+    plugins: &[crate::plugins::Plugin],
+) -> Vec<crate::hooks::HookEntry> {
+    let hooks: Vec<crate::hooks::HookEntry> = plugins
+        .iter()
+        .flat_map(|p| p.hooks.iter().cloned())
+        .collect();
+    if !hooks.is_empty() && (settings.disable_all_hooks || settings.allow_managed_hooks_only) {
+        tracing::warn!(
+            "the plugins' hooks do not run: the settings allow {}",
+            if settings.disable_all_hooks {
+                "no hooks"
+            } else {
+                "managed hooks only"
+            }
+        );
+        return Vec::new();
+    }
+    hooks
 }
 
 /// The session's id, the conversation so far and its open transcript.

@@ -28,6 +28,8 @@ pub enum Scope {
     /// From the Agent SDK client's `initialize` (its `agents` option): the caller's own
     /// choice, so it shadows a file definition of the same name.
     Client,
+    /// From a plugin given on the command line (`--plugin-dir`), named `<plugin>:<name>`.
+    Plugin,
 }
 
 /// One sub-agent type.
