@@ -14,6 +14,7 @@ pub mod network;
 pub mod output;
 pub mod paths;
 pub mod permissions;
+pub mod plugins;
 pub mod policy_gate;
 pub mod sandbox;
 pub mod scripted;

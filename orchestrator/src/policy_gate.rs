@@ -23,6 +23,7 @@ use crate::agent::gate::{GateVerdict, PermissionPrompter, PromptAnswer, ToolCall
 use crate::hooks::{HookEvent, Hooks, PermissionDecision, input};
 use crate::tools::ToolOutput;
 
+use crate::permissions::PermissionMode;
 pub use crate::permissions::{Decision, Engine, RuleOrigin, Verdict};
 
 /// Most characters of a tool's output a PostToolUse hook is given.
@@ -275,6 +276,25 @@ impl ToolGate for PolicyGate {
             output.content = format!("{}\n\n{}", output.content, notes.join("\n"));
         }
         output
+    }
+
+    /// Why this is sound: the sub-agent's gate has the same rules, hooks and prompter; only
+    /// the mode differs, and the client that defined the sub-agent could set the session's
+    /// own mode as well. A mode the operator disabled (bypassPermissions under
+    /// `disableBypassPermissionsMode`) is refused as for the session. The session's
+    /// bypassPermissions wins over the sub-agent's mode, as in Claude Code.
+    fn in_mode(&self, mode: PermissionMode) -> Result<Arc<dyn ToolGate>, String> {
+        let mode = if self.engine.mode() == PermissionMode::BypassPermissions {
+            PermissionMode::BypassPermissions
+        } else {
+            mode
+        };
+        let engine = self.engine.with_mode(mode).map_err(|e| e.to_string())?;
+        Ok(Arc::new(PolicyGate::new(
+            Arc::new(engine),
+            self.hooks.clone(),
+            self.prompter(),
+        )))
     }
 
     fn offers(&self, tool: &str) -> bool {

@@ -80,18 +80,24 @@ fn push(out: &mut Vec<CustomCommand>, rel: &Path, scope: &'static str, text: &st
     if out.iter().any(|c| c.name == name) {
         return;
     }
+    out.push(parse(name, scope, text));
+}
+
+/// The command `name` from a command file's text (its frontmatter dropped but for the
+/// description).
+pub fn parse(name: &str, scope: &'static str, text: &str) -> CustomCommand {
     let (front, body) = split_frontmatter(text);
     let description = front
         .lines()
         .find_map(|l| l.strip_prefix("description:"))
         .map(|d| d.trim().trim_matches('"').to_string())
         .unwrap_or_else(|| body.lines().next().unwrap_or("").trim().to_string());
-    out.push(CustomCommand {
+    CustomCommand {
         name: name.to_string(),
         scope,
         description,
         body: body.trim().to_string(),
-    });
+    }
 }
 
 /// (frontmatter, body): the frontmatter is the block between a first line `---` and the

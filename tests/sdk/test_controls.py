@@ -1,8 +1,10 @@
 """The Claude Agent SDK's control requests against Cordon: programmatic sub-agents from
 `initialize`, an in-process SDK MCP server whose tool the model calls through the client
 (`mcp_message`), mcp_status / mcp_toggle / mcp_reconnect, set_model (sub-agents without a
-model follow it), stop_task on a running sub-agent, get_context_usage, an unknown request
-answered with an error naming it, and the version check passing without a warning.
+model follow it), stop_task on a running sub-agent, get_context_usage (with the CLAUDE.md
+the workspace holds as memoryFiles), an mcp_message the client sends for its server, an
+unknown request answered with an error naming it, and the version check passing without
+a warning.
 
 Run by tests/tests/agent_sdk_controls.rs, which starts the scripted model this script plays
 against and checks what the model was sent. The main script's turns, in order:
@@ -24,6 +26,7 @@ import sys
 
 from claude_agent_sdk import (
     AgentDefinition,
+    McpSdkServerConfig,
     AssistantMessage,
     ClaudeAgentOptions,
     ClaudeSDKClient,
@@ -36,6 +39,8 @@ from claude_agent_sdk import (
     create_sdk_mcp_server,
     tool,
 )
+from claude_agent_sdk._internal._mcp_compat import build_tool_server
+from mcp.types import CallToolResult, Tool
 from sdk_checks import check, collect
 
 CLI = os.environ["CORDON_BIN"]
@@ -75,6 +80,20 @@ async def pre_bash(input_data, tool_use_id, context):
     return {}
 
 
+# An in-process server whose tool list the test changes: it says so with a
+# notifications/tools/list_changed the client sends on its behalf (mcp_message).
+dyn_tools = [Tool(name="first", description="The first tool", inputSchema={"type": "object"})]
+
+
+async def run_dyn(name, arguments):
+    return CallToolResult(content=[], isError=False)
+
+
+def tool_names_of(status, server):
+    entry = next(s for s in status["mcpServers"] if s["name"] == server)
+    return [t["name"] for t in entry.get("tools", [])]
+
+
 def result_of(messages):
     check(isinstance(messages[-1], ResultMessage), "the prompt ends with a result", messages[-1])
     return messages[-1]
@@ -85,7 +104,12 @@ async def main():
     options = ClaudeAgentOptions(
         cli_path=CLI,
         cwd=WS,
-        mcp_servers={"calc": calc},
+        mcp_servers={
+            "calc": calc,
+            "dyn": McpSdkServerConfig(
+                type="sdk", name="dyn", instance=build_tool_server("dyn", "1.0.0", dyn_tools, run_dyn)
+            ),
+        },
         agents={
             "reviewer": AgentDefinition(
                 description="Reviews code for the test",
@@ -218,7 +242,33 @@ async def main():
         )
         check(any(t["name"] == "mcp__calc__add" for t in usage["mcpTools"]), "the usage lists the SDK tool", usage["mcpTools"])
 
-        # 6. A request Cordon does not know gets an error naming it.
+        check(
+            [(m["path"], m["type"]) for m in usage.get("memoryFiles", [])] == [(os.path.join(WS, "CLAUDE.md"), "Project")],
+            "memoryFiles names the CLAUDE.md read, as Claude Code does",
+            usage.get("memoryFiles"),
+        )
+        check(all(m["tokens"] > 0 for m in usage["memoryFiles"]), "with its size", usage["memoryFiles"])
+
+        # 6. mcp_message from the client: its server's own notification reaches the
+        # connection, which lists the tools again.
+        check(tool_names_of(await client.get_mcp_status(), "dyn") == ["first"], "dyn starts with one tool")
+        dyn_tools.append(Tool(name="second", description="The second tool", inputSchema={"type": "object"}))
+        changed = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+        answer = await client._query._send_control_request(
+            {"subtype": "mcp_message", "server_name": "dyn", "message": changed}, timeout=30
+        )
+        check(answer == {}, "mcp_message is acknowledged with an empty success", answer)
+        names = tool_names_of(await client.get_mcp_status(), "dyn")
+        check(names == ["first", "second"], "the server's tools were listed again", names)
+        try:
+            await client._query._send_control_request(
+                {"subtype": "mcp_message", "server_name": "nope", "message": changed}, timeout=30
+            )
+            check(False, "an mcp_message for an unknown server fails")
+        except Exception as e:  # noqa: BLE001
+            check("nope" in str(e), "an mcp_message for an unknown server names it", str(e))
+
+        # 7. A request Cordon does not know gets an error naming it.
         try:
             await client._query._send_control_request({"subtype": "no_such_request"}, timeout=30)
             check(False, "an unknown request fails")

@@ -296,7 +296,123 @@ async def resume_at():
     return {}
 
 
+async def prices():
+    # Claude Opus 5.5: 10k input at $4/M and 3k output at $20/M.
+    opus = await ask("Hello?", model="claude-opus-5-5")
+    cost = result_of(opus).total_cost_usd
+    check(cost is not None and abs(cost - 0.1) < 1e-9, "Opus 5.5 is priced from the table", cost)
+    # Claude Haiku 5.5 over 100,000 prompt tokens: every token at the higher tier.
+    haiku = await ask("Hello?", model="claude-haiku-5-5")
+    cost = result_of(haiku).total_cost_usd
+    check(cost is not None and abs(cost - 0.0775) < 1e-9, "a long Haiku 5.5 prompt is priced at its tier", cost)
+    return {}
+
+
+async def plugins():
+    root = ARG
+    messages = await ask(
+        "/toolkit:greet Bob",
+        plugins=[{"type": "local", "path": root}, {"type": "local", "path": root + "-missing"}],
+        allowed_tools=["mcp__plugin_toolkit_clock"],
+    )
+    init = init_of(messages).data
+    check(
+        init.get("plugins") == [{"name": "toolkit", "path": root, "version": "1.0.0"}],
+        "init lists the loaded plugin",
+        init.get("plugins"),
+    )
+    errors = init.get("plugin_errors", [])
+    check(
+        [(e["plugin"], e["type"]) for e in errors] == [("inline[1]", "path-not-found")],
+        "init names the plugin directory that failed",
+        errors,
+    )
+    check("toolkit:greet" in init.get("slash_commands", []), "the plugin's command is listed", init.get("slash_commands"))
+    check("toolkit:lint" in init.get("skills", []), "the plugin's skill is listed", init.get("skills"))
+    check("toolkit:checker" in init.get("agents", []), "the plugin's agent is listed", init.get("agents"))
+    servers = {s["name"]: s["status"] for s in init.get("mcp_servers", [])}
+    check(servers.get("plugin:toolkit:clock") == "connected", "the plugin's MCP server is up", servers)
+    check(
+        "mcp__plugin_toolkit_clock__get_current_time" in init.get("tools", []),
+        "its tools are named as Claude Code names them",
+        init.get("tools"),
+    )
+    check(result_of(messages).result == "plugged", "the run ends", messages[-1])
+    return {}
+
+
+async def session_store():
+    from claude_agent_sdk import InMemorySessionStore, project_key_for_directory
+
+    store = InMemorySessionStore()
+    first = await ask("Remember the fruit: kiwi.", session_store=store)
+    session_id = result_of(first).session_id
+    key = {"project_key": project_key_for_directory(WS), "session_id": session_id}
+    entries = await store.load(key) or []
+    kinds = [e.get("type") for e in entries]
+    check(kinds[:1] == ["session_start"], "the store holds the session from its start", kinds)
+    check(
+        any("kiwi" in json.dumps(e) for e in entries if e.get("type") == "user"),
+        "the store holds the prompt",
+        entries,
+    )
+    check("assistant" in kinds and kinds[-1] == "result", "and the answer and the run's end", kinds)
+    # Another machine: a Cordon with no sessions of its own resumes from the store.
+    fresh_home = os.path.join(ARG, "fresh-cordon-home")
+    again = await ask(
+        "What was the fruit?",
+        session_store=store,
+        resume=session_id,
+        env={"CORDON_HOME": fresh_home},
+    )
+    check(result_of(again).result == "kiwi it was", "the resumed session answers", again[-1])
+    check(result_of(again).session_id == session_id, "under the stored session's id")
+    later = await store.load(key) or []
+    check(len(later) > len(entries), "the resumed turn joins the store", [e.get("type") for e in later])
+    check(
+        len({e["uuid"] for e in later}) == len(later),
+        "no record is mirrored twice",
+        [e.get("uuid") for e in later],
+    )
+    return {}
+
+
+async def agent_fields():
+    from claude_agent_sdk import AgentDefinition
+
+    agents = {
+        "scribe": AgentDefinition(
+            description="Keeps notes",
+            prompt="SCRIBE-PROMPT",
+            tools=["Read", "Write"],
+            skills=["style"],
+            effort="low",
+            permissionMode="acceptEdits",
+        ),
+        "brief": AgentDefinition(description="One call only", prompt="BRIEF-PROMPT", maxTurns=1),
+    }
+    messages = await ask("Take notes, then be brief.", agents=agents)
+    check(result_of(messages).result == "noted", "the run ends", messages[-1])
+    with open(os.path.join(WS, "notes.md")) as f:
+        check(f.read() == "tabs, always\n", "the scribe's Write ran under its own acceptEdits")
+    refused = None
+    try:
+        await ask("Hello?", agents={"keeper": AgentDefinition(description="d", prompt="p", memory="project")})
+    except Exception as e:  # noqa: BLE001 - the SDK raises a bare Exception
+        refused = str(e)
+    check(
+        refused is not None and "keeper" in refused and "memory" in refused,
+        "a field Cordon cannot apply is refused, naming the agent and the field",
+        refused,
+    )
+    return {}
+
+
 SCENARIOS = {
+    "prices": prices,
+    "plugins": plugins,
+    "session_store": session_store,
+    "agent_fields": agent_fields,
     "resume_at": resume_at,
     "hook_events": hook_events,
     "mcp_config": mcp_config,

@@ -1,8 +1,9 @@
 //! The Agent SDK's control requests, end to end: tests/sdk/test_controls.py (the pinned
 //! claude-agent-sdk from PyPI) drives `cordon` with programmatic sub-agents, an in-process
 //! SDK MCP server, set_model, mcp_status / mcp_toggle / mcp_reconnect, stop_task,
-//! get_context_usage and an unknown request, and checks what the client saw; this side
-//! plays the model and checks what it was sent. `cordon --version` is checked here as the
+//! get_context_usage (memoryFiles), an mcp_message the client sends and an unknown
+//! request, and checks what the client saw; this side plays the model and checks what it
+//! was sent. `cordon --version` is checked here as the
 //! SDK reads it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -40,6 +41,8 @@ async fn the_agent_sdk_control_requests_do_what_they_do_with_claude_code() {
         return;
     };
     let ws = Workspace::new();
+    // get_context_usage lists it under memoryFiles.
+    std::fs::write(ws.join("CLAUDE.md"), "Keep answers short.\n").unwrap();
     let agent = |id: &str, kind: &str, description: &str, marker: &str| {
         Turn::tool_use(
             id,

@@ -384,3 +384,290 @@ async fn resume_session_at_forks_from_an_earlier_answer() {
         "{fork}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn newer_models_are_priced_from_the_table() {
+    let ws = Workspace::new();
+    let usage = |input_tokens, output_tokens| ReplyUsage {
+        input_tokens,
+        output_tokens,
+        ..Default::default()
+    };
+    let turns = vec![
+        Turn::Reply(Reply::text("opus").usage(usage(10_000, 3_000))),
+        // Over Haiku 5.5's 100,000-token prompt tier.
+        Turn::Reply(Reply::text("haiku").usage(usage(150_000, 1_000))),
+    ];
+    let Some(requests) = scenario("prices", turns, &ws, None).await else {
+        return;
+    };
+    let models: Vec<&str> = requests
+        .iter()
+        .map(|r| r.body["model"].as_str().unwrap())
+        .collect();
+    assert_eq!(models, ["claude-opus-5-5", "claude-haiku-5-5"]);
+}
+
+/// Writes `text` at `rel` under `root`, making the folders on the way.
+fn put(root: &Path, rel: &str, text: &str) {
+    let path = root.join(rel);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugin_dir_brings_commands_skills_agents_hooks_and_mcp_servers() {
+    use std::os::unix::fs::PermissionsExt;
+    let ws = Workspace::new();
+    let plugin = Workspace::new();
+    let root = plugin.path().canonicalize().unwrap();
+    // Readable by the sandbox's user (a test run as root maps it to another uid).
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
+    put(
+        &root,
+        ".claude-plugin/plugin.json",
+        r#"{"name": "toolkit", "version": "1.0.0"}"#,
+    );
+    put(
+        &root,
+        "commands/greet.md",
+        "---\ndescription: Greets someone\n---\nSay hello to $ARGUMENTS from ${CLAUDE_PLUGIN_ROOT}.\n",
+    );
+    put(
+        &root,
+        "agents/checker.md",
+        "---\nname: checker\ndescription: Checks things\ntools: Read\n---\nYou are the CHECKER agent.\n",
+    );
+    put(
+        &root,
+        "skills/lint/SKILL.md",
+        "---\nname: lint\ndescription: Lints the toolkit way\n---\nRun ${CLAUDE_PLUGIN_ROOT}/bin/lint.\n",
+    );
+    // The hook runs in the sandbox and reads a file of the plugin's.
+    put(
+        &root,
+        "hooks/hooks.json",
+        r#"{"hooks": {"UserPromptSubmit": [{"hooks": [{"type": "command",
+            "command": "echo PLUGIN-HOOK root=$CLAUDE_PLUGIN_ROOT; cat ${CLAUDE_PLUGIN_ROOT}/hooks/note.txt"}]}]}}"#,
+    );
+    put(&root, "hooks/note.txt", "NOTE-FROM-THE-PLUGIN\n");
+    // The MCP server is a script of the plugin's, started in the sandbox.
+    let python = cordon_tests::mcp_python();
+    put(
+        &root,
+        "bin/clock",
+        &format!(
+            "#!/bin/sh\nexec {} -m mcp_server_time --local-timezone UTC\n",
+            python.display()
+        ),
+    );
+    std::fs::set_permissions(
+        root.join("bin/clock"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    put(
+        &root,
+        ".mcp.json",
+        r#"{"mcpServers": {"clock": {"command": "${CLAUDE_PLUGIN_ROOT}/bin/clock"}}}"#,
+    );
+    let python_sdk = cordon_tests::sdk::sdk_python();
+    if python_sdk.is_none() {
+        return;
+    }
+    let model = ScriptedModel::start(vec![
+        Turn::tool_use("k1", "Skill", json!({"skill": "toolkit:lint"})),
+        Turn::tool_use(
+            "t1",
+            "mcp__plugin_toolkit_clock__get_current_time",
+            json!({"timezone": "UTC"}),
+        ),
+        Turn::tool_use(
+            "a1",
+            "Agent",
+            json!({"subagent_type": "toolkit:checker", "description": "check", "prompt": "CHECK-MARKER: check it"}),
+        ),
+        Turn::text("plugged"),
+    ])
+    .await
+    .unwrap();
+    model.route("CHECK-MARKER", [Turn::text("all checked")]);
+    let home = tempfile::tempdir().unwrap();
+    let run = cordon_tests::sdk::run_script_with_args(
+        &python_sdk.unwrap(),
+        "test_flags.py",
+        &["plugins"],
+        ws.path(),
+        &model,
+        home.path(),
+        &[("SDK_ARG", root.as_os_str())],
+    )
+    .await;
+    run.assert_success("test_flags.py plugins");
+    let bodies = cordon_tests::agent::message_bodies(&model);
+    let (sub, main): (Vec<&Value>, Vec<&Value>) = bodies.iter().partition(|b| {
+        b["messages"][0]["content"]
+            .to_string()
+            .contains("CHECK-MARKER")
+    });
+    assert_eq!(main.len(), 4, "{main:#?}");
+    let root_text = root.display().to_string();
+    let prompt = main[0]["messages"].to_string();
+    assert!(
+        prompt.contains(&format!("Say hello to Bob from {root_text}.")),
+        "the command ran as its body, the root expanded: {prompt}"
+    );
+    assert!(
+        prompt.contains(&format!("PLUGIN-HOOK root={root_text}")),
+        "the hook got the root: {prompt}"
+    );
+    assert!(
+        prompt.contains("NOTE-FROM-THE-PLUGIN"),
+        "the hook read the plugin's file: {prompt}"
+    );
+    let description = |name: &str| -> String {
+        main[0]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap_or_else(|| panic!("{name} not offered: {:?}", tool_names(main[0])))["description"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert!(description("Skill").contains("- toolkit:lint: Lints the toolkit way"));
+    assert!(description("Agent").contains("- toolkit:checker: Checks things (Tools: Read)"));
+    let skill = cordon_tests::agent::last_tool_results(main[1]);
+    assert!(
+        cordon_tests::agent::result_text(&skill[0]).contains(&format!("Run {root_text}/bin/lint.")),
+        "{skill:?}"
+    );
+    let clock = cordon_tests::agent::last_tool_results(main[2]);
+    assert_ne!(clock[0]["is_error"], true, "{clock:?}");
+    assert!(
+        cordon_tests::agent::result_text(&clock[0]).contains("UTC"),
+        "{clock:?}"
+    );
+    assert_eq!(sub.len(), 1, "{sub:#?}");
+    assert!(
+        sub[0]["system"]
+            .to_string()
+            .contains("You are the CHECKER agent.")
+    );
+    assert_eq!(tool_names(sub[0]), ["Read"]);
+    let report = cordon_tests::agent::last_tool_results(main[3]);
+    assert!(cordon_tests::agent::result_text(&report[0]).contains("all checked"));
+    model.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_store_mirrors_the_transcript_and_resumes_from_it() {
+    let ws = Workspace::new();
+    let scratch = tempfile::tempdir().unwrap();
+    let turns = vec![Turn::text("noted"), Turn::text("kiwi it was")];
+    let Some(requests) = scenario("session_store", turns, &ws, Some(scratch.path())).await else {
+        return;
+    };
+    assert_eq!(requests.len(), 2);
+    // The second Cordon had no sessions of its own: the conversation came from the store.
+    let resumed = requests[1].body["messages"].to_string();
+    assert!(
+        resumed.contains("kiwi") && resumed.contains("noted"),
+        "{resumed}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_definition_fields_shape_the_sub_agent() {
+    let ws = Workspace::new();
+    put(
+        ws.path(),
+        ".claude/skills/style/SKILL.md",
+        "---\nname: style\ndescription: House style\n---\nSTYLE-BODY: use tabs.\n",
+    );
+    let notes = ws.join("notes.md").display().to_string();
+    let python = cordon_tests::sdk::sdk_python();
+    let Some(python) = python else {
+        return;
+    };
+    let model = ScriptedModel::start(vec![
+        Turn::tool_use(
+            "a1",
+            "Agent",
+            json!({"subagent_type": "scribe", "description": "notes", "prompt": "SCRIBE-TASK: note it"}),
+        ),
+        Turn::tool_use(
+            "a2",
+            "Agent",
+            json!({"subagent_type": "brief", "description": "brief", "prompt": "BRIEF-TASK: look"}),
+        ),
+        Turn::text("noted"),
+    ])
+    .await
+    .unwrap();
+    model.route(
+        "SCRIBE-TASK",
+        [
+            Turn::tool_use(
+                "w1",
+                "Write",
+                json!({"file_path": notes, "content": "tabs, always\n"}),
+            ),
+            Turn::text("scribed"),
+        ],
+    );
+    model.route(
+        "BRIEF-TASK",
+        [
+            Turn::tool_use("r1", "Read", json!({"file_path": notes})),
+            Turn::text("a second call maxTurns forbids"),
+        ],
+    );
+    let home = tempfile::tempdir().unwrap();
+    let run = cordon_tests::sdk::run_script_with_args(
+        &python,
+        "test_flags.py",
+        &["agent_fields"],
+        ws.path(),
+        &model,
+        home.path(),
+        &[],
+    )
+    .await;
+    run.assert_success("test_flags.py agent_fields");
+    let bodies = cordon_tests::agent::message_bodies(&model);
+    let routed = |marker: &str| -> Vec<&Value> {
+        bodies
+            .iter()
+            .filter(|b| b["messages"][0]["content"].to_string().contains(marker))
+            .collect()
+    };
+    let scribe = routed("SCRIBE-TASK");
+    assert_eq!(scribe.len(), 2, "{scribe:#?}");
+    assert_eq!(scribe[0]["output_config"]["effort"], "low");
+    assert!(scribe[0]["system"].to_string().contains("SCRIBE-PROMPT"));
+    let first = scribe[0]["messages"][0]["content"].to_string();
+    assert!(
+        first.contains("STYLE-BODY: use tabs."),
+        "the skill opens the task: {first}"
+    );
+    let mut tools = tool_names(scribe[0]);
+    tools.sort();
+    assert_eq!(tools, ["Read", "Write"]);
+    let wrote = cordon_tests::agent::last_tool_results(scribe[1]);
+    assert_ne!(
+        wrote[0]["is_error"], true,
+        "acceptEdits let the Write run: {wrote:?}"
+    );
+    // maxTurns 1: one model call, then the sub-agent ends unfinished.
+    assert_eq!(routed("BRIEF-TASK").len(), 1);
+    let main: Vec<&Value> = bodies
+        .iter()
+        .filter(|b| !b["messages"][0]["content"].to_string().contains("-TASK"))
+        .collect();
+    let brief = cordon_tests::agent::last_tool_results(main[2]);
+    assert_eq!(brief[0]["tool_use_id"], "a2");
+    assert_eq!(brief[0]["is_error"], true, "{brief:?}");
+    model.shutdown().await;
+}

@@ -36,7 +36,22 @@ pub struct ModelPrice {
     pub output: f64,
     pub cache_write: f64,
     pub cache_read: f64,
+    /// The rates of a request whose prompt is longer (models priced by prompt length).
+    #[serde(default)]
+    pub long_prompt: Option<LongPrompt>,
     pub why: String,
+}
+
+/// A model's rates for a request whose prompt (input, cache reads and cache writes) is
+/// over `above_tokens`: every token of that request, output included, is billed at them.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LongPrompt {
+    pub above_tokens: u64,
+    pub input: f64,
+    pub output: f64,
+    pub cache_write: f64,
+    pub cache_read: f64,
 }
 
 impl PriceTable {
@@ -46,7 +61,10 @@ impl PriceTable {
             return Err(format!("unknown version {}", table.version));
         }
         for m in &table.models {
-            let prices = [m.input, m.output, m.cache_write, m.cache_read];
+            let mut prices = vec![m.input, m.output, m.cache_write, m.cache_read];
+            if let Some(l) = &m.long_prompt {
+                prices.extend([l.input, l.output, l.cache_write, l.cache_read]);
+            }
             if m.prefix.is_empty() || m.why.trim().is_empty() {
                 return Err("every model needs a prefix and a why".into());
             }
@@ -67,15 +85,21 @@ impl PriceTable {
 }
 
 impl ModelPrice {
-    /// What `usage` cost, in US dollars.
+    /// What `usage` (one request) cost, in US dollars.
     pub fn cost(&self, usage: &Usage) -> f64 {
+        let prompt =
+            usage.input_tokens + usage.cache_read_input_tokens + usage.cache_creation_input_tokens;
+        let [input, output, cache_write, cache_read] = match &self.long_prompt {
+            Some(l) if prompt > l.above_tokens => [l.input, l.output, l.cache_write, l.cache_read],
+            _ => [self.input, self.output, self.cache_write, self.cache_read],
+        };
         // Token counts stay far below 2^53: the conversion is exact.
         #[allow(clippy::cast_precision_loss)]
         let per_million = |tokens: u64, price: f64| tokens as f64 * price / 1_000_000.0;
-        per_million(usage.input_tokens, self.input)
-            + per_million(usage.output_tokens, self.output)
-            + per_million(usage.cache_creation_input_tokens, self.cache_write)
-            + per_million(usage.cache_read_input_tokens, self.cache_read)
+        per_million(usage.input_tokens, input)
+            + per_million(usage.output_tokens, output)
+            + per_million(usage.cache_creation_input_tokens, cache_write)
+            + per_million(usage.cache_read_input_tokens, cache_read)
     }
 }
 
@@ -160,6 +184,37 @@ mod tests {
         );
         assert_eq!(table.for_model("claude-sonnet-4-5").unwrap().output, 15.0);
         assert!(table.for_model("gpt-4").is_none());
+        // Newer models get their own entries, not an older family's by a shorter prefix.
+        let input = |m: &str| table.for_model(m).unwrap().input;
+        assert_eq!(input("claude-opus-4-6"), 5.0, "not claude-opus-4's $15");
+        assert_eq!(input("claude-opus-5-5"), 4.0);
+        assert_eq!(input("claude-opus-5"), 5.0);
+        assert_eq!(input("claude-sonnet-5-5"), 2.0);
+        assert_eq!(
+            table.for_model("claude-fable-5-1").unwrap().cache_read,
+            0.25
+        );
+        assert_eq!(table.for_model("claude-fable-5").unwrap().cache_read, 1.0);
+    }
+
+    #[test]
+    fn a_long_prompt_is_billed_wholly_at_its_tier() {
+        let haiku = prices().unwrap().for_model("claude-haiku-5-5").unwrap();
+        let short = Usage {
+            input_tokens: 60_000,
+            output_tokens: 1_000_000,
+            cache_read_input_tokens: 40_000,
+            cache_creation_input_tokens: 0,
+        };
+        // 60k x $0.10 + 1M x $0.50 + 40k x $0.01 per million.
+        assert!((haiku.cost(&short) - (0.006 + 0.5 + 0.0004)).abs() < 1e-9);
+        let long = Usage {
+            cache_read_input_tokens: 40_001,
+            ..short
+        };
+        // Over 100,000 prompt tokens: every token at the higher rates, output included.
+        let expected = 60_000.0 * 0.5 / 1e6 + 2.5 + 40_001.0 * 0.05 / 1e6;
+        assert!((haiku.cost(&long) - expected).abs() < 1e-9);
     }
 
     #[test]

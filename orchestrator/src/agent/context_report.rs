@@ -16,6 +16,8 @@ pub struct ContextReport {
     /// Tokens the last model call used (input + cache + output), 0 before any call.
     pub measured_tokens: u64,
     pub categories: Vec<(String, u64)>,
+    /// The CLAUDE.md files the memory category holds.
+    pub memory_files: Vec<super::prompt::LoadedMemory>,
 }
 
 impl std::fmt::Display for ContextReport {
@@ -76,6 +78,7 @@ pub(crate) fn build(agent: &AgentLoop) -> ContextReport {
         model: agent.model_name(),
         context_window: agent.config.context_window,
         measured_tokens: agent.context_tokens,
+        memory_files: agent.config.memory_files.clone(),
         categories: vec![
             ("system prompt".into(), tokens_of(&system)),
             (

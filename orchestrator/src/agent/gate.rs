@@ -51,6 +51,14 @@ pub trait ToolGate: Send + Sync {
     fn offers(&self, _tool: &str) -> bool {
         true
     }
+    /// The same gate judging calls in `mode` (a sub-agent's own `permissionMode`), or why
+    /// it cannot. A wrapping gate wraps the inner gate's.
+    fn in_mode(
+        &self,
+        _mode: crate::permissions::PermissionMode,
+    ) -> Result<Arc<dyn ToolGate>, String> {
+        Err("this session's permission gate cannot judge a sub-agent in a mode of its own".into())
+    }
 }
 
 /// The plain permission rules as a gate, for a run nobody can answer questions in: an
@@ -60,6 +68,14 @@ pub struct RulesGate(pub Arc<Engine>);
 
 #[tonic::async_trait]
 impl ToolGate for RulesGate {
+    fn in_mode(
+        &self,
+        mode: crate::permissions::PermissionMode,
+    ) -> Result<Arc<dyn ToolGate>, String> {
+        let engine = self.0.with_mode(mode).map_err(|e| e.to_string())?;
+        Ok(Arc::new(RulesGate(Arc::new(engine))))
+    }
+
     async fn before(&self, call: &ToolCallInfo) -> GateVerdict {
         let verdict = self
             .0

@@ -12,7 +12,7 @@ pub mod budget;
 pub(crate) mod compact;
 mod context_report;
 pub mod gate;
-mod options;
+pub mod options;
 pub mod prompt;
 mod shared;
 pub mod structured;
@@ -56,6 +56,8 @@ pub struct LoopConfig {
     pub cwd: PathBuf,
     /// The CLAUDE.md text (re-injected after compaction).
     pub memory: Option<String>,
+    /// The memory files that text was read from (`get_context_usage`'s `memoryFiles`).
+    pub memory_files: Vec<prompt::LoadedMemory>,
     /// Custom slash commands (`.claude/commands/*.md`): `/name args` runs as its body.
     pub commands: Vec<crate::slash_commands::CustomCommand>,
     /// Today's date as YYYY-MM-DD.
@@ -76,6 +78,7 @@ impl LoopConfig {
             compact_at: 0.8,
             cwd: cwd.into(),
             memory: None,
+            memory_files: Vec::new(),
             commands: Vec::new(),
             today: crate::session::record::now_rfc3339()[..10].to_string(),
             options: LoopOptions::default(),
@@ -287,6 +290,15 @@ impl AgentLoop {
     /// Whether `/name` is one of the session's custom commands.
     pub fn has_command(&self, name: &str) -> bool {
         self.config.commands.iter().any(|c| c.name == name)
+    }
+
+    /// The custom slash commands a prompt may run (`/name args`), by name.
+    pub fn command_names(&self) -> Vec<String> {
+        self.config
+            .commands
+            .iter()
+            .map(|c| c.name.clone())
+            .collect()
     }
 
     pub fn session_id(&self) -> &str {

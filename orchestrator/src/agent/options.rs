@@ -33,6 +33,9 @@ pub struct LoopOptions {
     pub spend: super::budget::SharedSpend,
 }
 
+/// The API's `output_config.effort` levels (`--effort`, a sub-agent's `effort`).
+pub const EFFORT_LEVELS: [&str; 5] = ["low", "medium", "high", "xhigh", "max"];
+
 /// Output tokens a call may spend beyond the thinking budget (the API requires
 /// `max_tokens` above `budget_tokens`).
 const ANSWER_TOKENS: u32 = 8_000;

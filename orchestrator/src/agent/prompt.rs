@@ -32,6 +32,16 @@ pub enum MemoryFile {
 impl MemoryFile {
     /// The setting source it belongs to (`--setting-sources` chooses which are read):
     /// the user's, the project's, or `CLAUDE.local.md`, the local one.
+    /// How Claude Code names its kind (`memoryFiles[].type`).
+    pub fn kind(&self) -> &'static str {
+        use crate::settings::Source;
+        match self.source() {
+            Source::User => "User",
+            Source::Local => "Local",
+            _ => "Project",
+        }
+    }
+
     pub fn source(&self) -> crate::settings::Source {
         use crate::settings::Source;
         match self {
@@ -86,6 +96,29 @@ pub fn memory_files(workspace: &Path, user_home: Option<&Path>) -> Vec<MemoryFil
 /// The memory files' text as one block, each under a heading naming its path. A file
 /// that may not be read (a link, a FIFO, too large) is left out with a warning naming it.
 pub fn memory_text(workspace: &Path, files: &[MemoryFile]) -> Option<String> {
+    load_memory(workspace, files).text
+}
+
+/// The memory a session starts with: the text the model is given, and each file that
+/// went into it (what `get_context_usage` lists as `memoryFiles`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Memory {
+    pub text: Option<String>,
+    pub files: Vec<LoadedMemory>,
+}
+
+/// One memory file that was read.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct LoadedMemory {
+    pub path: PathBuf,
+    /// Claude Code's name for where it comes from: `User`, `Project` or `Local`.
+    pub kind: &'static str,
+    /// Its size in the context, estimated (characters / 4).
+    pub tokens: u64,
+}
+
+/// [`memory_text`], with the files it read.
+pub fn load_memory(workspace: &Path, files: &[MemoryFile]) -> Memory {
     let beneath = match sandbox_agent::beneath::WorkspaceReader::open(workspace) {
         Ok(ws) => Some(ws),
         Err(e) => {
@@ -94,6 +127,7 @@ pub fn memory_text(workspace: &Path, files: &[MemoryFile]) -> Option<String> {
         }
     };
     let mut out = String::new();
+    let mut loaded = Vec::new();
     for file in files {
         let (shown, text) = match file {
             MemoryFile::User(path) => (
@@ -106,16 +140,27 @@ pub fn memory_text(workspace: &Path, files: &[MemoryFile]) -> Option<String> {
             },
         };
         match text {
-            Ok(Some(text)) => out.push_str(&format!(
-                "Contents of {} (project instructions):\n\n{}\n\n",
-                shown.display(),
-                text.trim()
-            )),
+            Ok(Some(text)) => {
+                let block = format!(
+                    "Contents of {} (project instructions):\n\n{}\n\n",
+                    shown.display(),
+                    text.trim()
+                );
+                loaded.push(LoadedMemory {
+                    path: shown,
+                    kind: file.kind(),
+                    tokens: block.len() as u64 / crate::agent::compact::CHARS_PER_TOKEN,
+                });
+                out.push_str(&block);
+            }
             Ok(None) => {}
             Err(e) => tracing::warn!("memory file not read: {e}"),
         }
     }
-    (!out.is_empty()).then_some(out)
+    Memory {
+        text: (!out.is_empty()).then_some(out),
+        files: loaded,
+    }
 }
 
 /// Environment facts the model needs to act sensibly.

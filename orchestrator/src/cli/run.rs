@@ -149,7 +149,21 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if let Some(notice) = settings.untrusted_notice().filter(|_| !asked) {
         eprintln!("cordon: {notice}");
     }
-    let overrides = args.stream.overrides()?;
+    let mut overrides = args.stream.overrides()?;
+    let start = session_start(&args)?;
+    let (plugins, plugin_errors) = args.stream.plugins(&workspace);
+    for e in &plugin_errors {
+        eprintln!("cordon: {}", output::for_terminal(&e.to_string()));
+    }
+    for p in plugins.iter().filter(|p| !p.unsupported.is_empty()) {
+        eprintln!(
+            "cordon: plugin {}: not applied (Cordon has no counterpart): {}",
+            p.name,
+            p.unsupported.join(", ")
+        );
+    }
+    let plugin_report = plugin_report(&plugins, &plugin_errors, &args.stream.plugin_dir);
+    overrides.plugins = plugins;
     let model = args
         .stream
         .configure_model(ModelConfig::from_env().context("model configuration")?)?;
@@ -172,7 +186,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         image: args.image.clone(),
         tenant: None,
         model,
-        start: session_start(&args)?,
+        start: start.clone(),
         max_turns: args.max_turns,
         context_window: std::env::var("CORDON_CONTEXT_WINDOW")
             .ok()
@@ -202,6 +216,14 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         stream.set_checkpoints(h.checkpoints.clone(), Some(h.sandbox.clone()));
         stream.set_mcp(h.mcp.clone(), h.ctx.clone());
         stream.set_tasks(&h.tasks, &session_id);
+        if args.stream.session_mirror {
+            // A new session or a fork has a transcript of its own, mirrored whole.
+            let carried_on = matches!(
+                start,
+                SessionStart::Resume(_) | SessionStart::ContinueLatest
+            );
+            stream.set_mirror(&h.transcript_path, &workspace, &session_id, !carried_on);
+        }
     }
     // On a terminal, the user answers the questions (and the terminal shows the events).
     let (tui, prompter) = if interactive {
@@ -227,6 +249,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if let Some(stream) = stream.as_mut() {
         stream.handshake(&mut prepared).await;
     }
+    let skills: Vec<String> = prepared
+        .skill_names()
+        .into_iter()
+        .map(String::from)
+        .collect();
     let (tx, rx) = mpsc::unbounded_channel();
     let (mut agent, h) = prepared.into_loop(FrontEnd {
         prompter,
@@ -246,7 +273,17 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         served?;
         return Ok(ExitCode::SUCCESS);
     }
-    let init = || init_record(&h, &tools);
+    let commands = agent.command_names();
+    let init = || {
+        let mut init = init_record(&h, &tools);
+        init["slash_commands"] = serde_json::json!(commands);
+        init["skills"] = serde_json::json!(skills);
+        init["plugins"] = serde_json::Value::from(plugin_report.0.clone());
+        if !plugin_report.1.is_empty() {
+            init["plugin_errors"] = serde_json::Value::from(plugin_report.1.clone());
+        }
+        init
+    };
     if let Some(stream) = stream {
         let info = cordon::control::RecordInfo {
             session_id: session_id.clone(),
@@ -368,6 +405,48 @@ pub fn is_interactive(args: &RunArgs, stream_input: bool) -> bool {
         && !args.print
         && std::io::stdin().is_terminal()
         && std::io::stdout().is_terminal()
+}
+
+/// The init record's `plugins` (`{name, path, version?}`) and `plugin_errors` (`{plugin,
+/// type, message, path}`, the plugin named by its place among the flags as Claude Code
+/// names one that failed before it had a name: `inline[i]`).
+fn plugin_report(
+    plugins: &[cordon::plugins::Plugin],
+    errors: &[cordon::plugins::PluginError],
+    flags: &[String],
+) -> (Vec<serde_json::Value>, Vec<serde_json::Value>) {
+    let loaded = plugins
+        .iter()
+        .map(cordon::plugins::Plugin::summary)
+        .collect();
+    // What a loaded plugin declares that Cordon has no counterpart for is said, not dropped.
+    let unsupported = plugins.iter().flat_map(|p| {
+        p.unsupported.iter().map(move |field| {
+            serde_json::json!({
+                "plugin": p.name,
+                "type": "unsupported-component",
+                "message": format!("`{field}` is not applied: Cordon has no counterpart for it"),
+                "path": p.root.display().to_string(),
+            })
+        })
+    });
+    let failed = errors
+        .iter()
+        .map(|e| {
+            let at = flags
+                .iter()
+                .position(|f| e.dir.ends_with(f))
+                .unwrap_or_default();
+            serde_json::json!({
+                "plugin": format!("inline[{at}]"),
+                "type": e.kind,
+                "message": e.why,
+                "path": e.dir.display().to_string(),
+            })
+        })
+        .chain(unsupported)
+        .collect();
+    (loaded, failed)
 }
 
 /// The stream-json init record, with the workspace's trust and what its settings lost.

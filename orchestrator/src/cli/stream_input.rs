@@ -9,8 +9,9 @@
 //!
 //! Each user message on stdin is one run of the loop; its messages and its result go
 //! out as they happen; the client's control requests (interrupt, set_permission_mode,
-//! rewind_files, set_model, mcp_status, mcp_toggle, mcp_reconnect, get_context_usage,
-//! stop_task) are answered while a run goes on. Sub-agents are announced as tasks
+//! rewind_files, set_model, mcp_status, mcp_toggle, mcp_reconnect, mcp_message (a message
+//! of the client's in-process MCP server), get_context_usage, stop_task) are answered
+//! while a run goes on. Sub-agents are announced as tasks
 //! (`task_started`, `task_notification`). The session ends at stdin EOF. With
 //! `--permission-prompt-tool stdio`, questions the rules ask go to the client
 //! (can_use_tool) instead of being denied.
@@ -50,8 +51,8 @@ pub enum InputFormat {
     StreamJson,
 }
 
-/// The flags of the stream-json protocol, and the Agent SDK's other flags: accepted so an
-/// SDK can drive Cordon unchanged; those Cordon does not apply are named in a warning.
+/// The flags of the stream-json protocol, and the Agent SDK's other flags, each applied as
+/// Claude Code applies it, so an SDK drives Cordon unchanged.
 #[derive(Debug, Clone, Args)]
 pub struct StreamArgs {
     /// `stream-json`: user messages and control requests as JSON lines on stdin (needs
@@ -115,17 +116,17 @@ pub struct StreamArgs {
 }
 
 impl StreamArgs {
-    /// The accepted flags that change nothing (yet), for the warning.
-    fn not_applied(&self) -> Vec<&'static str> {
-        let mut out = Vec::new();
-        let mut note = |set: bool, name: &'static str| {
-            if set {
-                out.push(name);
-            }
-        };
-        note(self.session_mirror, "--session-mirror");
-        note(!self.plugin_dir.is_empty(), "--plugin-dir");
-        out
+    /// `--plugin-dir`: each directory (relative ones from `cwd`) loaded as a plugin; the
+    /// ones that fail to load are reported and left out, as Claude Code leaves them.
+    pub fn plugins(
+        &self,
+        cwd: &std::path::Path,
+    ) -> (
+        Vec<cordon::plugins::Plugin>,
+        Vec<cordon::plugins::PluginError>,
+    ) {
+        let dirs: Vec<std::path::PathBuf> = self.plugin_dir.iter().map(|d| cwd.join(d)).collect();
+        cordon::plugins::load_all(&dirs)
     }
 
     /// What the flags change about the session's loop and its built-in tools.
@@ -177,6 +178,13 @@ impl StreamArgs {
         Ok(SessionOverrides {
             options,
             builtin_tools: self.builtin_tools(),
+            // The SDK resumes a session of its store by writing it back under a temporary
+            // CLAUDE_CONFIG_DIR: one Cordon lacks is taken in from there.
+            import_from: self
+                .session_mirror
+                .then(control::mirror::config_dir)
+                .flatten(),
+            plugins: Vec::new(),
         })
     }
 
@@ -228,7 +236,7 @@ impl StreamArgs {
 
     /// `--effort`, one of the API's levels.
     fn effort(&self) -> anyhow::Result<Option<String>> {
-        const LEVELS: [&str; 5] = ["low", "medium", "high", "xhigh", "max"];
+        use cordon::agent::options::EFFORT_LEVELS as LEVELS;
         match self.effort.as_deref() {
             None => Ok(None),
             Some(level) if LEVELS.contains(&level) => Ok(Some(level.to_string())),
@@ -363,10 +371,6 @@ pub fn start(args: &StreamArgs, output: OutputFormat) -> anyhow::Result<Option<S
             "--permission-prompt-tool {other:?} is not supported: only \"stdio\" (the control protocol)"
         ),
     };
-    let ignored = args.not_applied();
-    if !ignored.is_empty() {
-        tracing::warn!(flags = ?ignored, "accepted for compatibility, not applied");
-    }
     let (controller, out) = Controller::new();
     let writer = tokio::spawn(control::write_lines(out, tokio::io::stdout()));
     let (tx, events) = mpsc::unbounded_channel();
@@ -412,6 +416,7 @@ impl StreamSession {
             tasks: None,
             agents: Arc::default(),
             initialized: Arc::default(),
+            mirror: None,
         });
         self.prompt_over_stdio.then(|| {
             Arc::new(SdkPrompter::new(self.controller.clone()).with_interrupts(interrupts))
@@ -464,10 +469,29 @@ impl StreamSession {
                 request_id,
                 request: control::protocol::Request::Initialize { hooks, agents },
             }) => {
-                let (answer, defs) = control::session::initialize(&controls, &hooks, &agents);
-                self.controller
-                    .send(control::protocol::success_response(&request_id, answer));
-                prepared.add_agents(defs);
+                // The skills and MCP servers a sub-agent names must be the session's.
+                let skills = prepared.skill_names();
+                let mut servers: Vec<&str> = prepared
+                    .handles
+                    .mcp
+                    .servers()
+                    .iter()
+                    .map(|s| s.name())
+                    .collect();
+                servers.extend(self.sdk_server_names.iter().map(String::as_str));
+                let check = |defs: &[_]| control::agents::check_names(defs, &skills, &servers);
+                match control::session::initialize(&controls, &hooks, &agents, check) {
+                    Ok((answer, defs)) => {
+                        self.controller
+                            .send(control::protocol::success_response(&request_id, answer));
+                        prepared.add_agents(defs);
+                    }
+                    Err(why) => {
+                        tracing::warn!("initialize refused: {why}");
+                        self.controller
+                            .send(control::protocol::error_response(&request_id, &why));
+                    }
+                }
             }
             Some(other) => self.first.push(other),
             None => {}
@@ -514,6 +538,29 @@ impl StreamSession {
         }
     }
 
+    /// `--session-mirror`: the session's transcript at `transcript` goes to the client as
+    /// it is written, keyed as Claude Code keys session `session_id` of `workspace`; a
+    /// session carried on (not new, not a fork) starts at its transcript's end.
+    pub fn set_mirror(
+        &mut self,
+        transcript: &std::path::Path,
+        workspace: &std::path::Path,
+        session_id: &str,
+        from_start: bool,
+    ) {
+        let Some(config) = control::mirror::config_dir() else {
+            tracing::warn!(
+                "--session-mirror: neither CLAUDE_CONFIG_DIR nor HOME is set; not mirrored"
+            );
+            return;
+        };
+        let file_path = control::mirror::store_path(&config, workspace, session_id);
+        let mirror = control::mirror::TranscriptMirror::new(transcript, &file_path, from_start);
+        if let Some(controls) = &mut self.controls {
+            controls.mirror = Some(Arc::new(std::sync::Mutex::new(mirror)));
+        }
+    }
+
     /// `rewind_files` restores the workspace from these checkpoints.
     pub fn set_checkpoints(
         &mut self,
@@ -550,13 +597,16 @@ impl StreamSession {
             return ExitCode::FAILURE;
         };
         init["uuid"] = json!(uuid::Uuid::new_v4().to_string());
-        init["slash_commands"] = json!([]);
+        if init.get("slash_commands").is_none() {
+            init["slash_commands"] = json!([]);
+        }
         init["output_style"] = json!("default");
         if let Some(mcp) = &controls.mcp {
             init["mcp_servers"] = json!(mcp.servers.init_entries());
         }
         init["agents"] = json!(controls.agents.iter().map(|d| &d.name).collect::<Vec<_>>());
         self.controller.send(init);
+        control::session::send_mirror(&self.controller, &controls);
         observer
             .session_start(if resumed { "resume" } else { "startup" })
             .await;
@@ -777,6 +827,5 @@ mod tests {
         assert_eq!(config.betas, ["a-1", "b-2", TASK_BUDGET_BETA]);
         assert_eq!(config.fallback_model.as_deref(), Some("claude-haiku-4-5"));
         assert!(config.raw_events);
-        assert!(args(&[]).not_applied().is_empty());
     }
 }

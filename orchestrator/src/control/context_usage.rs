@@ -3,9 +3,9 @@
 //! against the window, the model, and the MCP tools and sub-agent types that take room.
 //!
 //! Sizes are [`crate::agent::ContextReport`]'s estimates (characters / 4); the total is
-//! the last call's measured input when that is larger. Cordon keeps no per-file memory
-//! breakdown (`memoryFiles` is empty; the CLAUDE.md text is one category) and draws no
-//! grid (`gridRows` is empty).
+//! the last call's measured input when that is larger. `memoryFiles` lists each CLAUDE.md
+//! file read, as Claude Code does (`path`, `type` User|Project|Local, `tokens`); Cordon
+//! draws no grid (`gridRows` is empty).
 
 use serde_json::{Value, json};
 
@@ -57,7 +57,11 @@ pub fn answer(
         "percentage": total as f64 * 100.0 / window as f64,
         "model": model_override.unwrap_or(&report.model),
         "isAutoCompactEnabled": true,
-        "memoryFiles": [],
+        "memoryFiles": report.memory_files.iter().map(|m| json!({
+            "path": m.path.display().to_string(),
+            "type": m.kind,
+            "tokens": m.tokens,
+        })).collect::<Vec<_>>(),
         "mcpTools": mcp.map(McpSet::tool_sizes).unwrap_or_default(),
         "agents": agents.iter().map(agent_entry).collect::<Vec<_>>(),
         "gridRows": [],
@@ -70,6 +74,7 @@ fn agent_entry(def: &AgentDefinition) -> Value {
         Scope::Project => "projectSettings",
         Scope::User => "userSettings",
         Scope::Client => "flagSettings",
+        Scope::Plugin => "plugin",
     };
     let chars = def.name.len() + def.description.len();
     json!({
@@ -90,6 +95,11 @@ mod tests {
             context_window: 1000,
             measured_tokens: 150,
             categories: vec![("system prompt".into(), 100), ("user messages".into(), 20)],
+            memory_files: vec![crate::agent::prompt::LoadedMemory {
+                path: "/w/CLAUDE.md".into(),
+                kind: "Project",
+                tokens: 12,
+            }],
         };
         let agents = vec![
             crate::subagents::definition::from_client(
@@ -129,6 +139,10 @@ mod tests {
         assert_eq!(
             a["categories"][2],
             json!({"name": "free space", "tokens": 850, "color": "promptBorder"})
+        );
+        assert_eq!(
+            a["memoryFiles"],
+            json!([{"path": "/w/CLAUDE.md", "type": "Project", "tokens": 12}])
         );
         assert_eq!(a["agents"][0]["agentType"], "reviewer");
         assert_eq!(a["agents"][0]["source"], "flagSettings");

@@ -84,6 +84,12 @@ pub enum Request {
     StopTask {
         task_id: String,
     },
+    /// A JSON-RPC message the client's in-process MCP server `server` sent of its own
+    /// accord (a notification, or a request of the server's), for its connection.
+    McpMessage {
+        server: String,
+        message: Value,
+    },
     /// A subtype we do not implement: answered with an error naming it.
     Unsupported {
         subtype: String,
@@ -102,9 +108,10 @@ pub struct HookMatcherConfig {
     pub timeout: Option<f64>,
 }
 
-/// One programmatic sub-agent from `initialize` (the SDK's `AgentDefinition`). Fields
-/// Cordon does not apply (skills, memory, mcpServers, maxTurns, ...) are kept in
-/// `unapplied` so the session can name them in a warning.
+/// One programmatic sub-agent from `initialize` (the SDK's `AgentDefinition`), as sent:
+/// [`super::agents`] checks it and refuses what Cordon cannot apply. A field this
+/// version does not know lands in `other`, and is refused by name (ignoring it would run
+/// the sub-agent other than its caller asked).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct AgentConfig {
     #[serde(default)]
@@ -117,8 +124,25 @@ pub struct AgentConfig {
     pub disallowed_tools: Option<Vec<String>>,
     #[serde(default)]
     pub model: Option<String>,
+    #[serde(default)]
+    pub skills: Option<Vec<String>>,
+    #[serde(default)]
+    pub memory: Option<String>,
+    #[serde(rename = "mcpServers", default)]
+    pub mcp_servers: Option<Vec<Value>>,
+    #[serde(rename = "initialPrompt", default)]
+    pub initial_prompt: Option<String>,
+    #[serde(rename = "maxTurns", default)]
+    pub max_turns: Option<i64>,
+    #[serde(default)]
+    pub background: Option<bool>,
+    /// A level name, or (in Claude Code) an integer.
+    #[serde(default)]
+    pub effort: Option<Value>,
+    #[serde(rename = "permissionMode", default)]
+    pub permission_mode: Option<String>,
     #[serde(flatten)]
-    pub unapplied: BTreeMap<String, Value>,
+    pub other: BTreeMap<String, Value>,
 }
 
 /// Why a line could not be understood.
@@ -272,6 +296,13 @@ fn parse_request(request: &Value) -> Result<Request, ParseError> {
         "stop_task" => Request::StopTask {
             task_id: string_field(request, "task_id", subtype)?,
         },
+        "mcp_message" => Request::McpMessage {
+            server: string_field(request, "server_name", subtype)?,
+            message: match request.get("message") {
+                Some(m @ Value::Object(_)) => m.clone(),
+                _ => return Err(malformed(subtype, "missing object field \"message\"")),
+            },
+        },
         "set_model" => Request::SetModel {
             model: request
                 .get("model")
@@ -393,7 +424,8 @@ mod tests {
         );
         assert_eq!(a.tools.as_deref(), Some(&["Read".to_string()][..]));
         assert_eq!(a.model.as_deref(), Some("haiku"));
-        assert_eq!(a.unapplied.keys().collect::<Vec<_>>(), ["maxTurns"]);
+        assert_eq!(a.max_turns, Some(3));
+        assert!(a.other.is_empty());
         let bad = r#"{"type":"control_request","request_id":"r","request":{"subtype":"initialize","agents":{"x":{"tools":"Read"}}}}"#;
         assert!(
             parse_line(bad).is_err(),
@@ -414,6 +446,15 @@ mod tests {
         assert!(matches!(
             parse(r#"{"type":"control_request","request_id":"r","request":{"subtype":"stop_task","task_id":"t1"}}"#),
             Inbound::Request { request: Request::StopTask { task_id }, .. } if task_id == "t1"
+        ));
+        assert!(matches!(
+            parse(r#"{"type":"control_request","request_id":"r","request":{"subtype":"mcp_message","server_name":"calc","message":{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}}}"#),
+            Inbound::Request { request: Request::McpMessage { server, message }, .. }
+                if server == "calc" && message["method"] == "notifications/tools/list_changed"
+        ));
+        assert!(matches!(
+            parse_line(r#"{"type":"control_request","request_id":"r8","request":{"subtype":"mcp_message","server_name":"calc","message":"hi"}}"#),
+            Err(ParseError::BadRequest { request_id, .. }) if request_id == "r8"
         ));
         assert!(matches!(
             parse_line(r#"{"type":"control_request","request_id":"r7","request":{"subtype":"mcp_toggle","serverName":"calc"}}"#),

@@ -104,6 +104,22 @@ pub struct SessionControls {
     pub agents: Arc<Vec<AgentDefinition>>,
     /// The client's `initialize` was answered.
     pub initialized: Arc<AtomicBool>,
+    /// `--session-mirror`: the transcript, mirrored to the client as it is written.
+    pub mirror: Option<Arc<std::sync::Mutex<super::mirror::TranscriptMirror>>>,
+}
+
+/// Sends what the transcript gained since the last call, when it is mirrored.
+pub fn send_mirror(controller: &Controller, controls: &SessionControls) {
+    let Some(mirror) = &controls.mirror else {
+        return;
+    };
+    let frames = mirror
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .frames();
+    for frame in frames {
+        controller.send(frame);
+    }
 }
 
 /// The MCP servers a client's requests act on, and the context a (re)start runs in.
@@ -205,6 +221,16 @@ pub async fn handle_request(
                 .map(|()| json!({})),
             None => Err(format!("there is no MCP server named `{server}`")),
         },
+        // Claude Code acknowledges these with an empty success; a server the session does
+        // not have is named in an error instead (the client's message went nowhere).
+        Request::McpMessage { server, message } => match &controls.mcp {
+            Some(m) => m
+                .servers
+                .deliver(&server, message)
+                .await
+                .map(|()| json!({})),
+            None => Err(format!("there is no MCP server named `{server}`")),
+        },
         Request::StopTask { task_id } => match &controls.tasks {
             Some(tasks) => tasks.stop(&task_id).map(|()| json!({})),
             None => Err(format!("no running task with id {task_id:?}")),
@@ -239,12 +265,18 @@ pub async fn handle_request(
 }
 
 /// The client's `initialize`, as the session's first message: registers its hooks and
-/// returns the answer and its sub-agent types, which the loop (not built yet) includes.
+/// returns the answer and its sub-agent types, which the loop (not built yet) includes;
+/// an error (a sub-agent definition Cordon cannot apply, or one `check` refuses, such as
+/// one naming a skill the session does not have) is the answer instead, and then nothing
+/// is registered.
 pub fn initialize(
     controls: &SessionControls,
     hooks: &BTreeMap<String, Vec<protocol::HookMatcherConfig>>,
     agents: &BTreeMap<String, protocol::AgentConfig>,
-) -> (Value, Vec<AgentDefinition>) {
+    check: impl FnOnce(&[AgentDefinition]) -> Result<(), String>,
+) -> Result<(Value, Vec<AgentDefinition>), String> {
+    let defs = super::agents::definitions(agents)?;
+    check(&defs)?;
     controls.initialized.store(true, Ordering::Release);
     let applied = match (&controls.hooks, hooks.is_empty()) {
         (_, true) => true,
@@ -263,7 +295,6 @@ pub fn initialize(
             false
         }
     };
-    let defs = client_agents(agents);
     let answer = json!({
         "commands": [],
         "output_style": "default",
@@ -276,7 +307,7 @@ pub fn initialize(
         })).collect::<Vec<_>>(),
         "hooks_applied": applied,
     });
-    (answer, defs)
+    Ok((answer, defs))
 }
 
 /// `initialize` after the session started (a prompt came first): hooks still register,
@@ -296,31 +327,7 @@ fn late_initialize(
                 .into(),
         );
     }
-    Ok(initialize(controls, hooks, agents).0)
-}
-
-/// The client's sub-agent types, in name order; fields Cordon does not apply are named.
-fn client_agents(agents: &BTreeMap<String, protocol::AgentConfig>) -> Vec<AgentDefinition> {
-    agents
-        .iter()
-        .filter_map(|(name, a)| {
-            if !a.unapplied.is_empty() {
-                tracing::warn!(
-                    agent = %name,
-                    fields = ?a.unapplied.keys().collect::<Vec<_>>(),
-                    "sub-agent definition fields accepted but not applied"
-                );
-            }
-            crate::subagents::definition::from_client(
-                name,
-                &a.description,
-                &a.prompt,
-                a.tools.as_deref(),
-                a.disallowed_tools.as_deref().unwrap_or_default(),
-                a.model.as_deref(),
-            )
-        })
-        .collect()
+    initialize(controls, hooks, agents, |_| Ok(())).map(|(answer, _)| answer)
 }
 
 fn set_mode(controls: &SessionControls, mode: &str) -> Result<Value, String> {
@@ -384,7 +391,10 @@ pub async fn serve(
             loop {
                 tokio::select! {
                     outcome = &mut run => break outcome,
-                    Some(event) = loop_events.recv() => forward(controller, controls, info, event),
+                    Some(event) = loop_events.recv() => {
+                        forward(controller, controls, info, event);
+                        send_mirror(controller, controls);
+                    }
                     event = events.recv(), if input_open => match event {
                         None => input_open = false,
                         Some(Event::Request { request_id, request }) => {
@@ -400,6 +410,9 @@ pub async fn serve(
         while let Ok(event) = loop_events.try_recv() {
             forward(controller, controls, info, event);
         }
+        // The SDK writes its session store when it sees the result: the turn's records
+        // go out before it.
+        send_mirror(controller, controls);
         let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         controller.send(records::result(&info.session_id, &outcome, ms, ms));
         last = Some(outcome);

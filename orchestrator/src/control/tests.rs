@@ -32,6 +32,7 @@ fn controls(hooks: Option<Arc<HookSet>>) -> (SessionControls, Probe) {
         tasks: Some(crate::subagents::Tasks::default()),
         agents: Arc::default(),
         initialized: Arc::default(),
+        mirror: None,
     };
     (controls, Probe { interrupts, mode })
 }
@@ -186,6 +187,7 @@ async fn mcp_status_set_model_and_context_usage_answer() {
         context_window: 1000,
         measured_tokens: 0,
         categories: vec![("system prompt".into(), 100)],
+        memory_files: Vec::new(),
     });
     let r = answer(
         &controls,

@@ -117,6 +117,7 @@ fn parse_group(
                 handler,
                 source,
                 origin: origin.to_string(),
+                env: Vec::new(),
             });
         }
     }

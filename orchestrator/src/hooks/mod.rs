@@ -176,6 +176,8 @@ pub struct HookEntry {
     pub source: HookSource,
     /// The settings file (or "cli", "sdk") it was read from, for messages.
     pub origin: String,
+    /// Variables its command gets beside the session's (a plugin's `CLAUDE_PLUGIN_ROOT`).
+    pub env: Vec<(String, String)>,
 }
 
 impl HookEntry {
@@ -247,6 +249,11 @@ impl HookSet {
         Self::from_sources(&sources, settings.allow_managed_hooks_only)
     }
 
+    /// Adds hooks configured elsewhere than the settings (a plugin's), after the others.
+    pub fn extend(&self, entries: Vec<HookEntry>) {
+        self.write().extend(entries);
+    }
+
     /// Registers a client callback (the Agent SDK's `hooks` option, sent in `initialize`).
     pub fn add_callback(
         &self,
@@ -268,6 +275,7 @@ impl HookSet {
             },
             source: HookSource::Sdk,
             origin: "sdk".into(),
+            env: Vec::new(),
         });
         Ok(())
     }

@@ -90,8 +90,8 @@ impl HookRunner {
                     events.started(&hook_id, entry);
                 }
                 let run = match runs_on {
-                    RunsOn::Host => self.on_host(command, stdin, *timeout).await,
-                    RunsOn::Sandbox => self.in_sandbox(command, stdin, *timeout).await,
+                    RunsOn::Host => self.on_host(command, stdin, *timeout, &entry.env).await,
+                    RunsOn::Sandbox => self.in_sandbox(command, stdin, *timeout, &entry.env).await,
                 };
                 if let Some(events) = &events {
                     events.responded(&hook_id, entry, &run);
@@ -120,11 +120,18 @@ impl HookRunner {
     }
 
     /// An operator's hook, on the host.
-    async fn on_host(&self, command: &str, stdin: Vec<u8>, timeout: Duration) -> HookRun {
+    async fn on_host(
+        &self,
+        command: &str,
+        stdin: Vec<u8>,
+        timeout: Duration,
+        env: &[(String, String)],
+    ) -> HookRun {
         let mut cmd = tokio::process::Command::new("/bin/sh");
         cmd.arg("-c")
             .arg(command)
             .current_dir(&self.workspace)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .env("CLAUDE_PROJECT_DIR", &self.workspace)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
@@ -184,7 +191,13 @@ impl HookRunner {
     }
 
     /// A repository's or user's hook, inside the sandbox.
-    async fn in_sandbox(&self, command: &str, stdin: Vec<u8>, timeout: Duration) -> HookRun {
+    async fn in_sandbox(
+        &self,
+        command: &str,
+        stdin: Vec<u8>,
+        timeout: Duration,
+        extra_env: &[(String, String)],
+    ) -> HookRun {
         let Some(sandbox) = &self.sandbox else {
             return failed("no sandbox to run it in".into());
         };
@@ -209,6 +222,7 @@ impl HookRunner {
             cwd: self.workspace.display().to_string(),
             env: {
                 let mut env = sandbox.env().clone();
+                env.extend(extra_env.iter().cloned());
                 env.insert(
                     "CLAUDE_PROJECT_DIR".to_string(),
                     self.workspace.display().to_string(),

@@ -15,6 +15,9 @@ pub enum HookSource {
     User,
     /// Registered by a client (the Agent SDK's hook callbacks).
     Sdk,
+    /// A plugin's `hooks/hooks.json` (`--plugin-dir`: the user's choice, run as the
+    /// user's hooks are, in the sandbox).
+    Plugin,
 }
 
 impl HookSource {
@@ -26,6 +29,7 @@ impl HookSource {
             Self::Project => "project",
             Self::User => "user",
             Self::Sdk => "sdk",
+            Self::Plugin => "plugin",
         }
     }
 }

@@ -186,6 +186,37 @@ pub fn load(
     out
 }
 
+/// Adds the servers of `plugins` (named `plugin:<plugin>:<server>`, scope `plugin`), each
+/// expanded with its plugin's directory as `CLAUDE_PLUGIN_ROOT` beside `env` and
+/// `CLAUDE_PROJECT_DIR`. A plugin is the user's choice, so its servers count as the
+/// user's settings' do: the managed `deniedMcpServers` refuses them by name, a name the
+/// settings already configured keeps its settings' entry, and `--strict-mcp-config`
+/// (the command line's servers alone) leaves them out.
+pub fn add_plugin_servers(
+    out: &mut McpConfig,
+    settings: &Settings,
+    workspace: &Path,
+    plugins: &[crate::plugins::Plugin],
+    env: &dyn Fn(&str) -> Option<String>,
+) {
+    if settings.strict_mcp_config {
+        return;
+    }
+    let approval = Approval::from_settings(settings);
+    let project_dir = workspace.display().to_string();
+    for plugin in plugins {
+        let root = plugin.root.display().to_string();
+        let lookup = |name: &str| match name {
+            "CLAUDE_PROJECT_DIR" => Some(project_dir.clone()),
+            crate::plugins::ROOT_VAR => Some(root.clone()),
+            other => env(other),
+        };
+        for (name, entry) in &plugin.mcp_servers {
+            add(out, name, "plugin", entry, &lookup, &approval);
+        }
+    }
+}
+
 fn add(
     out: &mut McpConfig,
     name: &str,

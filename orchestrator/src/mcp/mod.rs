@@ -22,7 +22,7 @@
 //! # async fn demo(settings: cordon::settings::Settings, ctx: cordon::tools::ToolContext) {
 //! use cordon::mcp::McpSet;
 //! let mut tools = cordon::tools::ToolRegistry::default_tools();
-//! let mcp = McpSet::for_session(&settings, ctx.workspace(), None);
+//! let mcp = McpSet::for_session(&settings, ctx.workspace(), None, &[]);
 //! mcp.connect_into(&ctx, &mut tools).await; // adds mcp__<server>__<tool> tools
 //! println!("{}", mcp.status());
 //! # }
@@ -56,11 +56,18 @@ pub struct McpSet {
 }
 
 impl McpSet {
-    /// The servers `settings` configure for `workspace`, variables from Cordon's
-    /// environment, time limits from `MCP_TIMEOUT` / `MCP_TOOL_TIMEOUT`; HTTP servers are
-    /// reached under `egress`, the session's policy (none: not at all).
-    pub fn for_session(settings: &Settings, workspace: &Path, egress: Option<Dialer>) -> Self {
-        let cfg = config::load(settings, workspace, &|name| std::env::var(name).ok());
+    /// The servers `settings` and `plugins` configure for `workspace`, variables from
+    /// Cordon's environment, time limits from `MCP_TIMEOUT` / `MCP_TOOL_TIMEOUT`; HTTP
+    /// servers are reached under `egress`, the session's policy (none: not at all).
+    pub fn for_session(
+        settings: &Settings,
+        workspace: &Path,
+        egress: Option<Dialer>,
+        plugins: &[crate::plugins::Plugin],
+    ) -> Self {
+        let env = |name: &str| std::env::var(name).ok();
+        let mut cfg = config::load(settings, workspace, &env);
+        config::add_plugin_servers(&mut cfg, settings, workspace, plugins, &env);
         Self::new(cfg, Timeouts::from_env(), egress)
     }
 
@@ -121,6 +128,15 @@ impl McpSet {
         let server = self.find(name)?;
         server
             .set_enabled(enabled, ctx)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// The client's `mcp_message`: a message its in-process server `name` sent of its own
+    /// accord, handed to that server's connection.
+    pub async fn deliver(&self, name: &str, message: Value) -> Result<(), String> {
+        self.find(name)?
+            .deliver(message)
             .await
             .map_err(|e| e.to_string())
     }

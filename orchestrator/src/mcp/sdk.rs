@@ -71,10 +71,12 @@ pub fn config(name: &str) -> ServerConfig {
     }
 }
 
-/// rmcp's ends of a bridge to the client's server `server`.
+/// rmcp's ends of a bridge to the client's server `server`, and where the messages the
+/// client sends on its server's behalf (`mcp_message` from the client) enter it.
 pub struct Bridge {
     pub read: ReadHalf<DuplexStream>,
     pub write: WriteHalf<DuplexStream>,
+    pub inbound: mpsc::UnboundedSender<Value>,
 }
 
 /// Starts the tasks that carry rmcp's messages to the client and the answers back. They
@@ -85,6 +87,7 @@ pub fn bridge(server: &str, channel: Arc<dyn ClientChannel>) -> Bridge {
     let (read, write) = tokio::io::split(rmcp_side);
     let (our_read, mut our_write) = tokio::io::split(our_side);
     let (answers, mut to_rmcp) = mpsc::unbounded_channel::<Value>();
+    let inbound = answers.clone();
     tokio::spawn(async move {
         while let Some(answer) = to_rmcp.recv().await {
             let mut line = answer.to_string().into_bytes();
@@ -115,12 +118,17 @@ pub fn bridge(server: &str, channel: Arc<dyn ClientChannel>) -> Bridge {
             let Ok(message) = serde_json::from_slice::<Value>(&buf) else {
                 continue;
             };
-            // Responses rmcp sends (to requests of the server's) have no method: an SDK
-            // server sends us none, so there is nothing to carry.
+            let (channel, server, answers) = (channel.clone(), server.clone(), answers.clone());
+            // A response of rmcp's (to a request the client delivered for its server) goes
+            // back the same way; the client's acknowledgement is dropped.
             if message.get("method").is_none() {
+                tokio::spawn(async move {
+                    if let Err(why) = channel.send(&server, message).await {
+                        tracing::debug!(%server, %why, "an answer to the server was not delivered");
+                    }
+                });
                 continue;
             }
-            let (channel, server, answers) = (channel.clone(), server.clone(), answers.clone());
             // Requests run side by side (parallel tool calls); each answer is one line.
             tokio::spawn(async move {
                 let id = message.get("id").cloned();
@@ -140,7 +148,11 @@ pub fn bridge(server: &str, channel: Arc<dyn ClientChannel>) -> Bridge {
             });
         }
     });
-    Bridge { read, write }
+    Bridge {
+        read,
+        write,
+        inbound,
+    }
 }
 
 #[cfg(test)]
@@ -181,7 +193,11 @@ mod tests {
     #[tokio::test]
     async fn messages_reach_the_client_and_answers_come_back_by_line() {
         let echo = Arc::new(Echo(Mutex::default()));
-        let Bridge { read, mut write } = bridge("calc", echo.clone());
+        let Bridge {
+            read,
+            mut write,
+            inbound,
+        } = bridge("calc", echo.clone());
         let mut read = BufReader::new(read).lines();
         write
             .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}\n")
@@ -201,8 +217,26 @@ mod tests {
         let answer: Value = serde_json::from_str(&line).unwrap();
         assert_eq!(answer["id"], 2);
         assert_eq!(answer["error"]["message"], "the client said no");
-        let seen = echo.0.lock().unwrap().clone();
-        assert_eq!(seen.len(), 3);
-        assert!(seen.iter().all(|(server, _)| server == "calc"));
+        // What the client sends on its server's behalf reaches rmcp as the server's; the
+        // answer rmcp gives a request of the server's goes back to the client.
+        inbound
+            .send(json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}))
+            .unwrap();
+        let line = read.next_line().await.unwrap().unwrap();
+        let delivered: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(delivered["method"], "notifications/tools/list_changed");
+        write
+            .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":9,\"result\":{}}\n")
+            .await
+            .unwrap();
+        let answered = loop {
+            let seen = echo.0.lock().unwrap().clone();
+            if seen.len() == 4 {
+                break seen;
+            }
+            tokio::task::yield_now().await;
+        };
+        assert_eq!(answered[3].1["id"], 9);
+        assert!(answered.iter().all(|(server, _)| server == "calc"));
     }
 }

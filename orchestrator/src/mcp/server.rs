@@ -104,6 +104,9 @@ struct Live {
     /// Kills the sandboxed process when dropped (stdio only).
     _guard: Option<PipeGuard>,
     exit: Option<Arc<std::sync::Mutex<pipe::Exit>>>,
+    /// Where the client's own messages for an SDK server go (into rmcp, as if the server
+    /// had written them).
+    inbound: Option<tokio::sync::mpsc::UnboundedSender<Value>>,
 }
 
 impl Live {
@@ -313,6 +316,47 @@ impl McpServer {
         }
     }
 
+    /// A message the client's in-process server sent of its own accord (the client's
+    /// `mcp_message` request): handed to the connection as the server's, so a
+    /// notification is handled as from any server and a request of the server's is
+    /// answered (the answer goes back to the client). `notifications/tools/list_changed`
+    /// lists the tools again at once.
+    pub async fn deliver(&self, message: Value) -> Result<(), ServerError> {
+        let refuse = |why: &str| ServerError::Protocol {
+            server: self.config.name.clone(),
+            why: why.to_string(),
+        };
+        if self.config.transport != Transport::Sdk {
+            return Err(refuse(
+                "only the client's own (SDK) servers' messages come from the client",
+            ));
+        }
+        let method = message.get("method").and_then(Value::as_str);
+        if message.get("jsonrpc").and_then(Value::as_str) != Some("2.0") || method.is_none() {
+            return Err(refuse(
+                "the message is not a JSON-RPC 2.0 notification or request of the server's",
+            ));
+        }
+        let relist = method == Some("notifications/tools/list_changed");
+        let live = self.live.lock().await;
+        let Some(inbound) = live.as_ref().and_then(|l| l.inbound.clone()) else {
+            return Err(self.died("it is not connected".into()));
+        };
+        if inbound.send(message).is_err() {
+            return Err(self.died("its connection is closed".into()));
+        }
+        if relist {
+            // rmcp drops its cached list when it reads the notification, in its own
+            // time; clearing it here makes the listing below the new one at once.
+            if let Some(l) = live.as_ref() {
+                l.service.peer().clear_response_cache().await;
+            }
+            drop(live);
+            self.refresh_tools().await;
+        }
+        Ok(())
+    }
+
     /// How many times the server was started (for tests and status).
     pub fn starts(&self) -> u64 {
         self.starts.load(Ordering::Relaxed)
@@ -427,6 +471,7 @@ impl McpServer {
                         service,
                         _guard: Some(p.guard),
                         exit: Some(exit),
+                        inbound: None,
                     }),
                     Err(e) => {
                         drop(p.guard);
@@ -451,7 +496,9 @@ impl McpServer {
                     ));
                 };
                 let bridge = super::sdk::bridge(&self.config.name, client.clone());
-                self.serve_unowned((bridge.read, bridge.write)).await
+                let mut live = self.serve_unowned((bridge.read, bridge.write)).await?;
+                live.inbound = Some(bridge.inbound);
+                Ok(live)
             }
             Transport::Http { url, headers } => {
                 let transport = super::http::transport(url, headers, self.egress.as_ref())
@@ -479,6 +526,7 @@ impl McpServer {
             service,
             _guard: None,
             exit: None,
+            inbound: None,
         })
     }
 }

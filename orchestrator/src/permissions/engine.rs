@@ -246,6 +246,18 @@ impl Engine {
         }
     }
 
+    /// The same rules judging in `mode` (a sub-agent's own `permissionMode`): a separate
+    /// engine, so the session's own mode is untouched. Refused as [`Engine::try_set_mode`]
+    /// refuses.
+    pub fn with_mode(&self, mode: PermissionMode) -> Result<Engine, ModeError> {
+        let engine = Engine {
+            cfg: self.cfg.clone(),
+            mode: RwLock::new(self.mode()),
+        };
+        engine.try_set_mode(mode)?;
+        Ok(engine)
+    }
+
     pub fn try_set_mode(&self, mode: PermissionMode) -> Result<(), ModeError> {
         if mode == PermissionMode::BypassPermissions && self.cfg.bypass_disabled {
             return Err(ModeError::BypassDisabled);

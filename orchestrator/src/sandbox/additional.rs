@@ -141,7 +141,7 @@ fn host_checks(
 
 /// Why `dir` is, contains or lies inside a secret of `policies/toolchains.json` under one
 /// of `homes`, if it does.
-fn secret(dir: &Path, homes: &[PathBuf]) -> Option<String> {
+pub fn secret(dir: &Path, homes: &[PathBuf]) -> Option<String> {
     let policy = crate::toolchains::policy().ok()?;
     homes
         .iter()

@@ -93,6 +93,13 @@ pub struct SessionOverrides {
     /// The built-in tools offered (`--tools`): `None` for all of them, else only these
     /// (MCP servers' tools are not built-ins and stay).
     pub builtin_tools: Option<Vec<String>>,
+    /// Where a session to continue that this store lacks may be taken in from: a Claude
+    /// Code configuration directory an Agent SDK session store wrote it back into
+    /// (`--session-mirror`; see [`crate::control::mirror`]).
+    pub import_from: Option<PathBuf>,
+    /// Plugins the caller chose (`--plugin-dir`): their commands, agents, skills, hooks
+    /// and MCP servers join the session's (see [`crate::plugins`]).
+    pub plugins: Vec<crate::plugins::Plugin>,
 }
 
 /// Why a session could not be assembled; each variant names the step that failed.
@@ -116,6 +123,8 @@ pub enum AssembleError {
     Transcript(#[from] crate::session::TranscriptError),
     #[error(transparent)]
     Schema(#[from] crate::agent::structured::SchemaError),
+    #[error("plugin {plugin}: {why}")]
+    Plugin { plugin: String, why: String },
 }
 
 /// The parts of a running session a front end keeps and wires into its UI.
@@ -183,6 +192,8 @@ struct LoopInputs {
     structured: Option<crate::agent::StructuredOutput>,
     /// The MCP servers whose tools the loop offers (kept in step with their lists).
     mcp_servers: Vec<Arc<crate::mcp::McpServer>>,
+    /// The session's skills (a sub-agent's `skills` preloads some of them).
+    skills: Vec<crate::tools::skill::Skill>,
 }
 
 /// A session whose sandbox runs, waiting for its front end's parts.
@@ -208,6 +219,7 @@ pub struct FrontEnd {
 impl SessionEnv {
     /// Opens (or continues) the session, starts its sandbox, builds its policy.
     pub async fn prepare(self) -> Result<Prepared, AssembleError> {
+        self.check_plugins()?;
         let mut model_config = self.model.clone();
         if let Some(m) = &self.settings.model {
             model_config = model_config.with_model(m.clone());
@@ -215,13 +227,18 @@ impl SessionEnv {
         let model_name = model_config.model.clone();
         let model = ModelClient::new(model_config)?;
         let store = SessionStore::open(&self.home)?;
+        if let Some(dir) = &self.overrides.import_from {
+            import_missing(&store, &self.start, &self.workspace, dir)?;
+        }
         let (session_id, history, transcript) =
             open_session(&store, &self.start, &self.workspace, &model_name)?;
         let resumed_messages = history.len();
         let workspace = self.workspace.clone();
         let settings = &self.settings;
         let engine = Arc::new(Engine::new(settings.engine_config(&workspace)));
+        let plugins = &self.overrides.plugins;
         let hook_set = Arc::new(HookSet::from_settings(settings)?);
+        hook_set.extend(plugin_hooks(settings, plugins));
         let transcript_path = transcript.path().to_path_buf();
         let mut spec = self.sandbox_spec(&session_id);
         if self.tenant.is_none() {
@@ -305,11 +322,12 @@ impl SessionEnv {
         ));
         let observer = Arc::new(HookObserver::new(hooks.clone()));
         // MCP servers: stdio ones start inside the sandbox; their tools join the built-ins.
-        let mcp = crate::mcp::McpSet::for_session(settings, &workspace, mcp_egress);
+        let mcp = crate::mcp::McpSet::for_session(settings, &workspace, mcp_egress, plugins);
         let mut extra_tools = web_tools;
         extra_tools.register(Arc::new(crate::tools::todo_write::TodoWriteTool::default()));
-        let skills = crate::tools::skill::load(&workspace, self.user_home.as_deref());
-        if let Some(skill_tool) = crate::tools::skill::SkillTool::new(skills) {
+        let mut skills = crate::tools::skill::load(&workspace, self.user_home.as_deref());
+        skills.extend(plugins.iter().flat_map(|p| p.skills.iter().cloned()));
+        if let Some(skill_tool) = crate::tools::skill::SkillTool::new(skills.clone()) {
             extra_tools.register(Arc::new(skill_tool));
         }
         mcp.connect_into(&ctx, &mut extra_tools).await;
@@ -324,11 +342,12 @@ impl SessionEnv {
             .map(crate::agent::StructuredOutput::new)
             .transpose()?;
         let resumed = !matches!(self.start, SessionStart::New { .. });
-        let agents = crate::subagents::definition::load(
+        let mut agents = crate::subagents::definition::load(
             &workspace,
             self.user_home.as_deref(),
             settings.trust().is_trusted(),
         );
+        agents.extend(plugins.iter().flat_map(|p| p.agents.iter().cloned()));
         Ok(Prepared {
             handles: SessionHandles {
                 session_id,
@@ -359,8 +378,41 @@ impl SessionEnv {
                 builtin_tools: self.overrides.builtin_tools.clone(),
                 structured,
                 mcp_servers,
+                skills,
             },
         })
+    }
+
+    /// Plugins that run programs need their directory in the sandbox, which only the
+    /// local backend shows (beside the workspace, never around it); a server tenant's
+    /// session takes none.
+    fn check_plugins(&self) -> Result<(), AssembleError> {
+        let refuse = |plugin: &crate::plugins::Plugin, why: &str| AssembleError::Plugin {
+            plugin: plugin.name.clone(),
+            why: why.to_string(),
+        };
+        for plugin in &self.overrides.plugins {
+            if self.tenant.is_some() {
+                return Err(refuse(plugin, "a server session takes no plugins"));
+            }
+            if self.workspace.starts_with(&plugin.root) && self.workspace != plugin.root {
+                return Err(refuse(
+                    plugin,
+                    "its directory contains the workspace, so the sandbox could not show \
+                     it read-only beside it; move the plugin out of the workspace's parents",
+                ));
+            }
+            let inside = plugin.root.starts_with(&self.workspace);
+            if self.backend == BackendKind::Docker && plugin.runs_programs() && !inside {
+                return Err(refuse(
+                    plugin,
+                    "its hooks and MCP servers run in the sandbox, which shows plugin \
+                     directories outside the workspace on the local backend only: use \
+                     --sandbox local",
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// The sandbox this session asks its backend for: the settings' limits, and the
@@ -388,6 +440,22 @@ impl SessionEnv {
         spec.toolchains =
             crate::toolchains::for_session(&self.settings, &self.home, &self.workspace);
         spec.additional_dirs = self.settings.additional_directories();
+        // The plugins' directories, read-only at their own paths, so their hooks and
+        // servers find their files (each root was checked when it was loaded).
+        for plugin in &self.overrides.plugins {
+            let root = &plugin.root;
+            let seen = root.starts_with(&self.workspace)
+                || spec.additional_dirs.iter().any(|d| root.starts_with(d))
+                || spec
+                    .toolchains
+                    .view
+                    .read_only
+                    .iter()
+                    .any(|r| root.starts_with(r));
+            if !seen {
+                spec.toolchains.view.read_only.push(root.clone());
+            }
+        }
         if spec.image.is_none() && self.backend == crate::sandbox::BackendKind::Docker {
             spec.image = crate::sandbox::docker::devcontainer::image_for_session(
                 &self.workspace,
@@ -414,11 +482,15 @@ impl SessionEnv {
             config.context_window = window;
         }
         config.commands = crate::slash_commands::load(&self.workspace, self.user_home.as_deref());
+        for plugin in &self.overrides.plugins {
+            config.commands.extend(plugin.commands.iter().cloned());
+        }
         let mut memory = prompt::memory_files(&self.workspace, self.user_home.as_deref());
         if let Some(only) = &self.settings.setting_sources {
             memory.retain(|file| only.contains(&file.source()));
         }
-        config.memory = prompt::memory_text(&self.workspace, &memory);
+        let memory = prompt::load_memory(&self.workspace, &memory);
+        (config.memory, config.memory_files) = (memory.text, memory.files);
         config
     }
 }
@@ -434,6 +506,11 @@ impl Prepared {
     /// The sub-agent types the Agent tool will offer.
     pub fn agents(&self) -> &[crate::subagents::AgentDefinition] {
         &self.inputs.agents
+    }
+
+    /// The names of the session's skills.
+    pub fn skill_names(&self) -> Vec<&str> {
+        self.inputs.skills.iter().map(|s| s.name.as_str()).collect()
     }
 
     /// Adds tools the front end brings (the SDK client's in-process MCP servers').
@@ -530,6 +607,7 @@ impl Prepared {
             parent: Some(shared.clone()),
             tasks: handles.tasks.clone(),
             mcp: inputs.mcp_servers.clone(),
+            skills: inputs.skills,
         };
         if offered(crate::subagents::tool::NAME) {
             tools.register(Arc::new(crate::subagents::AgentTool::new(kit)));
@@ -587,6 +665,55 @@ fn tools_for_mode(
     } else {
         tools
     }
+}
+
+/// Takes in the session `start` continues from `config_dir` (an SDK session store's
+/// copy) when this store does not have it.
+fn import_missing(
+    store: &SessionStore,
+    start: &SessionStart,
+    workspace: &Path,
+    config_dir: &Path,
+) -> Result<(), StoreError> {
+    let id = match start {
+        SessionStart::Resume(id) | SessionStart::Fork(id) => id,
+        SessionStart::ForkAs { from, .. } | SessionStart::ForkAt { from, .. } => from,
+        _ => return Ok(()),
+    };
+    match store.get(id) {
+        Err(StoreError::NotFound(_)) => {}
+        other => return other.map(drop),
+    }
+    let source = crate::control::mirror::store_path(config_dir, workspace, id);
+    if !source.is_file() {
+        return Ok(());
+    }
+    store.import(id, workspace, &source)?;
+    tracing::info!(session = %id, from = %source.display(), "took in the session from the SDK's session store");
+    Ok(())
+}
+
+/// The plugins' hooks, unless the settings run none but the operator's.
+fn plugin_hooks(
+    settings: &Settings,
+    plugins: &[crate::plugins::Plugin],
+) -> Vec<crate::hooks::HookEntry> {
+    let hooks: Vec<crate::hooks::HookEntry> = plugins
+        .iter()
+        .flat_map(|p| p.hooks.iter().cloned())
+        .collect();
+    if !hooks.is_empty() && (settings.disable_all_hooks || settings.allow_managed_hooks_only) {
+        tracing::warn!(
+            "the plugins' hooks do not run: the settings allow {}",
+            if settings.disable_all_hooks {
+                "no hooks"
+            } else {
+                "managed hooks only"
+            }
+        );
+        return Vec::new();
+    }
+    hooks
 }
 
 /// The session's id, the conversation so far and its open transcript.

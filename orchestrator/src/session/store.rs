@@ -33,6 +33,12 @@ pub enum StoreError {
     NoSuchMessage { session: String, uuid: String },
     #[error("Resume rejected by --resume-drops-turn: {0}")]
     DropsMoreThanTheTurn(String),
+    #[error("{path} holds session {found}, not {wanted}")]
+    ImportMismatch {
+        path: PathBuf,
+        wanted: String,
+        found: String,
+    },
     #[error(transparent)]
     Transcript(#[from] TranscriptError),
 }
@@ -197,6 +203,46 @@ impl SessionStore {
         let loaded = Loaded::read(&info.transcript)?;
         let transcript = Transcript::reopen(&loaded)?;
         Ok((info, loaded, transcript))
+    }
+
+    /// Takes in the session `id` from `source`, a transcript of Cordon's records kept
+    /// elsewhere (an Agent SDK session store wrote it back from what `--session-mirror`
+    /// sent), as a session of `workspace`. Only records that parse are written, into a
+    /// new transcript of this store (an id it already has is refused, as a fork's is).
+    pub fn import(
+        &self,
+        id: &str,
+        workspace: &Path,
+        source: &Path,
+    ) -> Result<SessionInfo, StoreError> {
+        if !valid_id(id) {
+            return Err(StoreError::InvalidId(id.to_string()));
+        }
+        let loaded = Loaded::read(source)?;
+        if loaded.session_id != id {
+            return Err(StoreError::ImportMismatch {
+                path: source.to_path_buf(),
+                wanted: id.to_string(),
+                found: loaded.session_id,
+            });
+        }
+        let model = loaded
+            .records
+            .iter()
+            .find_map(|r| match &r.body {
+                RecordBody::SessionStart { model, .. } => Some(model.clone()),
+                _ => None,
+            })
+            .unwrap_or_default();
+        let path = self.transcript_path(id);
+        Transcript::write_records(&path, &loaded.records)?;
+        let now = now_rfc3339();
+        self.db.execute(
+            "INSERT INTO sessions (id, workspace, transcript, model, created_at, updated_at, forked_from)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?5, NULL)",
+            params![id, workspace.display().to_string(), path.display().to_string(), model, now],
+        )?;
+        self.get(id)
     }
 
     /// A new session whose transcript starts with a copy of `id`'s turns.

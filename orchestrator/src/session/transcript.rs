@@ -70,6 +70,27 @@ impl Transcript {
         Ok(Self::over(path, file, session_id, None))
     }
 
+    /// Writes `records` as a new transcript at `path` (fails if it exists), synced.
+    pub fn write_records(path: &Path, records: &[Record]) -> Result<(), TranscriptError> {
+        let session_id = records.first().map_or("", |r| r.session_id.as_str());
+        let mut t = Self::create(path, session_id)?;
+        let mut text = Vec::new();
+        for rec in records {
+            serde_json::to_writer(&mut text, rec).map_err(|e| TranscriptError::Write {
+                path: path.into(),
+                source: std::io::Error::other(e),
+            })?;
+            text.push(b'\n');
+        }
+        t.file
+            .write_all(&text)
+            .map_err(|source| TranscriptError::Write {
+                path: path.into(),
+                source,
+            })?;
+        t.sync()
+    }
+
     /// A sub-agent's sidechain in the transcript at `path`: its records are appended to the
     /// same file (one write each, so they never tear into the parent's), marked
     /// `isSidechain` with the parent's Agent `tool_use` id, chained among themselves.

@@ -28,6 +28,8 @@ pub enum Scope {
     /// From the Agent SDK client's `initialize` (its `agents` option): the caller's own
     /// choice, so it shadows a file definition of the same name.
     Client,
+    /// From a plugin given on the command line (`--plugin-dir`), named `<plugin>:<name>`.
+    Plugin,
 }
 
 /// One sub-agent type.
@@ -46,6 +48,25 @@ pub struct AgentDefinition {
     /// Its system prompt (the file's body).
     pub prompt: String,
     pub scope: Scope,
+    /// What else the definition sets (the SDK client's `AgentDefinition` fields).
+    pub options: AgentOptions,
+}
+
+/// A sub-agent type's settings beyond its prompt, tools and model, as the Agent SDK's
+/// `AgentDefinition` names them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AgentOptions {
+    /// `maxTurns`: most model calls of one run.
+    pub max_turns: Option<u32>,
+    /// `effort`: the API's effort level for its calls.
+    pub effort: Option<String>,
+    /// `permissionMode`: the mode its calls are judged in (the session's bypassPermissions
+    /// still wins, as in Claude Code).
+    pub permission_mode: Option<crate::permissions::PermissionMode>,
+    /// `skills`: skills whose instructions open its first message.
+    pub skills: Vec<String>,
+    /// `mcpServers`: session servers whose tools it gets beside `tools`.
+    pub mcp_servers: Vec<String>,
 }
 
 /// The definitions that apply: the workspace's (when `trusted`) first, then the user's.
@@ -114,6 +135,7 @@ pub fn parse(file: &Path, text: &str, scope: Scope) -> Option<AgentDefinition> {
         model: field("model"),
         prompt: body.trim().to_string(),
         scope,
+        options: AgentOptions::default(),
     })
 }
 
@@ -139,6 +161,7 @@ pub fn from_client(
         model: model.filter(|m| !m.is_empty()).map(str::to_string),
         prompt: prompt.to_string(),
         scope: Scope::Client,
+        options: AgentOptions::default(),
     })
 }
 
@@ -164,7 +187,9 @@ pub fn model_for(def_model: Option<&str>, parent: &str) -> String {
     }
 }
 
-fn valid_name(name: &str) -> bool {
+/// A name that can stand in a tool's or type's name: 1-64 of ASCII letters, digits, `-`
+/// and `_` (also a plugin's name, the prefix of what it brings).
+pub fn valid_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 64
         && name

@@ -56,6 +56,8 @@ pub struct SubagentKit {
     /// The session's MCP servers: a sub-agent offers their tools as they are listed
     /// when it runs (a server's list may have changed since the session started).
     pub mcp: Vec<Arc<crate::mcp::McpServer>>,
+    /// The session's skills (a definition's `skills` opens its first message with theirs).
+    pub skills: Vec<crate::tools::skill::Skill>,
 }
 
 /// The Agent tool of one session.
@@ -91,6 +93,7 @@ impl AgentTool {
             model: None,
             prompt: String::new(),
             scope: super::definition::Scope::User,
+            options: Default::default(),
         })
     }
 
@@ -103,8 +106,8 @@ impl AgentTool {
             .unwrap_or_else(|| self.kit.config.model.clone())
     }
 
-    /// The sub-agent's tools: its definition's list (of the parent's), else all of them;
-    /// never the Agent tool.
+    /// The sub-agent's tools: its definition's list (of the parent's), else all of them,
+    /// plus the tools of the MCP servers it names; never the Agent tool.
     fn tools_for(&self, def: &AgentDefinition) -> ToolRegistry {
         let mut tools = ToolRegistry::new();
         for name in self.kit.tools.names() {
@@ -147,6 +150,22 @@ impl AgentTool {
             *cache_control = Some(CacheControl::ephemeral());
         }
         blocks
+    }
+
+    /// The task, then the instructions of the skills the definition preloads.
+    fn first_message(&self, def: &AgentDefinition, task: &str) -> String {
+        let mut text = task.to_string();
+        for name in &def.options.skills {
+            if let Some(skill) = self.kit.skills.iter().find(|s| &s.name == name) {
+                text.push_str(&format!(
+                    "\n\nSkill `{}` (base directory: {})\n\n{}",
+                    skill.name,
+                    skill.dir.display(),
+                    skill.body
+                ));
+            }
+        }
+        text
     }
 }
 
@@ -268,6 +287,27 @@ impl Tool for AgentTool {
         config.commands.clear();
         // The answer's schema is the main loop's: a sub-agent reports in prose.
         config.options.json_schema = None;
+        if let Some(turns) = def.options.max_turns {
+            config.max_turns = Some(turns);
+        }
+        if let Some(effort) = &def.options.effort {
+            config.options.effort = Some(effort.clone());
+        }
+        let gate = match def.options.permission_mode {
+            None => self.kit.gate.clone(),
+            Some(mode) => match self.kit.gate.in_mode(mode) {
+                Ok(gate) => gate,
+                Err(why) => {
+                    let message = format!(
+                        "{NAME}: the agent type {} asks for permission mode {}: {why}",
+                        def.name,
+                        mode.as_str()
+                    );
+                    task.end(TaskStatus::Failed, &message, "");
+                    return ToolOutput::error(message);
+                }
+            },
+        };
         let observer: Arc<dyn LoopObserver> = match &self.kit.hooks {
             Some(hooks) => Arc::new(SubagentObserver::new(hooks.clone(), &def.name, &id)),
             None => Arc::new(NoObserver),
@@ -280,7 +320,7 @@ impl Tool for AgentTool {
         let mut child = AgentLoop::new(
             self.kit.model.clone(),
             self.tools_for(&def),
-            self.kit.gate.clone(),
+            gate,
             sub_ctx,
             transcript,
             config,
@@ -292,9 +332,8 @@ impl Tool for AgentTool {
         if let Some(events) = &self.kit.events {
             child = child.with_events(events.clone());
         }
-        let outcome = child
-            .run(str_field(&input, "prompt"), &mut interrupts)
-            .await;
+        let first = self.first_message(&def, str_field(&input, "prompt"));
+        let outcome = child.run(&first, &mut interrupts).await;
         let (status, output) = match outcome.subtype.as_str() {
             "success" if outcome.text.trim().is_empty() => (
                 TaskStatus::Completed,
@@ -321,11 +360,19 @@ impl Tool for AgentTool {
 }
 
 /// Whether a sub-agent of `def` gets the parent's tool `name`: on its definition's list
-/// (all tools without one) and not disallowed by it; never the Agent tool.
+/// (all tools without one) or a tool of an MCP server it names, and not disallowed by it;
+/// never the Agent tool.
 fn wanted(def: &AgentDefinition, name: &str) -> bool {
-    def.tools
+    let listed = def
+        .tools
         .as_ref()
-        .is_none_or(|list| list.iter().any(|t| t == name))
+        .is_none_or(|list| list.iter().any(|t| t == name));
+    let named_server = def
+        .options
+        .mcp_servers
+        .iter()
+        .any(|s| name.starts_with(&crate::mcp::tool::full_name(s, "")));
+    (listed || named_server)
         && !def.disallowed_tools.iter().any(|t| t == name)
         && name != NAME
         && name != OLD_NAME
@@ -354,6 +401,7 @@ mod tests {
             model: None,
             prompt: "Review.".into(),
             scope: super::super::definition::Scope::Project,
+            options: Default::default(),
         }];
         let text = describe(&defs);
         assert!(text.contains("- general-purpose: "), "{text}");

@@ -57,7 +57,9 @@ pub fn load(workspace: &Path, home: Option<&Path>) -> Vec<Skill> {
     out
 }
 
-fn parse(dir: &Path, text: &str) -> Option<Skill> {
+/// A skill from its SKILL.md text; `dir` is its folder (the other files are listed from
+/// it, not through links).
+pub fn parse(dir: &Path, text: &str) -> Option<Skill> {
     let (front, body) = split_frontmatter(text);
     let field = |key: &str| {
         front.lines().find_map(|l| {

@@ -16,6 +16,8 @@
 //!
 //! # Users, one module each
 //!
+//! - [`chosen`]: reads of a tree the user chose (a plugin directory), where links are
+//!   followed only while they stay beneath it.
 //! - [`read`]: the orchestrator's reads of workspace files (CLAUDE.md, settings, hooks
 //!   config): text, size-capped, no FIFOs, no links.
 //! - [`tree`]: checkpoint rewind and the Docker ACL fallback changing a workspace
@@ -33,10 +35,12 @@ use nix::fcntl::{AtFlags, OFlag};
 use nix::sys::stat::{FileStat, Mode, SFlag};
 use nix::unistd::UnlinkatFlags;
 
+pub mod chosen;
 pub mod read;
 pub mod recorded;
 pub mod tree;
 
+pub use chosen::TreeReader;
 pub use read::{ReadError, WorkspaceReader, read_own_file};
 pub use recorded::{Expect, RecordedError, RecordedWorkspace, identity};
 pub use tree::{Beneath, Visitor};

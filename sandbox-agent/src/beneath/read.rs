@@ -147,7 +147,7 @@ fn read_open_file(file: File, path: &Path, max: u64) -> Result<String, ReadError
 }
 
 /// Refuses anything but a regular file of at most `max` bytes, then reads it.
-fn read_open_bytes(file: File, path: &Path, max: u64) -> Result<Vec<u8>, ReadError> {
+pub(super) fn read_open_bytes(file: File, path: &Path, max: u64) -> Result<Vec<u8>, ReadError> {
     let read_err = |source| ReadError::Read {
         path: path.to_path_buf(),
         source,

@@ -85,6 +85,19 @@ impl AuditGate {
 
 #[tonic::async_trait]
 impl ToolGate for AuditGate {
+    /// A sub-agent in a mode of its own is audited as every other call is.
+    fn in_mode(
+        &self,
+        mode: crate::permissions::PermissionMode,
+    ) -> Result<Arc<dyn ToolGate>, String> {
+        let inner = self.inner.in_mode(mode)?;
+        Ok(Arc::new(AuditGate::new(
+            inner,
+            self.scope.clone(),
+            self.sinks.clone(),
+        )))
+    }
+
     async fn before(&self, call: &ToolCallInfo) -> GateVerdict {
         let verdict = self.inner.before(call).await;
         let (decision, reason) = match &verdict {
