@@ -33,6 +33,7 @@ pub mod denied;
 pub mod gitguard;
 pub mod gitvet;
 pub mod host_view;
+mod linger;
 pub mod mounts;
 pub mod protected;
 pub mod state;

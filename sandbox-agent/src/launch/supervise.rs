@@ -55,7 +55,8 @@ pub fn run_launcher(config_path: &Path) -> i32 {
             return EXIT_LAUNCH_FAILED;
         }
     };
-    let outcome = run_session(&config, lifeline.as_ref(), cgroup.as_ref());
+    let mut mount_ns = None;
+    let outcome = run_session(&config, lifeline.as_ref(), cgroup.as_ref(), &mut mount_ns);
     // Every process of the session is dead or dying with the init: kill any straggler
     // and remove the cgroups.
     if let Some(cg) = &cgroup {
@@ -68,6 +69,10 @@ pub fn run_launcher(config_path: &Path) -> i32 {
         eprintln!("{STRIPPED_LOG_PREFIX}{}", p.display());
     });
     let _ = std::fs::remove_dir_all(config.socket_dir());
+    // The seeded overlays' unmount syncs their disk: off this process's exit (linger.rs).
+    if let Some(ns) = mount_ns {
+        super::linger::release_detached(ns);
+    }
     match outcome {
         Ok(Ended { code, released }) => {
             if released {
@@ -148,6 +153,7 @@ fn run_session(
     cfg: &LaunchConfig,
     lifeline: Option<&OwnedFd>,
     cgroup: Option<&SessionCgroup>,
+    mount_ns: &mut Option<OwnedFd>,
 ) -> Result<Ended, LaunchError> {
     let ids = IdPlan::new(
         &cfg.session_id,
@@ -270,6 +276,10 @@ fn run_session(
         let _ = kill(init, Signal::SIGKILL);
         let _ = waitpid(init, None);
         return Err(e);
+    }
+    // Only an overlay with a disk upper layer makes the namespace's end slow to wait for.
+    if !cfg.host.seeded.is_empty() {
+        *mount_ns = super::linger::hold(init);
     }
     File::from(go_w)
         .write_all(&[1])
