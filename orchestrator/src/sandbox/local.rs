@@ -189,7 +189,11 @@ impl LocalBackend {
                     .chain(spec.denied_write.iter().cloned())
                     .collect(),
                 network: spec.network,
-                egress: spec.egress_config(Path::new(SOCKET_DIR_IN_SANDBOX)),
+                // The init makes the CA bundle on the sandbox's own /run.
+                egress: spec.egress_config(
+                    Path::new(SOCKET_DIR_IN_SANDBOX),
+                    Path::new(sandbox_agent::egress::ca::LOCAL_BUNDLE),
+                ),
                 best_effort: spec.best_effort,
                 rlimits: Rlimits::default(),
                 disk_budget_bytes: spec.limits.and_then(|l| l.disk_bytes),
