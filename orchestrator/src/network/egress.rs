@@ -61,6 +61,15 @@ impl EgressSpec {
         Ok(spec)
     }
 
+    /// The variables of this process that brokered credentials are read from: kept from
+    /// any process the sandbox is made of.
+    pub fn secret_variables(&self) -> Vec<String> {
+        self.broker
+            .as_ref()
+            .map(|b| b.secret_variables())
+            .unwrap_or_default()
+    }
+
     /// What the agent is told: the proxy's socket inside the sandbox (in
     /// `socket_dir`, the session's socket dir as the sandbox sees it: the local backend's
     /// [`sandbox_agent::launch::SOCKET_DIR_IN_SANDBOX`], the Docker backend's run dir), the

@@ -270,6 +270,13 @@ impl LocalBackend {
             // Its own process group: a terminal's Ctrl-C reaches cordon, which tears down
             // in order, not the launcher mid-flight.
             .process_group(0);
+        // Security: the sandbox's init is a fork of the launcher, so the launcher's
+        // environment is the init's; the variables brokered credentials are read from
+        // stay with this process (the init is undumpable too, so its environ is unreadable
+        // inside either way).
+        for name in spec.egress.iter().flat_map(|e| e.secret_variables()) {
+            cmd.env_remove(name);
+        }
         // SAFETY: the closure runs between fork and exec and makes one async-signal-safe
         // call (fcntl) on an fd number captured by value.
         unsafe {

@@ -169,6 +169,10 @@ impl CredentialSpec {
             header: self.header.clone(),
             value: Secret(format!("{}{secret}", self.prefix)),
             from: self.source.to_string(),
+            env: match &self.source {
+                ValueSource::Env(name) => Some(name.clone()),
+                ValueSource::File(_) => None,
+            },
         })
     }
 

@@ -1,14 +1,13 @@
 use super::*;
-use crate::network::broker::Secret;
 use crate::network::policy::DomainRule;
 
 fn cred() -> Credential {
-    Credential {
-        domain: DomainRule::parse("api.test", "test").unwrap(),
-        header: "Authorization".into(),
-        value: Secret("Bearer host-secret".into()),
-        from: "env TOKEN".into(),
-    }
+    Credential::new(
+        DomainRule::parse("api.test", "test").unwrap(),
+        "Authorization",
+        "Bearer host-secret".into(),
+        "env TOKEN",
+    )
 }
 
 fn text(f: &Forward) -> String {

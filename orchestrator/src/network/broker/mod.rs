@@ -60,6 +60,8 @@ pub struct Credential {
     value: Secret,
     /// Where the value came from (`env NAME`, `file PATH`), for the records.
     pub from: String,
+    /// The variable of this process the value came from, if it did.
+    env: Option<String>,
 }
 
 impl Credential {
@@ -70,6 +72,7 @@ impl Credential {
             header: header.to_string(),
             value: Secret(value),
             from: from.to_string(),
+            env: None,
         }
     }
 }
@@ -156,6 +159,14 @@ impl Broker {
     /// The session CA's certificate (PEM), for the sandbox to trust.
     pub fn ca_pem(&self) -> &str {
         self.ca.cert_pem()
+    }
+
+    /// The variables of this process the credentials were read from.
+    pub fn secret_variables(&self) -> Vec<String> {
+        self.credentials
+            .iter()
+            .filter_map(|c| c.env.clone())
+            .collect()
     }
 
     /// The credential for a tunnel to `host:port`: the first whose domain covers it.

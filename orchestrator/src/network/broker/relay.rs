@@ -4,9 +4,9 @@
 //! Order, each step refusing (and recorded) before anything reaches the server:
 //! 1. the ClientHello's server name must be the tunnel's host (no fronting);
 //! 2. the handshake with the client completes (it trusts the session CA);
-//! 3. the server's certificate verifies for the tunnel's host against the host's roots
+//! 3. the request head's Host names the tunnel's host (else 403);
+//! 4. the server's certificate verifies for the tunnel's host against the host's roots
 //!    (else the client is answered 502: the credential never goes to an unverified peer);
-//! 4. the request head's Host names the tunnel's host (else 403);
 //! 5. the head goes with the credential, then the body up to its end, and the response
 //!    comes back until the server closes.
 
@@ -64,19 +64,11 @@ where
         Ok(c) => c,
         Err(e) => return refuse(e.to_string()),
     };
-    let mut client = match start.into_stream(config).await {
+    let client = match start.into_stream(config).await {
         Ok(c) => c,
         Err(e) => return refuse(format!("TLS handshake with the client failed: {e}")),
     };
-    let server = match verified_server(broker, host, upstream).await {
-        Ok(s) => s,
-        Err(why) => {
-            let _ = client.write_all(&error_response(502, &why)).await;
-            let _ = client.shutdown().await;
-            return refuse(why);
-        }
-    };
-    exchange(client, server, host, port, cred).await
+    exchange(client, upstream, host, port, broker, cred).await
 }
 
 /// The TLS connection to the server, its certificate verified for `host`.
@@ -97,17 +89,17 @@ async fn verified_server(
         })
 }
 
-/// The one request and its response, over both TLS connections.
-async fn exchange<C, S>(
+/// The one request, checked before the server's TLS starts, and its response.
+async fn exchange<C>(
     mut client: C,
-    mut server: S,
+    upstream: TcpStream,
     host: &str,
     port: u16,
+    broker: &Broker,
     cred: &Credential,
 ) -> Relayed
 where
     C: AsyncRead + AsyncWrite + Unpin,
-    S: AsyncRead + AsyncWrite + Unpin,
 {
     let mut buf = Vec::new();
     let end = match read_head(&mut client, &mut buf).await {
@@ -122,6 +114,14 @@ where
             let _ = client.write_all(&error_response(e.status, &e.why)).await;
             let _ = client.shutdown().await;
             return refuse(e.why);
+        }
+    };
+    let mut server = match verified_server(broker, host, upstream).await {
+        Ok(s) => s,
+        Err(why) => {
+            let _ = client.write_all(&error_response(502, &why)).await;
+            let _ = client.shutdown().await;
+            return refuse(why);
         }
     };
     let mut out = Relayed {
