@@ -18,10 +18,10 @@ use cordon::network::policy::DomainRule;
 use cordon::network::proxy::dial::StaticResolver;
 use cordon::network::proxy::record::MemoryLog;
 use cordon::network::proxy::{ConnectionRecord, Proxy};
+use cordon_tests::Workspace;
 use cordon_tests::net::{self, DNS, SERVER};
 use cordon_tests::scripted_model::{ScriptedModel, Turn};
 use cordon_tests::tls::TestCa;
-use cordon_tests::{Workspace, cordon_bin};
 use sandbox_agent::egress::ca as ca_bundle;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -505,13 +505,21 @@ fn cordon_run_brokers_a_host_secret_that_never_enters_the_sandbox() {
                 "sent to the model"
             );
             assert!(!stdout.contains(secret.as_str()) && !stderr.contains(secret.as_str()));
+            let holding: Vec<_> = net::files_under(home.path())
+                .into_iter()
+                .filter(|p| *p != secret_file)
+                .filter(|p| {
+                    std::fs::read(p)
+                        .is_ok_and(|b| String::from_utf8_lossy(&b).contains(secret.as_str()))
+                })
+                .collect();
             assert!(
-                !tree_holds(home.path(), secret, &secret_file),
-                "a record under CORDON_HOME holds it"
+                holding.is_empty(),
+                "records under CORDON_HOME hold it: {holding:?}"
             );
         }
         // Every brokered request is in the egress log, with the credential named.
-        let records = egress_records(home.path());
+        let records = net::egress_records(home.path());
         let brokered: Vec<&Value> = records
             .iter()
             .filter(|r| r.get("credential").is_some())
@@ -549,45 +557,6 @@ fn cordon_run_brokers_a_host_secret_that_never_enters_the_sandbox() {
     });
 }
 
-/// Whether any file under `dir` but `except` holds `needle`.
-fn tree_holds(dir: &Path, needle: &str, except: &Path) -> bool {
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p != except
-                && std::fs::read(&p).is_ok_and(|b| String::from_utf8_lossy(&b).contains(needle))
-            {
-                return true;
-            }
-        }
-    }
-    false
-}
-
-/// The `*.egress.jsonl` records under `home`.
-fn egress_records(home: &Path) -> Vec<Value> {
-    let mut out = Vec::new();
-    let mut stack = vec![home.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.to_string_lossy().ends_with(".egress.jsonl") {
-                let text = std::fs::read_to_string(&p).unwrap();
-                out.extend(
-                    text.lines()
-                        .map(|l| serde_json::from_str::<Value>(l).unwrap()),
-                );
-            }
-        }
-    }
-    out
-}
-
 /// A broker named by a trusted repository's settings, or by `--settings`, is ignored: the
 /// domain is reached as a plain tunnel (the client's own TLS, its CA the test's) and the
 /// server sees no header; stderr says why.
@@ -623,14 +592,9 @@ fn a_repository_or_command_line_broker_is_ignored() {
         .unwrap();
         let home = tempfile::tempdir().unwrap();
         let cordon = |args: &[&str]| {
-            let mut cmd = tokio::process::Command::new(cordon_bin());
-            cmd.args(args)
-                .env("CORDON_HOME", home.path())
-                .env("CORDON_USER_SETTINGS", home.path().join("user.json"))
-                .env("CORDON_MANAGED_SETTINGS", home.path().join("managed.json"))
-                .env("CORDON_TEST_BROKER_TOKEN", &secret)
-                .env("SSL_CERT_FILE", &ca.ca_pem)
-                .stdin(std::process::Stdio::null());
+            let mut cmd = cordon_tests::cordon_at_home(home.path(), args);
+            cmd.env("CORDON_TEST_BROKER_TOKEN", &secret)
+                .env("SSL_CERT_FILE", &ca.ca_pem);
             cmd
         };
         let w = ws.path().to_str().unwrap();

@@ -49,7 +49,6 @@ fn connection_tokens(headers: &[httparse::Header<'_>]) -> Vec<String> {
         .filter(|h| h.name.eq_ignore_ascii_case("connection"))
         .flat_map(|h| {
             String::from_utf8_lossy(h.value)
-                .into_owned()
                 .split(',')
                 .map(|t| t.trim().to_ascii_lowercase())
                 .collect::<Vec<_>>()
