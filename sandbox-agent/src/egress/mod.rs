@@ -44,8 +44,9 @@ pub struct EgressConfig {
     /// The session's policy: the DNS stub answers by it (the proxy enforces it).
     pub policy: policy::NetworkPolicy,
     /// The session CA to trust (only with brokered credentials: every other tunnel is the
-    /// client's own TLS).
-    #[serde(default)]
+    /// client's own TLS). Left out of the JSON when absent, so a session without brokered
+    /// credentials hands an agent the same configuration as before they existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca: Option<ca::CaTrust>,
 }
 

@@ -21,25 +21,15 @@ use cordon::network::proxy::{ConnectionRecord, Proxy};
 use cordon_tests::Workspace;
 use cordon_tests::net::{self, DNS, SERVER};
 use cordon_tests::scripted_model::{ScriptedModel, Turn};
-use cordon_tests::tls::TestCa;
+use cordon_tests::tls::{TestCa, roots};
 use sandbox_agent::egress::ca as ca_bundle;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio_rustls::rustls::pki_types::pem::PemObject;
-use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
+use tokio_rustls::rustls::pki_types::ServerName;
 use tokio_rustls::rustls::{ClientConfig, RootCertStore};
 
 const NAMES: [&str; 3] = ["api.test", "files.test", "plain.test"];
-
-/// Roots holding the certificates of `pem` (a file's text).
-fn roots(pem: &[u8]) -> RootCertStore {
-    let mut roots = RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(pem) {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    roots
-}
 
 /// An HTTPS server on SERVER:443 for [`NAMES`] that answers each request with what it
 /// received (head and body, the body read by its Content-Length or chunked framing), and
