@@ -21,6 +21,9 @@ use super::BrokerError;
 /// little behind.
 const VALID_BEFORE: time::Duration = time::Duration::hours(1);
 const VALID_FOR: time::Duration = time::Duration::days(30);
+/// Leaves kept at most: a wildcard domain could name any number of hosts, so the cache
+/// starts over past this (a leaf is made again on its host's next tunnel).
+const MAX_LEAVES: usize = 256;
 
 /// One session's CA.
 pub struct SessionCa {
@@ -81,12 +84,31 @@ impl SessionCa {
         }
         let config = Arc::new(self.leaf_config(host)?);
         if let Ok(mut m) = self.leaves.lock() {
+            if m.len() >= MAX_LEAVES {
+                m.clear();
+            }
             m.insert(host.to_string(), config.clone());
         }
         Ok(config)
     }
 
     fn leaf_config(&self, host: &str) -> Result<ServerConfig, BrokerError> {
+        let (chain, key) = self.leaf(host)?;
+        let mut config = ServerConfig::builder_with_provider(super::provider())
+            .with_safe_default_protocol_versions()
+            .map_err(BrokerError::Tls)?
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .map_err(BrokerError::Tls)?;
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(config)
+    }
+
+    /// A new leaf for `host` (its chain: the leaf, then the CA) and its key.
+    fn leaf(
+        &self,
+        host: &str,
+    ) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), BrokerError> {
         let key = KeyPair::generate().map_err(BrokerError::Ca)?;
         // A name becomes a DNS SAN, an address an IP SAN.
         let mut params = CertificateParams::new(vec![host.to_string()]).map_err(BrokerError::Ca)?;
@@ -102,13 +124,48 @@ impl SessionCa {
             .map_err(BrokerError::Ca)?;
         let chain = vec![cert.der().clone(), self.cert_der.clone()];
         let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
-        let mut config = ServerConfig::builder_with_provider(super::provider())
-            .with_safe_default_protocol_versions()
-            .map_err(BrokerError::Tls)?
-            .with_no_client_auth()
-            .with_single_cert(chain, key)
-            .map_err(BrokerError::Tls)?;
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
-        Ok(config)
+        Ok((chain, key))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio_rustls::rustls::client::danger::ServerCertVerifier;
+    use tokio_rustls::rustls::pki_types::ServerName;
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+
+    use super::*;
+
+    /// A leaf verifies for its host against the session CA alone, and for no other name.
+    #[test]
+    fn a_leaf_verifies_for_its_host_against_the_session_ca() {
+        let ca = SessionCa::new("s1").unwrap();
+        assert!(ca.cert_pem().starts_with("-----BEGIN CERTIFICATE-----"));
+        let config = ca.server_config("api.test").unwrap();
+        assert!(Arc::ptr_eq(&config, &ca.server_config("api.test").unwrap()));
+        assert_eq!(config.alpn_protocols, vec![b"http/1.1".to_vec()]);
+        let mut roots = tokio_rustls::rustls::RootCertStore::empty();
+        roots
+            .add(CertificateDer::from_pem_slice(ca.cert_pem().as_bytes()).unwrap())
+            .unwrap();
+        let verifier = tokio_rustls::rustls::client::WebPkiServerVerifier::builder_with_provider(
+            Arc::new(roots),
+            super::super::provider(),
+        )
+        .build()
+        .unwrap();
+        let (leaf, _) = ca.leaf("api.test").unwrap();
+        let now = tokio_rustls::rustls::pki_types::UnixTime::now();
+        let verify = |name: &str| {
+            verifier.verify_server_cert(
+                &leaf[0],
+                &leaf[1..],
+                &ServerName::try_from(name.to_string()).unwrap(),
+                &[],
+                now,
+            )
+        };
+        assert!(verify("api.test").is_ok());
+        assert!(verify("other.test").is_err());
     }
 }
