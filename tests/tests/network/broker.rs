@@ -306,6 +306,7 @@ grep_files() { awk '{print $5}' /proc/self/mountinfo | grep -v -e '^/proc' -e '^
 check brokered curl -sS https://api.test/whoami
 check file_brokered curl -sS https://files.test/whoami
 check replaced curl -sS -H 'Authorization: Bearer sandbox-guess' https://api.test/replace
+check socks curl -sS --proxy socks5h://127.0.0.1:3128 https://api.test/socks
 check plain curl -sS --cacert "$WS/ca.pem" https://plain.test/plain
 check plain_session_ca code https://plain.test/plain-session-ca
 check host_mismatch code -H 'Host: plain.test' https://api.test/mismatch
@@ -344,7 +345,7 @@ fn cordon_run_brokers_a_host_secret_that_never_enters_the_sandbox() {
         let _asked = net::dns_server(IpAddr::V4(DNS), names).await;
         let certs = tempfile::tempdir().unwrap();
         let ca = TestCa::new(certs.path(), &NAMES);
-        let files = ["/whoami", "/replace", "/plain"]
+        let files = ["/whoami", "/replace", "/socks", "/plain"]
             .into_iter()
             .map(|p| (p.to_string(), b"served".to_vec()))
             .collect();
@@ -416,7 +417,7 @@ fn cordon_run_brokers_a_host_secret_that_never_enters_the_sandbox() {
                 .cloned()
                 .unwrap_or_else(|| panic!("{name}: {}\n{stderr}", results[0].1))
         };
-        for served in ["brokered", "file_brokered", "replaced", "plain"] {
+        for served in ["brokered", "file_brokered", "replaced", "socks", "plain"] {
             assert_eq!(get(served), (0, "served".into()), "{served}");
         }
         assert_eq!(get("host_mismatch"), (0, "403".into()));
@@ -463,6 +464,12 @@ fn cordon_run_brokers_a_host_secret_that_never_enters_the_sandbox() {
         assert!(
             !api.contains("X-Api-Key") && !file.contains("Authorization"),
             "{heads:?}"
+        );
+        // Through SOCKS5 as through CONNECT.
+        let socks = head("api.test", "/socks");
+        assert!(
+            socks.contains(&format!("Authorization: Bearer {env_secret}\r\n")),
+            "{socks}"
         );
         let replaced = head("api.test", "/replace");
         assert_eq!(

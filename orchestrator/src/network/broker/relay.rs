@@ -104,6 +104,12 @@ where
     let mut buf = Vec::new();
     let end = match read_head(&mut client, &mut buf).await {
         Ok(Some(end)) => end,
+        Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+            let why = "the request head is larger than 64 KiB";
+            let _ = client.write_all(&error_response(400, why)).await;
+            let _ = client.shutdown().await;
+            return refuse(why.into());
+        }
         // The client closed (or broke off) before a whole request: nothing was sent.
         Ok(None) | Err(_) => return Relayed::default(),
     };
@@ -195,6 +201,8 @@ async fn read_or_end<R: AsyncRead + Unpin>(r: &mut R, buf: &mut [u8]) -> io::Res
 }
 
 /// Sends the request's body (starting with `leftover`) and not a byte past its end.
+/// Reading the client fails as `UnexpectedEof` (or `InvalidData` for a malformed chunked
+/// body); any other error is the server's side.
 async fn body<R, W>(
     client: &mut R,
     leftover: Vec<u8>,
@@ -205,25 +213,16 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let cut = || {
-        io::Error::new(
-            io::ErrorKind::UnexpectedEof,
-            "the request body was cut short",
-        )
-    };
     let mut sent = 0u64;
+    let mut chunk = leftover;
+    let mut buf = vec![0u8; CHUNK];
     match framing {
         Body::None => {}
         Body::Length(len) => {
-            let mut chunk = leftover;
-            let mut buf = vec![0u8; CHUNK];
             while sent < len {
                 if chunk.is_empty() {
                     let want = usize::try_from(len - sent).unwrap_or(CHUNK).min(CHUNK);
-                    let n = read_or_end(client, &mut buf[..want]).await?;
-                    if n == 0 {
-                        return Err(cut());
-                    }
+                    let n = more_body(client, &mut buf[..want]).await?;
                     chunk = buf[..n].to_vec();
                 }
                 let take = usize::try_from(len - sent)
@@ -237,8 +236,6 @@ where
         }
         Body::Chunked => {
             let mut end = ChunkedEnd::default();
-            let mut chunk = leftover;
-            let mut buf = vec![0u8; CHUNK];
             loop {
                 let found = end
                     .feed(&chunk)
@@ -250,15 +247,23 @@ where
                 if found.is_some() {
                     break;
                 }
-                let n = read_or_end(client, &mut buf).await?;
-                if n == 0 {
-                    return Err(cut());
-                }
+                let n = more_body(client, &mut buf).await?;
                 chunk = buf[..n].to_vec();
             }
         }
     }
     Ok(sent)
+}
+
+/// The next bytes of the client's body; its end or any failure is a body cut short.
+async fn more_body<R: AsyncRead + Unpin>(client: &mut R, buf: &mut [u8]) -> io::Result<usize> {
+    match read_or_end(client, buf).await {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "the request body was cut short",
+        )),
+    }
 }
 
 /// Relays the response (informational heads first) until the server closes; the bytes
