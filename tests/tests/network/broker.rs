@@ -318,6 +318,24 @@ check environ grep_environ
 check files grep_files
 "#;
 
+/// The test's DNS server naming [`NAMES`], and its HTTPS server on SERVER:443 answering
+/// `paths` with `served` (404 else), its certificate from a new test CA; the CA's dir,
+/// the CA, the request heads the server gets.
+async fn site(paths: &[&str]) -> (tempfile::TempDir, TestCa, Arc<Mutex<Vec<String>>>) {
+    let names: HashMap<String, Ipv4Addr> = NAMES.iter().map(|n| (n.to_string(), SERVER)).collect();
+    // The DNS server lives on in its task; what it was asked is not looked at here.
+    let _asked = net::dns_server(IpAddr::V4(DNS), names).await;
+    let certs = tempfile::tempdir().unwrap();
+    let ca = TestCa::new(certs.path(), &NAMES);
+    let files = paths
+        .iter()
+        .map(|p| (p.to_string(), b"served".to_vec()))
+        .collect();
+    let tls = Some(ca.acceptor());
+    let heads = net::file_server(SocketAddr::new(IpAddr::V4(SERVER), 443), files, tls).await;
+    (certs, ca, heads)
+}
+
 /// Brokered settings for the user's file: api.test from a variable, files.test from a
 /// file, all three domains allowed.
 fn user_settings(secret_file: &Path) -> Value {
@@ -340,21 +358,7 @@ fn user_settings(secret_file: &Path) -> Value {
 fn cordon_run_brokers_a_host_secret_that_never_enters_the_sandbox() {
     let ips = [IpAddr::V4(SERVER), IpAddr::V4(DNS)];
     net::run(&ips, Some(IpAddr::V4(DNS)), || async {
-        let names: HashMap<String, Ipv4Addr> =
-            NAMES.iter().map(|n| (n.to_string(), SERVER)).collect();
-        let _asked = net::dns_server(IpAddr::V4(DNS), names).await;
-        let certs = tempfile::tempdir().unwrap();
-        let ca = TestCa::new(certs.path(), &NAMES);
-        let files = ["/whoami", "/replace", "/socks", "/plain"]
-            .into_iter()
-            .map(|p| (p.to_string(), b"served".to_vec()))
-            .collect();
-        let heads = net::file_server(
-            SocketAddr::new(IpAddr::V4(SERVER), 443),
-            files,
-            Some(ca.acceptor()),
-        )
-        .await;
+        let (_certs, ca, heads) = site(&["/whoami", "/replace", "/socks", "/plain"]).await;
 
         let (env_a, env_b) = canary("env");
         let (file_a, file_b) = canary("file");
@@ -561,21 +565,7 @@ fn cordon_run_brokers_a_host_secret_that_never_enters_the_sandbox() {
 fn a_repository_or_command_line_broker_is_ignored() {
     let ips = [IpAddr::V4(SERVER), IpAddr::V4(DNS)];
     net::run(&ips, Some(IpAddr::V4(DNS)), || async {
-        let names: HashMap<String, Ipv4Addr> =
-            NAMES.iter().map(|n| (n.to_string(), SERVER)).collect();
-        let _asked = net::dns_server(IpAddr::V4(DNS), names).await;
-        let certs = tempfile::tempdir().unwrap();
-        let ca = TestCa::new(certs.path(), &NAMES);
-        let files = HashMap::from([
-            ("/repo".to_string(), b"served".to_vec()),
-            ("/cli".to_string(), b"served".to_vec()),
-        ]);
-        let heads = net::file_server(
-            SocketAddr::new(IpAddr::V4(SERVER), 443),
-            files,
-            Some(ca.acceptor()),
-        )
-        .await;
+        let (_certs, ca, heads) = site(&["/repo", "/cli"]).await;
         let (a, b) = canary("repo");
         let secret = format!("{a}{b}");
         let broker = |domain: &str| json!({"domain": domain, "header": "Authorization", "valueFromEnv": "CORDON_TEST_BROKER_TOKEN"});

@@ -6,7 +6,7 @@
 //! the client sends (a second request could name another Host, which no check would see),
 //! and asks the server and the client to close after the response (`Connection: close`).
 
-use crate::network::proxy::http::{HeadError, authority};
+use crate::network::proxy::http::{HeadError, authority, parse_request};
 
 use super::Credential;
 
@@ -77,12 +77,7 @@ pub fn request(
     cred: &Credential,
 ) -> Result<Forward, HeadError> {
     let mut headers = [httparse::EMPTY_HEADER; 100];
-    let mut req = httparse::Request::new(&mut headers);
-    match req.parse(head) {
-        Ok(httparse::Status::Complete(_)) => {}
-        Ok(httparse::Status::Partial) => return Err(bad(400, "incomplete request head")),
-        Err(e) => return Err(bad(400, format!("malformed request: {e}"))),
-    }
+    let req = parse_request(head, &mut headers)?;
     let method = req.method.unwrap_or_default();
     let target = origin_target(req.path.unwrap_or_default(), host, port)?;
     check_host(req.headers, host, port)?;
