@@ -67,6 +67,12 @@ fn run(cli: Cli) -> Result<(), String> {
     // The egress bridge and DNS stub bind now too: the confined agent may not make
     // INET sockets.
     let egress = bind_egress(&config)?;
+    // And the session CA's bundle, where the backend did not make it (the confined agent
+    // can write only where its commands may).
+    if let Some(ca) = config.egress.as_ref().and_then(|e| e.ca.as_ref()) {
+        sandbox_agent::egress::ca::install(ca)
+            .map_err(|e| format!("egress: writing {}: {e}", ca.bundle.display()))?;
+    }
     // Per-command cgroups are made and opened now: the confined agent cannot.
     let slots = prepare_slots(&config)?;
     // Confine while still single-threaded: every thread and child inherits it.

@@ -48,6 +48,19 @@ pub fn cordon_bin() -> PathBuf {
     built_binary("cordon")
 }
 
+/// `cordon ARGS...` with all its state in `home`: `CORDON_HOME`, and the user's and the
+/// managed settings as `home/user.json` and `home/managed.json` (absent until a test
+/// writes them); stdin closed.
+pub fn cordon_at_home(home: &Path, args: &[&str]) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(cordon_bin());
+    cmd.args(args)
+        .env("CORDON_HOME", home)
+        .env("CORDON_USER_SETTINGS", home.join("user.json"))
+        .env("CORDON_MANAGED_SETTINGS", home.join("managed.json"))
+        .stdin(std::process::Stdio::null());
+    cmd
+}
+
 pub fn probe_bin() -> PathBuf {
     built_binary("escape-probe")
 }

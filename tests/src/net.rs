@@ -332,3 +332,34 @@ pub fn parse_checks(stdout: &str) -> HashMap<String, (i32, String)> {
         })
         .collect()
 }
+
+/// Every file beneath `dir` (links not followed).
+pub fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            match e.file_type() {
+                Ok(t) if t.is_dir() => stack.push(e.path()),
+                Ok(_) => out.push(e.path()),
+                Err(_) => {}
+            }
+        }
+    }
+    out
+}
+
+/// The egress records of every session under `home` (`*.egress.jsonl`, beside each
+/// transcript), one JSON value per connection.
+pub fn egress_records(home: &std::path::Path) -> Vec<serde_json::Value> {
+    files_under(home)
+        .into_iter()
+        .filter(|p| p.to_string_lossy().ends_with(".egress.jsonl"))
+        .flat_map(|p| {
+            let text = std::fs::read_to_string(&p).unwrap();
+            text.lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}

@@ -7,9 +7,9 @@ use std::process::Command;
 use std::sync::Arc;
 
 use tokio_rustls::TlsAcceptor;
-use tokio_rustls::rustls::ServerConfig;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio_rustls::rustls::{RootCertStore, ServerConfig};
 
 /// A test CA and one server certificate it signed.
 pub struct TestCa {
@@ -113,4 +113,18 @@ impl TestCa {
         .unwrap();
         TlsAcceptor::from(Arc::new(config))
     }
+
+    /// Roots holding this CA only (what a client told to trust it has).
+    pub fn roots(&self) -> RootCertStore {
+        roots(&std::fs::read(&self.ca_pem).unwrap())
+    }
+}
+
+/// Roots holding the certificates of `pem` (a PEM file's text).
+pub fn roots(pem: &[u8]) -> RootCertStore {
+    let mut roots = RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(pem) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    roots
 }

@@ -3,6 +3,8 @@
 //! decisions, and a sandbox whose only way out is that proxy. Never the real network.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "network/broker.rs"]
+mod broker;
 #[path = "network/docker.rs"]
 mod docker;
 #[path = "network/mcp.rs"]

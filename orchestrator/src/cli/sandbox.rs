@@ -119,7 +119,7 @@ async fn run(args: SandboxArgs) -> anyhow::Result<ExitCode> {
         eprintln!("cordon: {w}");
     }
     if network.policy.grants_egress() {
-        let mut egress = EgressSpec::new(network.policy);
+        let mut egress = EgressSpec::for_session(&spec.session_id, &network)?;
         egress.log = Arc::new(StderrRefusals);
         spec = spec.with_egress(egress);
     }

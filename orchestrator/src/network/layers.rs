@@ -9,9 +9,12 @@
 //! - Deny entries (`deniedDomains`, `WebFetch(domain:…)` deny rules) come from every layer
 //!   and always win.
 //! - `allowLocalBinding`: the highest layer that sets it; with the lock, the managed one's.
+//! - `brokeredCredentials` ([`crate::network::broker::config`]): from the managed and the
+//!   user's settings only; anywhere else it is ignored with a warning.
 
 use serde_json::Value;
 
+use super::broker::CredentialSpec;
 use super::policy::{DomainError, DomainRule, NetworkPolicy};
 use crate::permissions::Rule;
 use crate::settings::{LoadedFile, Settings, Source};
@@ -24,6 +27,8 @@ pub struct Resolved {
     pub warnings: Vec<String>,
     /// Whether the managed settings lock the allow list.
     pub managed_only: bool,
+    /// The brokered credentials (their values not read yet).
+    pub credentials: Vec<CredentialSpec>,
 }
 
 impl Resolved {
@@ -43,6 +48,7 @@ impl Resolved {
             "deniedDomains": entries(&self.policy.denied),
             "allowLocalBinding": self.policy.allow_local_binding,
             "allowManagedDomainsOnly": self.managed_only,
+            "brokeredCredentials": self.credentials.iter().map(CredentialSpec::summary).collect::<Vec<_>>(),
             "warnings": self.warnings,
         })
     }
@@ -71,6 +77,14 @@ impl Resolved {
         }
         if self.policy.allow_local_binding {
             line.push_str("; local binding allowed");
+        }
+        for c in &self.credentials {
+            line.push_str(&format!(
+                "; {} brokered for {} (from {})",
+                c.header,
+                c.domain.entry(),
+                c.source
+            ));
         }
         line
     }
@@ -139,7 +153,64 @@ pub fn from_files(files: &[LoadedFile], managed_rules_only: bool) -> Result<Reso
         }
     }
     out.policy.allow_local_binding = local_binding.unwrap_or(false);
+    credentials(files, &mut out);
     Ok(out)
+}
+
+/// The brokered credentials of the managed and the user's settings (highest first);
+/// another layer's are ignored, with a warning.
+///
+/// Security: a repository (trusted or not) and the command line's settings (a server
+/// session's request settings sit there) must never choose where a host secret goes.
+fn credentials(files: &[LoadedFile], out: &mut Resolved) {
+    for f in files {
+        let Some(list) = f.value.pointer("/sandbox/network/brokeredCredentials") else {
+            continue;
+        };
+        if !matches!(f.source, Source::Managed | Source::User) {
+            out.warnings.push(format!(
+                "{}: sandbox.network.brokeredCredentials is honoured only in the managed and the user's settings; ignored",
+                f.origin
+            ));
+            continue;
+        }
+        for entry in list.as_array().into_iter().flatten() {
+            // Checked when the file was read ([`check`]); what fails here is ignored.
+            let spec =
+                match CredentialSpec::parse(entry, format!("{}: brokeredCredentials", f.source)) {
+                    Ok(spec) => spec,
+                    Err(why) => {
+                        out.warnings.push(format!(
+                            "{}: sandbox.network.brokeredCredentials: {why}; ignored",
+                            f.origin
+                        ));
+                        continue;
+                    }
+                };
+            if !reachable(&out.policy, &spec.domain) {
+                out.warnings.push(format!(
+                    "{}: brokered credential for {}: no allowedDomains entry lets it through; it is never sent",
+                    f.origin,
+                    spec.domain.entry()
+                ));
+            }
+            out.credentials.push(spec);
+        }
+    }
+}
+
+/// Whether the policy lets a credential's domain through: an allow entry written the
+/// same, or, for one name, the policy's decision on it (a pattern gets the benefit of the
+/// doubt).
+fn reachable(policy: &NetworkPolicy, domain: &DomainRule) -> bool {
+    let entry = domain.entry();
+    if policy.allowed.iter().any(|a| a.entry() == entry) {
+        return true;
+    }
+    match crate::network::proxy::http::authority(entry, Some(443)) {
+        Some((host, port)) if !host.starts_with('*') => policy.decide(&host, port).allowed,
+        _ => true,
+    }
 }
 
 fn network_bool(f: &LoadedFile, key: &str) -> Option<bool> {
@@ -212,6 +283,7 @@ pub fn check(network: &Value) -> Result<Vec<String>, String> {
                     return Err(format!("{path}: expected a boolean"));
                 }
             }
+            "brokeredCredentials" => crate::network::broker::config::check(v)?,
             _ => warnings.push(format!("{path}: unknown key, ignored")),
         }
     }

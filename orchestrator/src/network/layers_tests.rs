@@ -127,3 +127,61 @@ fn the_summary_says_no_network_or_which_domains() {
         "egress through the session's proxy to *.pypi.test:443; denied: evil.test"
     );
 }
+
+/// Brokered credentials count from the managed and the user's settings only: a
+/// repository's files and the command line's settings are ignored, each with a warning.
+#[test]
+fn brokered_credentials_come_from_the_managed_and_user_settings_only() {
+    let entry = |domain: &str| {
+        json!({"sandbox": {"network": {
+            "allowedDomains": [domain],
+            "brokeredCredentials": [{"domain": domain, "header": "Authorization", "valueFromEnv": "TOKEN"}]
+        }}})
+    };
+    let files = vec![
+        file(Source::Managed, entry("managed.test")),
+        file(Source::Cli, entry("cli.test")),
+        file(Source::Local, entry("local.test")),
+        file(Source::Project, entry("project.test")),
+        file(Source::User, entry("user.test")),
+    ];
+    let r = from_files(&files, false).unwrap();
+    let domains: Vec<&str> = r.credentials.iter().map(|c| c.domain.entry()).collect();
+    assert_eq!(domains, ["managed.test", "user.test"]);
+    for ignored in ["cli.json", "local.json", "project.json"] {
+        assert!(
+            r.warnings.iter().any(|w| w.starts_with(ignored)
+                && w.contains("honoured only in the managed and the user's")),
+            "{ignored}: {:?}",
+            r.warnings
+        );
+    }
+    let s = r.summary();
+    assert_eq!(s["brokeredCredentials"][1]["from"], "env TOKEN");
+    assert_eq!(
+        s["brokeredCredentials"][1]["origin"],
+        "user: brokeredCredentials"
+    );
+    assert!(
+        r.describe()
+            .contains("Authorization brokered for user.test (from env TOKEN)")
+    );
+    // A credential whose domain no allow entry lets through is kept, and warned about.
+    let files = vec![file(
+        Source::User,
+        json!({"sandbox": {"network": {"allowedDomains": ["a.test"], "brokeredCredentials": [
+            {"domain": "b.test", "header": "X-Key", "valueFromFile": "/k"}]}}}),
+    )];
+    let r = from_files(&files, false).unwrap();
+    assert!(
+        r.warnings[0].contains("no allowedDomains entry lets it through"),
+        "{:?}",
+        r.warnings
+    );
+    assert!(
+        check(
+            &json!({"brokeredCredentials": [{"domain": "*", "header": "X", "valueFromEnv": "T"}]})
+        )
+        .is_err()
+    );
+}

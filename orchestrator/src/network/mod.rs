@@ -9,8 +9,11 @@
 //!   (`policies/network-refused.json`).
 //! - [`egress`]: a session's egress (policy, log) and the proxy a backend starts for it.
 //! - [`proxy`]: the egress proxy (HTTP CONNECT, plain HTTP, SOCKS5) and its records.
+//! - [`broker`]: brokered credentials: a host secret added by the proxy to requests for
+//!   chosen domains (TLS terminated for those only).
 
 pub mod addresses;
+pub mod broker;
 pub mod egress;
 pub mod layers;
 pub mod policy;

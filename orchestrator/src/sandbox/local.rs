@@ -191,7 +191,11 @@ impl LocalBackend {
                     .chain(spec.denied_write.iter().cloned())
                     .collect(),
                 network: spec.network,
-                egress: spec.egress_config(Path::new(SOCKET_DIR_IN_SANDBOX)),
+                // The init makes the CA bundle on the sandbox's own /run.
+                egress: spec.egress_config(
+                    Path::new(SOCKET_DIR_IN_SANDBOX),
+                    Path::new(sandbox_agent::egress::ca::LOCAL_BUNDLE),
+                ),
                 best_effort: spec.best_effort,
                 rlimits: Rlimits::default(),
                 disk_budget_bytes: spec.limits.and_then(|l| l.disk_bytes),
@@ -268,6 +272,13 @@ impl LocalBackend {
             // Its own process group: a terminal's Ctrl-C reaches cordon, which tears down
             // in order, not the launcher mid-flight.
             .process_group(0);
+        // Security: the sandbox's init is a fork of the launcher, so the launcher's
+        // environment is the init's; the variables brokered credentials are read from
+        // stay with this process (the init is undumpable too, so its environ is unreadable
+        // inside either way).
+        for name in spec.egress.iter().flat_map(|e| e.secret_variables()) {
+            cmd.env_remove(name);
+        }
         // SAFETY: the closure runs between fork and exec and makes one async-signal-safe
         // call (fcntl) on an fd number captured by value.
         unsafe {

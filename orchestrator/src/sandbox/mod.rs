@@ -108,12 +108,16 @@ impl SandboxSpec {
     }
 
     /// The agent's part of [`SandboxSpec::egress`], its proxy socket in `socket_dir` (the
-    /// session's socket dir as the sandbox sees it).
+    /// session's socket dir as the sandbox sees it) and the session CA's bundle (if any)
+    /// at `ca_bundle` (where the backend has it made).
     pub fn egress_config(
         &self,
         socket_dir: &std::path::Path,
+        ca_bundle: &std::path::Path,
     ) -> Option<sandbox_agent::egress::EgressConfig> {
-        self.egress.as_ref().map(|e| e.agent_config(socket_dir))
+        self.egress
+            .as_ref()
+            .map(|e| e.agent_config(socket_dir, ca_bundle))
     }
 }
 

@@ -117,6 +117,8 @@ pub enum AssembleError {
     Network(#[from] crate::network::policy::DomainError),
     #[error("opening the egress log: {0}")]
     EgressLog(std::io::Error),
+    #[error("{0}")]
+    Broker(#[from] crate::network::broker::BrokerError),
     #[error("opening the checkpoint store: {0}")]
     Checkpoints(#[from] CheckpointError),
     #[error("closing unfinished tool calls in the transcript: {0}")]
@@ -297,7 +299,7 @@ impl SessionEnv {
                     resolver: Arc::new(crate::network::proxy::dial::SystemResolver),
                 });
         if let Some(log) = egress_log {
-            let mut egress = crate::network::EgressSpec::new(network.policy);
+            let mut egress = crate::network::EgressSpec::for_session(&session_id, &network)?;
             egress.log = log;
             spec = spec.with_egress(egress);
         }

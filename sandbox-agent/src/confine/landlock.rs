@@ -210,6 +210,14 @@ pub fn restrict_self(
                 .map_err(ruleset_err)?;
         }
     }
+    // The session CA's bundle (certificates only), read by the commands' TLS clients.
+    if let Some(ca) = config.egress.as_ref().and_then(|e| e.ca.as_ref())
+        && let Some((fd, is_dir)) = open(&ca.bundle)?
+    {
+        created = created
+            .add_rule(PathBeneath::new(fd, rights(PathAccess::Read, is_dir)))
+            .map_err(ruleset_err)?;
+    }
     for root in config.writable_roots() {
         // A writable root that does not exist is a configuration error, not a skip.
         let (fd, is_dir) = open(&root)?.ok_or_else(|| ConfineError::LandlockPath {

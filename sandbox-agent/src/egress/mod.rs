@@ -9,6 +9,8 @@
 //! - [`policy`]: the allow and deny entries, shared with the orchestrator.
 //! - [`splice`]: relaying between two sockets inside the kernel (the bridge and the
 //!   orchestrator's proxy).
+//! - [`ca`]: trust for the session CA of brokered credentials (the bundle and its
+//!   variables), when the session has one.
 //! - [`proxy_env`]: the variables every command gets so tools find the proxy.
 
 use std::path::PathBuf;
@@ -16,6 +18,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 pub mod bridge;
+pub mod ca;
 pub mod dns;
 pub mod policy;
 pub mod splice;
@@ -40,6 +43,23 @@ pub struct EgressConfig {
     pub dns: bool,
     /// The session's policy: the DNS stub answers by it (the proxy enforces it).
     pub policy: policy::NetworkPolicy,
+    /// The session CA to trust (only with brokered credentials: every other tunnel is the
+    /// client's own TLS). Left out of the JSON when absent, so a session without brokered
+    /// credentials hands an agent the same configuration as before they existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca: Option<ca::CaTrust>,
+}
+
+impl EgressConfig {
+    /// The variables every command starts with: the proxy's, and the CA bundle's when the
+    /// session has one.
+    pub fn command_env(&self) -> Vec<(String, String)> {
+        let mut env = proxy_env(self.port);
+        if let Some(ca) = &self.ca {
+            env.extend(ca::ca_env(&ca.bundle));
+        }
+        env
+    }
 }
 
 /// The egress sockets, bound before the agent confines itself.

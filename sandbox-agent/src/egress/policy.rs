@@ -88,6 +88,19 @@ impl DomainRule {
     pub fn entry(&self) -> &str {
         &self.text
     }
+
+    /// Whether this entry, read as an allow entry, covers `host` (a name or an IP literal)
+    /// on `port`: how a brokered credential's domain is matched.
+    pub fn covers(&self, host: &str, port: u16) -> bool {
+        let host = normalize_host(host);
+        let ip = host.parse::<IpAddr>().ok();
+        self.allows(&host, ip, port)
+    }
+
+    /// Whether the entry is `*` (every name), with or without a port.
+    pub fn names_every_host(&self) -> bool {
+        self.host == HostPattern::AnyName
+    }
 }
 
 impl DomainRule {

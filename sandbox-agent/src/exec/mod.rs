@@ -198,7 +198,7 @@ impl Executor {
             .map_err(|e| AgentError::internal(format!("cannot read rlimits: {e}")))?;
         let mut base = spawn::base_env(&self.config.tmp_dir, &self.config.tmp_dir, &self.shell);
         if let Some(egress) = &self.config.egress {
-            base.extend(crate::egress::proxy_env(egress.port));
+            base.extend(egress.command_env());
         }
         let base = spawn::with_overrides(base, &self.config.command_env);
         let spec = SpawnSpec {

@@ -185,6 +185,7 @@ fn setup_and_serve(ctx: &ChildCtx) -> Result<i32, String> {
             scratch: &cfg.host.scratch,
         },
         resolv_conf: dns.then_some(crate::egress::dns::RESOLV_CONF),
+        ca: cfg.agent.egress.as_ref().and_then(|e| e.ca.as_ref()),
     })?;
     nix::unistd::sethostname("cordon").map_err(|e| format!("sethostname: {e}"))?;
     if let Err(e) = loopback_up() {

@@ -227,6 +227,9 @@ pub struct RootSpec<'a> {
     pub masked: &'a [PathBuf],
     /// A resolv.conf to show at /etc/resolv.conf (the egress DNS stub's), if any.
     pub resolv_conf: Option<&'a str>,
+    /// The session CA of brokered credentials: its bundle is made on `/run` and shown at
+    /// the system bundle's path.
+    pub ca: Option<&'a crate::egress::ca::CaTrust>,
     pub host: HostSources<'a>,
 }
 
@@ -348,6 +351,9 @@ pub fn build_root(spec: &RootSpec) -> Result<(), String> {
     if let Some(text) = spec.resolv_conf {
         resolv_conf(root, &run, text)?;
     }
+    if let Some(ca) = spec.ca {
+        ca_bundle(root, ca)?;
+    }
     let sock = under(root, Path::new(super::SOCKET_DIR_IN_SANDBOX));
     mkdir_all(&sock)?;
     bind(
@@ -427,6 +433,32 @@ fn resolv_conf(root: &Path, run: &Path, text: &str) -> Result<(), String> {
             std::fs::write(&dst, text).map_err(|e| io_at("writing", &dst, e))
         }
         _ => Err("no /etc/resolv.conf to point at the DNS stub".into()),
+    }
+}
+
+/// Writes the session CA's bundle (the host's roots, then the CA) where `ca` says, on the
+/// sandbox's `/run` tmpfs (read-only once the root is built: no command can change it),
+/// and shows it over the system bundle when that is a plain file. Elsewhere (a link, as
+/// Fedora's) the variables alone point at it.
+fn ca_bundle(root: &Path, ca: &crate::egress::ca::CaTrust) -> Result<(), String> {
+    use crate::egress::ca;
+    if !ca.bundle.starts_with("/run") || ca.bundle.starts_with(super::SOCKET_DIR_IN_SANDBOX) {
+        return Err(format!(
+            "the CA bundle {} must be on the sandbox's own /run",
+            ca.bundle.display()
+        ));
+    }
+    let own = under(root, &ca.bundle);
+    ca::write_bundle(&own, &ca::combined_bundle(root, &ca.cert_pem))
+        .map_err(|e| io_at("writing", &own, e))?;
+    let system = under(root, Path::new(ca::SYSTEM_BUNDLE));
+    match std::fs::symlink_metadata(&system) {
+        Ok(m) if m.is_file() => bind(
+            &own,
+            &system,
+            MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+        ),
+        _ => Ok(()),
     }
 }
 

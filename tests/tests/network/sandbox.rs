@@ -127,15 +127,7 @@ fn a_repository_allowed_domain_needs_cordon_trust() {
         )
         .unwrap();
         let home = tempfile::tempdir().unwrap();
-        let cordon = |args: &[&str]| {
-            let mut cmd = tokio::process::Command::new(cordon_bin());
-            cmd.args(args)
-                .env("CORDON_HOME", home.path())
-                .env("CORDON_USER_SETTINGS", home.path().join("user.json"))
-                .env("CORDON_MANAGED_SETTINGS", home.path().join("managed.json"))
-                .stdin(std::process::Stdio::null());
-            cmd
-        };
+        let cordon = |args: &[&str]| cordon_tests::cordon_at_home(home.path(), args);
         let ws_arg = ws.path().to_str().unwrap();
         let curl = [
             "sandbox",

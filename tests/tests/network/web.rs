@@ -321,27 +321,6 @@ fn web_fetch_reaches_an_allowed_name_and_refuses_one_that_resolves_to_loopback()
     });
 }
 
-/// The `*.egress.jsonl` records under `home` (beside the session's transcript).
-pub(super) fn egress_records(home: &std::path::Path) -> Vec<Value> {
-    let mut out = Vec::new();
-    let mut stack = vec![home.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.to_string_lossy().ends_with(".egress.jsonl") {
-                let text = std::fs::read_to_string(&p).unwrap();
-                out.extend(
-                    text.lines()
-                        .map(|l| serde_json::from_str::<Value>(l).unwrap()),
-                );
-            }
-        }
-    }
-    out
-}
-
 /// WebFetch over https (a server certificate from a test CA that only this `cordon run`
 /// trusts, through `SSL_CERT_FILE`), and each of its requests, allowed or refused, in the
 /// session's egress log beside the transcript, as the sandbox's connections are.
@@ -411,7 +390,7 @@ fn web_fetch_over_https_is_recorded_in_the_egress_log() {
         );
         let heads = heads.lock().unwrap().clone();
         assert_eq!(heads.len(), 1, "{heads:?}");
-        let records = egress_records(home.path());
+        let records = net::egress_records(home.path());
         let fetched = records
             .iter()
             .find(|r| r["host"] == "docs.test")

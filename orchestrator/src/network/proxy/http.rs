@@ -41,15 +41,23 @@ const HOP_HEADERS: &[&str] = &[
     "keep-alive",
 ];
 
+/// Parses a complete request head (ending with the blank line) into `headers`.
+pub fn parse_request<'h, 'b>(
+    head: &'b [u8],
+    headers: &'h mut [httparse::Header<'b>],
+) -> Result<httparse::Request<'h, 'b>, HeadError> {
+    let mut req = httparse::Request::new(headers);
+    match req.parse(head) {
+        Ok(httparse::Status::Complete(_)) => Ok(req),
+        Ok(httparse::Status::Partial) => Err(bad(400, "incomplete request head")),
+        Err(e) => Err(bad(400, format!("malformed request: {e}"))),
+    }
+}
+
 /// Parses a complete head (`head` ends with the blank line).
 pub fn parse(head: &[u8]) -> Result<HttpAsk, HeadError> {
     let mut headers = [httparse::EMPTY_HEADER; 100];
-    let mut req = httparse::Request::new(&mut headers);
-    match req.parse(head) {
-        Ok(httparse::Status::Complete(_)) => {}
-        Ok(httparse::Status::Partial) => return Err(bad(400, "incomplete request head")),
-        Err(e) => return Err(bad(400, format!("malformed request: {e}"))),
-    }
+    let req = parse_request(head, &mut headers)?;
     let method = req.method.unwrap_or_default();
     let target = req.path.unwrap_or_default();
     if method.eq_ignore_ascii_case("CONNECT") {

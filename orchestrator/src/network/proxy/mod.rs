@@ -3,8 +3,10 @@
 //! One listener speaks three protocols, told apart by the first byte: SOCKS5 (`0x05`),
 //! else HTTP (`CONNECT host:port`, or a plain request in absolute form). Every request
 //! goes through [`dial::Dialer`] (policy, resolution of allowed names only, refused
-//! address ranges), tunnels through [`tunnel::relay`] (SNI checked against the host),
-//! and each connection, allowed or refused, ends as one [`ConnectionRecord`].
+//! address ranges), tunnels through [`tunnel::relay`] (SNI checked against the host) or,
+//! to a host with a brokered credential, through [`crate::network::broker::relay`] (TLS
+//! terminated, the credential added), and each connection, allowed or refused, ends as
+//! one [`ConnectionRecord`].
 //!
 //! ```no_run
 //! # async fn f(policy: cordon::network::NetworkPolicy) -> std::io::Result<()> {
@@ -31,6 +33,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::Semaphore;
 
 use crate::network::NetworkPolicy;
+use crate::network::broker::{self, Broker};
 use dial::{DialError, Dialer, Resolve};
 use http::HttpAsk;
 pub use record::{ConnectionLog, ConnectionRecord, Protocol};
@@ -45,6 +48,8 @@ pub struct Proxy {
     dialer: Dialer,
     log: Arc<dyn ConnectionLog>,
     slots: Arc<Semaphore>,
+    /// The session's brokered credentials (none: every tunnel is relayed unread).
+    broker: Option<Arc<Broker>>,
 }
 
 impl Proxy {
@@ -62,6 +67,39 @@ impl Proxy {
             },
             log,
             slots: Arc::new(Semaphore::new(MAX_CONNECTIONS)),
+            broker: None,
+        }
+    }
+
+    /// Brokers `broker`'s credentials: tunnels to their hosts are terminated.
+    pub fn with_broker(mut self, broker: Arc<Broker>) -> Proxy {
+        self.broker = Some(broker);
+        self
+    }
+
+    /// Relays an allowed tunnel: terminated when a brokered credential covers its host,
+    /// else the client's own bytes, checked and spliced.
+    async fn tunnel<S>(
+        &self,
+        stream: S,
+        upstream: tokio::net::TcpStream,
+        early: Vec<u8>,
+        host: &str,
+        port: u16,
+    ) -> tunnel::Relayed
+    where
+        S: AsyncRead + AsyncWrite + SpliceSocket + Unpin + Sync,
+    {
+        let brokered = self
+            .broker
+            .as_deref()
+            .and_then(|b| Some((b, b.credential_for(host, port)?)));
+        match brokered {
+            Some((b, cred)) => {
+                let host = crate::network::policy::normalize_host(host);
+                broker::relay::relay(stream, upstream, early, &host, port, b, cred).await
+            }
+            None => tunnel::relay(stream, upstream, early, host, port).await,
         }
     }
 
@@ -141,6 +179,7 @@ impl Proxy {
             duration_ms: 0,
             allowed: false,
             rule: String::new(),
+            credential: None,
         };
         // One byte only: a SOCKS client's greeting must stay unread for the handshake.
         let mut first = [0u8; 1];
@@ -205,7 +244,7 @@ impl Proxy {
                 {
                     return;
                 }
-                let r = tunnel::relay(stream, dialed.stream, early, &host, port).await;
+                let r = self.tunnel(stream, dialed.stream, early, &host, port).await;
                 finish(rec, r);
             }
             Some(head) => {
@@ -262,7 +301,9 @@ impl Proxy {
         rec.addr = Some(dialed.addr);
         rec.allowed = true;
         rec.rule = dialed.rule;
-        let r = tunnel::relay(stream, dialed.stream, Vec::new(), &host, port).await;
+        let r = self
+            .tunnel(stream, dialed.stream, Vec::new(), &host, port)
+            .await;
         finish(rec, r);
     }
 }
@@ -272,6 +313,7 @@ impl Proxy {
 fn finish(rec: &mut ConnectionRecord, r: tunnel::Relayed) {
     rec.bytes_up = r.up;
     rec.bytes_down = r.down;
+    rec.credential = r.credential;
     if let Some(why) = r.refused {
         rec.allowed = false;
         rec.rule = why;

@@ -37,6 +37,19 @@ pub struct ConnectionRecord {
     pub allowed: bool,
     /// The policy entry that decided, or why the connection was refused or ended.
     pub rule: String,
+    /// The brokered credential the proxy added to the tunnel's request (TLS terminated
+    /// for it); absent for every other connection.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub credential: Option<CredentialUse>,
+}
+
+/// That a brokered credential was added, and which: never its value.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct CredentialUse {
+    /// The header the proxy set.
+    pub header: String,
+    /// Where its value came from (`env NAME`, `file PATH`).
+    pub from: String,
 }
 
 /// Receives every [`ConnectionRecord`] (the transcript, metrics, the audit log).
@@ -75,6 +88,7 @@ impl ConnectionLog for TracingLog {
             port = r.port,
             allowed = r.allowed,
             rule = %r.rule,
+            credential = r.credential.as_ref().map(|c| c.header.as_str()),
             up = r.bytes_up,
             down = r.bytes_down,
             "egress connection"

@@ -9,12 +9,14 @@ use tokio::net::TcpStream;
 use super::sni::{FirstBytes, MAX_RECORD, inspect};
 use crate::network::policy::normalize_host;
 
-/// Bytes each way, and why the tunnel was cut when the check refused it.
+/// Bytes each way, why the tunnel was cut when a check refused it, and the brokered
+/// credential added to its request, if any.
 #[derive(Debug, Default)]
 pub struct Relayed {
     pub up: u64,
     pub down: u64,
     pub refused: Option<String>,
+    pub credential: Option<super::record::CredentialUse>,
 }
 
 /// What the first bytes mean for a tunnel to `host:port`: `Ok(())` to relay, `Err(why)`.

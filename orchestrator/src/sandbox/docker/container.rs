@@ -152,7 +152,9 @@ impl Session {
         self.attach_workspace(workspace, access)?;
         self.masks = masks::prepare(workspace, spec, &self.run_dir)?;
         self.disk_budget_bytes = spec.limits.and_then(|l| l.disk_bytes);
-        self.egress = spec.egress_config(Path::new(CONTAINER_RUN_DIR));
+        // The agent makes the CA bundle in the run dir (the container's root is read-only).
+        let run = Path::new(CONTAINER_RUN_DIR);
+        self.egress = spec.egress_config(run, &run.join(sandbox_agent::egress::ca::BUNDLE_NAME));
         self.write_record()
     }
 

@@ -52,6 +52,7 @@ impl<'a> Hop<'a> {
                 duration_ms: 0,
                 allowed: false,
                 rule: String::new(),
+                credential: None,
             },
             started: Instant::now(),
         }
