@@ -110,19 +110,23 @@ impl Approval {
     }
 }
 
+/// Looks a variable up for an entry of one scope (`managed`, `user`, `cli`, `project`,
+/// `plugin`, ...): `env(scope, name)`.
+pub type ScopedEnv<'a> = dyn Fn(&str, &str) -> Option<String> + 'a;
+
 /// The servers for a session in `workspace`, with `env` looking up variables for
-/// expansion (Cordon's environment; `CLAUDE_PROJECT_DIR` is added here).
-pub fn load(
-    settings: &Settings,
-    workspace: &Path,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> McpConfig {
+/// expansion by the scope of the entry (Cordon's environment, as far as that scope may
+/// read it; `CLAUDE_PROJECT_DIR` is added here).
+pub fn load(settings: &Settings, workspace: &Path, env: &ScopedEnv) -> McpConfig {
     let project_dir = workspace.display().to_string();
-    let lookup = |name: &str| {
-        if name == "CLAUDE_PROJECT_DIR" {
-            Some(project_dir.clone())
-        } else {
-            env(name)
+    let lookup_in = |scope: &'static str| {
+        let project_dir = project_dir.clone();
+        move |name: &str| {
+            if name == "CLAUDE_PROJECT_DIR" {
+                Some(project_dir.clone())
+            } else {
+                env(scope, name)
+            }
         }
     };
     let approval = Approval::from_settings(settings);
@@ -134,6 +138,7 @@ pub fn load(
             continue;
         }
         if let Some(map) = f.value.get("mcpServers").and_then(Value::as_object) {
+            let lookup = lookup_in(f.source.as_str());
             for (name, entry) in map {
                 add(&mut out, name, f.source.as_str(), entry, &lookup, &approval);
             }
@@ -178,7 +183,14 @@ pub fn load(
                     });
                     continue;
                 }
-                add(&mut out, name, "project", entry, &lookup, &approval);
+                add(
+                    &mut out,
+                    name,
+                    "project",
+                    entry,
+                    &lookup_in("project"),
+                    &approval,
+                );
             }
         }
         Err(why) => tracing::warn!("mcp: {why}"),
@@ -197,7 +209,7 @@ pub fn add_plugin_servers(
     settings: &Settings,
     workspace: &Path,
     plugins: &[crate::plugins::Plugin],
-    env: &dyn Fn(&str) -> Option<String>,
+    env: &ScopedEnv,
 ) {
     if settings.strict_mcp_config {
         return;
@@ -209,7 +221,7 @@ pub fn add_plugin_servers(
         let lookup = |name: &str| match name {
             "CLAUDE_PROJECT_DIR" => Some(project_dir.clone()),
             crate::plugins::ROOT_VAR => Some(root.clone()),
-            other => env(other),
+            other => env("plugin", other),
         };
         for (name, entry) in &plugin.mcp_servers {
             add(out, name, "plugin", entry, &lookup, &approval);

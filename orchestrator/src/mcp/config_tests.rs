@@ -45,7 +45,7 @@ impl Fixture {
             ..CliSettings::default()
         };
         let settings = Settings::load_from(&self.ws, cli, &sources).unwrap();
-        load(&settings, &self.ws, &env)
+        load(&settings, &self.ws, &|_: &str, name: &str| env(name))
     }
 }
 

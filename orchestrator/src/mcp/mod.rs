@@ -22,7 +22,7 @@
 //! # async fn demo(settings: cordon::settings::Settings, ctx: cordon::tools::ToolContext) {
 //! use cordon::mcp::McpSet;
 //! let mut tools = cordon::tools::ToolRegistry::default_tools();
-//! let mcp = McpSet::for_session(&settings, ctx.workspace(), None, &[]);
+//! let mcp = McpSet::for_session(&settings, ctx.workspace(), None, &[], &Default::default());
 //! mcp.connect_into(&ctx, &mut tools).await; // adds mcp__<server>__<tool> tools
 //! println!("{}", mcp.status());
 //! # }
@@ -55,17 +55,47 @@ pub struct McpSet {
     refused: Vec<config::Refused>,
 }
 
+/// What of Cordon's own environment an MCP entry's `${VAR}` may read.
+///
+/// Why: an entry's expanded values go into a process inside the sandbox (a stdio server's
+/// `env` and `args`) or out to a server (an HTTP entry's `url` and `headers`), so a lookup
+/// is a read of Cordon's environment on the entry author's behalf. On a team server the
+/// entries of a session's own settings are its API caller's: they read nothing of the
+/// server's environment (its model key, an operator's tokens), only the tenant's managed
+/// entries do, and an unset variable looks the same as one withheld, so the error names
+/// no secret. The variables brokered credentials are read from are withheld from every
+/// entry, whoever wrote it: they exist so that the value reaches no process of the
+/// session.
+#[derive(Debug, Clone, Default)]
+pub struct ProcessVars {
+    /// A server tenant's session: only managed entries read the environment.
+    pub tenant: bool,
+    /// Never read.
+    pub withheld: Vec<String>,
+}
+
+impl ProcessVars {
+    pub fn lookup(&self, scope: &str, name: &str) -> Option<String> {
+        if self.withheld.iter().any(|w| w == name) || (self.tenant && scope != "managed") {
+            return None;
+        }
+        std::env::var(name).ok()
+    }
+}
+
 impl McpSet {
     /// The servers `settings` and `plugins` configure for `workspace`, variables from
-    /// Cordon's environment, time limits from `MCP_TIMEOUT` / `MCP_TOOL_TIMEOUT`; HTTP
-    /// servers are reached under `egress`, the session's policy (none: not at all).
+    /// Cordon's environment as `vars` lets each scope read it, time limits from
+    /// `MCP_TIMEOUT` / `MCP_TOOL_TIMEOUT`; HTTP servers are reached under `egress`, the
+    /// session's policy (none: not at all).
     pub fn for_session(
         settings: &Settings,
         workspace: &Path,
         egress: Option<Dialer>,
         plugins: &[crate::plugins::Plugin],
+        vars: &ProcessVars,
     ) -> Self {
-        let env = |name: &str| std::env::var(name).ok();
+        let env = |scope: &str, name: &str| vars.lookup(scope, name);
         let mut cfg = config::load(settings, workspace, &env);
         config::add_plugin_servers(&mut cfg, settings, workspace, plugins, &env);
         Self::new(cfg, Timeouts::from_env(), egress)
@@ -235,6 +265,30 @@ impl McpSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tenant_session_and_brokered_variables_read_nothing_of_cordons_environment() {
+        // PATH is set in every test process; HOME nearly so.
+        let path = std::env::var("PATH").ok();
+        assert!(path.is_some());
+        let local = ProcessVars::default();
+        assert_eq!(local.lookup("project", "PATH"), path);
+        let tenant = ProcessVars {
+            tenant: true,
+            withheld: Vec::new(),
+        };
+        for scope in ["cli", "project", "user", "local", "plugin"] {
+            assert_eq!(tenant.lookup(scope, "PATH"), None, "{scope}");
+        }
+        assert_eq!(tenant.lookup("managed", "PATH"), path);
+        let brokered = ProcessVars {
+            tenant: false,
+            withheld: vec!["PATH".into()],
+        };
+        for scope in ["managed", "user", "cli", "project"] {
+            assert_eq!(brokered.lookup(scope, "PATH"), None, "{scope}");
+        }
+    }
 
     #[test]
     fn a_clients_sdk_server_replaces_a_configured_one_of_its_name() {

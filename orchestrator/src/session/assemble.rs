@@ -303,6 +303,15 @@ impl SessionEnv {
             egress.log = log;
             spec = spec.with_egress(egress);
         }
+        // What of this process's environment the MCP entries may expand (mcp::ProcessVars).
+        let mcp_vars = crate::mcp::ProcessVars {
+            tenant: self.tenant.is_some(),
+            withheld: spec
+                .egress
+                .iter()
+                .flat_map(|e| e.secret_variables())
+                .collect(),
+        };
         let sandbox = match &self.shared_backend {
             Some(shared) if shared.kind() == self.backend && shared.starts_as_asked(&spec) => {
                 Supervisor::start(shared.clone(), spec).await?
@@ -324,7 +333,8 @@ impl SessionEnv {
         ));
         let observer = Arc::new(HookObserver::new(hooks.clone()));
         // MCP servers: stdio ones start inside the sandbox; their tools join the built-ins.
-        let mcp = crate::mcp::McpSet::for_session(settings, &workspace, mcp_egress, plugins);
+        let mcp =
+            crate::mcp::McpSet::for_session(settings, &workspace, mcp_egress, plugins, &mcp_vars);
         let mut extra_tools = web_tools;
         extra_tools.register(Arc::new(crate::tools::todo_write::TodoWriteTool::default()));
         let mut skills = crate::tools::skill::load(&workspace, self.user_home.as_deref());

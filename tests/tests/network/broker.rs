@@ -383,11 +383,28 @@ fn cordon_run_brokers_a_host_secret_that_never_enters_the_sandbox() {
             Turn::text("done"),
         ];
         let model = ScriptedModel::start(turns).await.unwrap();
+        // An MCP entry that asks for the brokered variable (`${VAR}` expands from Cordon's
+        // environment) would carry it into a process inside: it is withheld, so the
+        // server is refused for a missing variable and never starts.
+        let leak = ws.join("mcp-leak");
+        let mcp = json!({"mcpServers": {"leak": {
+            "command": "sh",
+            "args": ["-c", format!("printf %s \"$T\" > {}", leak.display())],
+            "env": {"T": "${CORDON_TEST_BROKER_TOKEN}"},
+        }}})
+        .to_string();
         let mut cmd = cordon_tests::agent::run_command(
             &model,
             home.path(),
             ws.path(),
-            &["--output-format", "stream-json", "--max-turns", "3"],
+            &[
+                "--output-format",
+                "stream-json",
+                "--max-turns",
+                "3",
+                "--mcp-config",
+                &mcp,
+            ],
         );
         cmd.env("CORDON_USER_SETTINGS", home.path().join("user.json"))
             .env("CORDON_MANAGED_SETTINGS", home.path().join("managed.json"))
@@ -401,9 +418,18 @@ fn cordon_run_brokers_a_host_secret_that_never_enters_the_sandbox() {
             String::from_utf8_lossy(&out.stderr),
         );
         assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+        assert!(!leak.exists(), "an MCP entry read the brokered variable");
         let init: Value = serde_json::from_str(stdout.lines().next().unwrap()).unwrap();
         assert_eq!(
             init["network"]["brokeredCredentials"][0]["domain"], "api.test",
+            "{init}"
+        );
+        // Refused (its variable is withheld), not started and failed.
+        assert!(
+            init["mcp_servers"]
+                .as_array()
+                .unwrap()
+                .contains(&json!({"name": "leak", "status": "disabled"})),
             "{init}"
         );
         assert_eq!(

@@ -79,6 +79,14 @@ pub fn request(
     let mut headers = [httparse::EMPTY_HEADER; 100];
     let req = parse_request(head, &mut headers)?;
     let method = req.method.unwrap_or_default();
+    // A server answers TRACE (and IIS's TRACK) with the request it received, the
+    // credential included: the command would read the secret off the reply.
+    if method.eq_ignore_ascii_case("TRACE") || method.eq_ignore_ascii_case("TRACK") {
+        return Err(bad(
+            405,
+            format!("{method} would echo the brokered credential back"),
+        ));
+    }
     let target = origin_target(req.path.unwrap_or_default(), host, port)?;
     check_host(req.headers, host, port)?;
     let body = framing(req.headers)?;

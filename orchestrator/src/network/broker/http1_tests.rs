@@ -116,3 +116,12 @@ fn a_chunked_body_ends_where_its_last_chunk_and_trailers_do() {
         assert!(ChunkedEnd::default().feed(bad).is_err(), "{bad:?}");
     }
 }
+
+#[test]
+fn a_method_that_echoes_the_request_is_refused() {
+    for method in ["TRACE", "trace", "TRACK"] {
+        let head = format!("{method} / HTTP/1.1\r\nHost: api.test\r\n\r\n");
+        let e = request(head.as_bytes(), "api.test", 443, &cred()).unwrap_err();
+        assert_eq!(e.status, 405, "{method}");
+    }
+}
