@@ -220,3 +220,52 @@ async fn quotas_answer_429_with_retry_after() {
     alpha.delete(&format!("/v1/sessions/{id}")).await;
     alpha.create(json!({})).await;
 }
+
+/// A caller's MCP entries expand nothing of the server's own environment: an entry asking
+/// for `${ANTHROPIC_API_KEY}` (the server's model key) is refused, missing its variable,
+/// and never starts; an entry beside it that asks for nothing does start. Checked on the
+/// host, in the session's workspace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_callers_mcp_entry_cannot_read_the_servers_environment() {
+    let model = ScriptedModel::start(vec![Turn::text("hello")])
+        .await
+        .unwrap();
+    let server = Server::start(&model).await;
+    let alpha = server.api("alpha");
+    let write = |file: &str, what: &str| {
+        json!({
+            "command": "sh",
+            "args": ["-c", format!("printf %s \"{what}\" > \"${{CLAUDE_PROJECT_DIR}}/{file}\"")],
+            "env": {"K": "${ANTHROPIC_API_KEY}"},
+        })
+    };
+    let mut plain = write("mcp-started", "started");
+    plain.as_object_mut().unwrap().remove("env");
+    let id = alpha
+        .create(json!({"settings": {"mcpServers": {
+            "leak": write("mcp-leak", "$K"),
+            "plain": plain,
+        }}}))
+        .await;
+    alpha.wait_state(&id, "idle").await;
+    alpha
+        .post(
+            &format!("/v1/sessions/{id}/messages"),
+            json!({"content": "hi"}),
+        )
+        .await;
+    alpha.events_until(&id, None, |e| e.kind == "result").await;
+    let ws = server.tenant_root("alpha").join(&id);
+    assert_eq!(
+        std::fs::read_to_string(ws.join("mcp-started"))
+            .ok()
+            .as_deref(),
+        Some("started"),
+        "the caller's other MCP entry should have started"
+    );
+    assert!(
+        !ws.join("mcp-leak").exists(),
+        "the server's key reached the sandbox: {:?}",
+        std::fs::read_to_string(ws.join("mcp-leak"))
+    );
+}
