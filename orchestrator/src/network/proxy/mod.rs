@@ -168,19 +168,7 @@ impl Proxy {
         S: AsyncRead + AsyncWrite + SpliceSocket + Unpin + Sync,
     {
         let start = Instant::now();
-        let mut rec = ConnectionRecord {
-            session: self.session.to_string(),
-            protocol: Protocol::Http,
-            host: String::new(),
-            port: 0,
-            addr: None,
-            bytes_up: 0,
-            bytes_down: 0,
-            duration_ms: 0,
-            allowed: false,
-            rule: String::new(),
-            credential: None,
-        };
+        let mut rec = ConnectionRecord::begin(self.session.to_string(), Protocol::Http);
         // One byte only: a SOCKS client's greeting must stay unread for the handshake.
         let mut first = [0u8; 1];
         match stream.read_exact(&mut first).await {

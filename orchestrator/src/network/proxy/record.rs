@@ -43,6 +43,26 @@ pub struct ConnectionRecord {
     pub credential: Option<CredentialUse>,
 }
 
+impl ConnectionRecord {
+    /// A record of `session`'s connection by `protocol` before anything is known of it:
+    /// refused, to nowhere, no bytes (each field is filled as the connection goes).
+    pub fn begin(session: impl Into<String>, protocol: Protocol) -> Self {
+        Self {
+            session: session.into(),
+            protocol,
+            host: String::new(),
+            port: 0,
+            addr: None,
+            bytes_up: 0,
+            bytes_down: 0,
+            duration_ms: 0,
+            allowed: false,
+            rule: String::new(),
+            credential: None,
+        }
+    }
+}
+
 /// That a brokered credential was added, and which: never its value.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct CredentialUse {

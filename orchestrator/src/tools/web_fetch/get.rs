@@ -40,19 +40,11 @@ impl<'a> Hop<'a> {
     fn start(egress: &'a Egress, url: &Url) -> Hop<'a> {
         Hop {
             egress,
+            // The request (a GET with a few headers) is not counted in bytes_up.
             rec: ConnectionRecord {
-                session: egress.session.clone(),
-                protocol: Protocol::WebFetch,
                 host: crate::network::policy::normalize_host(url.host_str().unwrap_or_default()),
                 port: url.port_or_known_default().unwrap_or(443),
-                addr: None,
-                // The request (a GET with a few headers) is not counted.
-                bytes_up: 0,
-                bytes_down: 0,
-                duration_ms: 0,
-                allowed: false,
-                rule: String::new(),
-                credential: None,
+                ..ConnectionRecord::begin(egress.session.clone(), Protocol::WebFetch)
             },
             started: Instant::now(),
         }
