@@ -599,11 +599,25 @@ pub async fn remove(docker: &Docker, id: &str) -> Result<(), SandboxError> {
         attempt += 1;
         match docker.remove_container(id, Some(options.clone())).await {
             Ok(()) => return Ok(()),
-            // Gone already, or another reconcile is removing it right now: either way it goes.
+            // Gone already.
             Err(bollard::errors::Error::DockerResponseServerError {
-                status_code: 404 | 409,
-                ..
+                status_code: 404, ..
             }) => return Ok(()),
+            // Another removal of it is under way (with force, nothing else conflicts).
+            // Callers take Ok for "gone", so wait for that one to finish; should it have
+            // failed, remove it again.
+            Err(
+                e @ bollard::errors::Error::DockerResponseServerError {
+                    status_code: 409, ..
+                },
+            ) => {
+                if removal_finished(docker, id).await {
+                    return Ok(());
+                }
+                if attempt >= 4 {
+                    return Err(docker_err("remove container")(e));
+                }
+            }
             // No answer at all: after a daemon restart the first request on a pooled
             // connection fails; a removal is worth a few more tries.
             Err(e)
@@ -616,6 +630,26 @@ pub async fn remove(docker: &Docker, id: &str) -> Result<(), SandboxError> {
             Err(e) => return Err(docker_err("remove container")(e)),
         }
     }
+}
+
+/// Waits (at most 10 s) while the container is being removed: true once it is gone,
+/// false if it is still there and no longer being removed.
+async fn removal_finished(docker: &Docker, id: &str) -> bool {
+    for _ in 0..200 {
+        match docker.inspect_container(id, None).await {
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404, ..
+            }) => return true,
+            Ok(info)
+                if info.state.as_ref().and_then(|s| s.status)
+                    != Some(bollard::models::ContainerStateStatusEnum::REMOVING) =>
+            {
+                return false;
+            }
+            _ => tokio::time::sleep(std::time::Duration::from_millis(50)).await,
+        }
+    }
+    false
 }
 
 /// Sets `alive` to false once the container stops for any reason. `wait_container` yields
