@@ -458,6 +458,31 @@ async fn declining_the_first_question_keeps_the_repository_settings_ignored() {
     assert!(status.success(), "trusted by /trust: {status}");
 }
 
+/// A user who types on as soon as the question is answered, before the session's prompt
+/// is up: the line reaches the prompt whole (it once sat unread in the terminal, and the
+/// session hung, when the question's own key reader was dropped at that moment).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_typed_right_after_the_answer_reach_the_sessions_prompt() {
+    let ws = Workspace::new();
+    widening_repository(&ws);
+    let model = ScriptedModel::start(vec![Turn::text("Heard you.")])
+        .await
+        .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let cmd = cordon_tests::pty::cordon_command(&model, home.path(), ws.path(), &[]);
+    let mut pty = Pty::spawn(cmd);
+    pty.wait_for("[n] continue untrusted");
+    pty.send("n");
+    // Printed after the answer was read and before the session starts reading keys.
+    pty.wait_for("continuing untrusted");
+    pty.line("typed ahead");
+    pty.wait_for("Heard you.");
+    pty.wait_for("[default] > ");
+    let sent = model.requests()[0].body.to_string();
+    assert!(sent.contains("typed ahead"), "the line reached the model: {sent}");
+    exit(pty);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn allow_always_and_permissions_removal_keep_a_trusted_workspace_trusted() {
     let ws = Workspace::new();

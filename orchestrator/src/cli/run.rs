@@ -138,9 +138,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     // At a terminal, an untrusted workspace whose settings would widen asks once, before
     // anything is built from them (and before any model call).
     let mut asked = false;
-    if interactive {
+    // The terminal's one key reader, for the question and then the session.
+    let mut keys = interactive.then(cordon::interactive::keys::Keys::start);
+    if let Some(keys) = keys.as_mut() {
         let store = cordon::trust::TrustStore::from_env().ok();
-        let first = cordon::interactive::trust::first_use(settings, store.as_ref(), load)
+        let first = cordon::interactive::trust::first_use(settings, keys, store.as_ref(), load)
             .await
             .context("asking whether to trust the workspace")?;
         (settings, asked) = (first.settings, first.asked);
@@ -264,9 +266,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let observer = h.observer.clone();
     let tools = agent.tool_names();
     let start_source = if h.resumed { "resume" } else { "startup" };
-    if let Some(tui) = tui {
+    if let (Some(tui), Some(keys)) = (tui, keys) {
         observer.session_start(start_source).await;
-        let served = tui.serve(&mut agent, rx).await;
+        let served = tui.serve(&mut agent, rx, keys).await;
         drop(agent);
         observer.session_end("prompt_input_exit").await;
         h.end().await;

@@ -1,6 +1,14 @@
 //! Keys from the terminal, as the session understands them: one reader task turns
-//! crossterm's events into [`Key`]s on a channel, so the prompt, a running turn and a
-//! permission question all read from the same place.
+//! crossterm's events into [`Key`]s on a channel, so the trust question, the prompt, a
+//! running turn and a permission question all read from the same place.
+//!
+//! One reader for the whole run, never a second: dropping a crossterm `EventStream` wakes
+//! the shared event source, and the next poll of it can see that wake-up before the
+//! terminal's readiness in the same batch. The source then reports the wake-up and drops
+//! the readiness, which is edge-triggered and not reported again until more input comes,
+//! so keys typed at that moment sit unread (a test typing at once after the prompt hung
+//! on it). Started once, before the first question, and kept until the run ends, the
+//! reader is never dropped while anyone still reads keys.
 
 use crossterm::event::{Event, EventStream, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use futures::StreamExt;
@@ -66,9 +74,24 @@ fn from_key(key: KeyEvent) -> Option<Key> {
     })
 }
 
-/// Reads the terminal until it closes; each key goes to the returned channel. The terminal
-/// must be in raw mode (else Ctrl-C is a signal, not a key).
-pub fn spawn_reader() -> mpsc::UnboundedReceiver<Key> {
+/// The terminal's keys, read by the run's one reader task.
+pub struct Keys(mpsc::UnboundedReceiver<Key>);
+
+impl Keys {
+    /// Starts the reader: it reads the terminal until it closes, each key to this
+    /// channel. Call once per run (see the module documentation). Keys are keys only in
+    /// raw mode (else Ctrl-C is a signal, and a line arrives only at Enter).
+    pub fn start() -> Keys {
+        Keys(spawn_reader())
+    }
+
+    /// The next key; `None` once the terminal is gone.
+    pub async fn next(&mut self) -> Option<Key> {
+        self.0.recv().await
+    }
+}
+
+fn spawn_reader() -> mpsc::UnboundedReceiver<Key> {
     let (tx, rx) = mpsc::unbounded_channel();
     tokio::spawn(async move {
         let mut events = EventStream::new();

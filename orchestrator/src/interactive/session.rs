@@ -17,7 +17,7 @@ use tokio::sync::{mpsc, watch};
 use super::always::{self, SessionRules};
 use super::commands::{self, Command};
 use super::editor::{Edit, LineEditor};
-use super::keys::{self, Key};
+use super::keys::{Key, Keys};
 use super::preview;
 use super::prompter::{Question, TerminalPrompter};
 use super::render::{Screen, mode_label};
@@ -128,6 +128,7 @@ impl Interactive {
         self,
         agent: &mut AgentLoop,
         events: mpsc::UnboundedReceiver<LoopEvent>,
+        keys: Keys,
     ) -> Result<(), InteractiveError> {
         let _raw = RawMode::enable()?;
         let interrupts = self.parts.ctx.interrupt_signal();
@@ -135,7 +136,7 @@ impl Interactive {
             me: self,
             screen: Screen::new(),
             editor: LineEditor::new(),
-            keys: keys::spawn_reader(),
+            keys,
             ahead: VecDeque::new(),
             events,
             interrupts,
@@ -159,7 +160,7 @@ pub(super) struct Running {
     pub(super) me: Interactive,
     pub(super) screen: Screen,
     editor: LineEditor,
-    keys: mpsc::UnboundedReceiver<Key>,
+    keys: Keys,
     /// Keys typed during a turn, for the next prompt (as a shell keeps type-ahead).
     ahead: VecDeque<Key>,
     events: mpsc::UnboundedReceiver<LoopEvent>,
@@ -263,7 +264,7 @@ impl Running {
     async fn next_key(&mut self) -> Option<Key> {
         match self.ahead.pop_front() {
             Some(key) => Some(key),
-            None => self.keys.recv().await,
+            None => self.keys.next().await,
         }
     }
 
@@ -301,7 +302,7 @@ impl Running {
                     outcome = &mut run => break outcome,
                     Some(event) = self.events.recv() => show_event(&mut self.screen, event),
                     Some(question) = self.me.questions.recv() => waiting.push_back(question),
-                    Some(key) = self.keys.recv() => self.turn_key(key, &mut open),
+                    Some(key) = self.keys.next() => self.turn_key(key, &mut open),
                 }
                 if open.is_none()
                     && let Some(question) = waiting.pop_front()

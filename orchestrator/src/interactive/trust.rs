@@ -19,11 +19,9 @@
 use std::io::Write;
 use std::path::Path;
 
-use crossterm::event::EventStream;
-use futures::StreamExt;
 use serde_json::Value;
 
-use super::keys::{self, Key};
+use super::keys::{Key, Keys};
 use super::session::Running;
 use crate::settings::{Settings, SettingsError};
 use crate::trust::{Fingerprint, IgnoredSetting, TrustError, TrustStore};
@@ -99,6 +97,7 @@ pub fn recorded_lines(fingerprint: &Fingerprint) -> Vec<String> {
 /// workspace's files cannot be fingerprinted.
 pub async fn first_use(
     settings: Settings,
+    keys: &mut Keys,
     store: Option<&TrustStore>,
     reload: impl Fn() -> Result<Settings, SettingsError>,
 ) -> Result<FirstUse, TrustPromptError> {
@@ -117,7 +116,7 @@ pub async fn first_use(
     let Ok(shown) = crate::trust::current_fingerprint(&workspace) else {
         return unasked(settings);
     };
-    if !ask(&workspace, &items)
+    if !ask(&workspace, &items, keys)
         .await
         .map_err(TrustPromptError::Terminal)?
     {
@@ -185,7 +184,7 @@ fn say(lines: &[String]) {
 }
 
 /// Shows what trust would enable and reads `y` (true) or `n`, Esc, Ctrl-C, Ctrl-D (false).
-async fn ask(workspace: &Path, items: &[IgnoredSetting]) -> std::io::Result<bool> {
+async fn ask(workspace: &Path, items: &[IgnoredSetting], keys: &mut Keys) -> std::io::Result<bool> {
     let mut lines = vec![format!(
         "Workspace {} is not trusted. Its own settings would enable:",
         visible(&workspace.display().to_string())
@@ -209,20 +208,17 @@ async fn ask(workspace: &Path, items: &[IgnoredSetting]) -> std::io::Result<bool
         std::io::stdout(),
         crossterm::style::Print("Trust this workspace? [y] trust  [n] continue untrusted ")
     )?;
-    // Its own event stream, dropped before the session starts its reader, so no key goes
-    // to a reader nobody reads.
-    let mut events = EventStream::new();
+    // The run's one reader (never a stream of its own: see `keys`); what is typed after
+    // the answer stays queued for the session's prompt.
     let answer = loop {
-        let Some(event) = events.next().await else {
-            break false;
-        };
-        match keys::from_event(event?) {
+        match keys.next().await {
             Some(Key::Char('y' | 'Y')) => break true,
-            Some(Key::Char('n' | 'N') | Key::Esc | Key::Interrupt | Key::Eof) => break false,
+            None | Some(Key::Char('n' | 'N') | Key::Esc | Key::Interrupt | Key::Eof) => {
+                break false;
+            }
             _ => {}
         }
     };
-    drop(events);
     crossterm::execute!(
         std::io::stdout(),
         crossterm::style::Print(if answer { "y\r\n" } else { "n\r\n" })
