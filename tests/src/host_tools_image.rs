@@ -9,8 +9,8 @@
 //! `/usr/lib/git-core`), and the shared libraries the host's loader resolves for each of
 //! those ELF files (`ld.so --list`), at their own paths. Nothing else of `/usr/lib`.
 //!
-//! Built through [`user_image::build`] (the path of `cordon images build NAME
-//! --dockerfile`: the static agent goes on top), whose labels carry the SHA-256 of the
+//! Built by `cordon images build NAME --dockerfile` (a project image: the static agent
+//! goes on top), whose labels carry the SHA-256 of the
 //! context, the recipe and the agent: a second run with the same host files and agent
 //! reuses the image, and the builder's cache keeps the tools' layer when only the agent
 //! changed. The image is kept for the next run (its name is the tests' own).
@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use cordon::sandbox::docker::{self, elf_deps, user_image};
+use cordon::sandbox::docker::elf_deps;
 
 /// The image's name (tests only).
 pub const IMAGE: &str = "cordon-test-host-tools";
@@ -82,26 +82,27 @@ pub fn ensure() -> Built {
         .tempdir_in(crate::target_dir())
         .unwrap();
     assemble(&ctx.path().join("root"));
-    let context = ctx.path().to_path_buf();
+    std::fs::write(ctx.path().join("Dockerfile"), DOCKERFILE).unwrap();
     let before = image_id();
-    let built = std::thread::spawn(move || {
-        let rt = tokio::runtime::Runtime::new().unwrap();
-        rt.block_on(async {
-            let client = docker::connect().await.unwrap();
-            let recipe = user_image::UserRecipe {
-                dockerfile: DOCKERFILE,
-                context: Some(&context),
-                env: &[],
-            };
-            user_image::build(&client, IMAGE, &recipe, &mut |line| eprintln!("{line}")).await
-        })
-    })
-    .join()
-    .unwrap()
-    .unwrap_or_else(|e| panic!("building {IMAGE}: {e}"));
+    // The static agent [`crate::docker_ready`] made, named outright: the one `cordon`
+    // would find from its own source path may be another checkout's.
+    let out = Command::new(crate::cordon_bin())
+        .args(["images", "build", IMAGE, "--dockerfile"])
+        .arg(ctx.path().join("Dockerfile"))
+        .arg("--context")
+        .arg(ctx.path())
+        .env(
+            "CORDON_AGENT_BIN",
+            crate::static_dir().join("sandbox-agent"),
+        )
+        .output()
+        .expect("run cordon images build");
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "building {IMAGE}: {log}");
+    let rebuilt = !log.contains(&format!("{IMAGE}: up to date"));
     let took = started.elapsed();
     // The replaced image (host tools or agent changed) is of no further use.
-    if let Some(old) = before.filter(|old| built.rebuilt && Some(old) != image_id().as_ref()) {
+    if let Some(old) = before.filter(|old| rebuilt && Some(old) != image_id().as_ref()) {
         let _ = Command::new("docker").args(["rmi", &old]).output();
     }
     let bytes = inspect(IMAGE, "{{.Size}}")
@@ -109,7 +110,7 @@ pub fn ensure() -> Built {
         .unwrap_or(0);
     Built {
         image: IMAGE.into(),
-        rebuilt: built.rebuilt,
+        rebuilt,
         took,
         bytes,
     }
@@ -182,6 +183,35 @@ fn assemble(root: &Path) {
         std::os::unix::fs::PermissionsExt::from_mode(0o1777),
     )
     .unwrap();
+    same_times(root);
+}
+
+/// Gives every entry beneath `root` (links themselves, directories after their contents)
+/// one fixed time: the context's archive, and so its hash, depends on the contents only,
+/// and the next run finds the image current.
+fn same_times(root: &Path) {
+    use nix::sys::stat::{UtimensatFlags, utimensat};
+    use nix::sys::time::TimeSpec;
+    let at = TimeSpec::new(1, 0);
+    let mut dirs = vec![root.to_path_buf()];
+    let mut i = 0;
+    while let Some(d) = dirs.get(i).cloned() {
+        i += 1;
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_dir() {
+                dirs.push(e.path());
+            } else {
+                let flag = UtimensatFlags::NoFollowSymlink;
+                utimensat(nix::fcntl::AT_FDCWD, &e.path(), &at, &at, flag).unwrap();
+            }
+        }
+    }
+    // Deepest first: setting a directory's time does not change its parent's.
+    for d in dirs.iter().rev() {
+        let flag = UtimensatFlags::NoFollowSymlink;
+        utimensat(nix::fcntl::AT_FDCWD, d, &at, &at, flag).unwrap();
+    }
 }
 
 /// Every file beneath `dir` but the top-level entries in `skipped`; links to files are

@@ -75,7 +75,7 @@ pub(crate) fn target_dir() -> PathBuf {
 }
 
 /// Where `images/build-agent.sh` puts the static builds (agent and escape probe).
-fn static_dir() -> PathBuf {
+pub(crate) fn static_dir() -> PathBuf {
     target_dir().join("x86_64-unknown-linux-gnu/release")
 }
 
