@@ -10,10 +10,10 @@
 //! those ELF files (`ld.so --list`), at their own paths. Nothing else of `/usr/lib`.
 //!
 //! Built by `cordon images build NAME --dockerfile` (a project image: the static agent
-//! goes on top), whose labels carry the SHA-256 of the
-//! context, the recipe and the agent: a second run with the same host files and agent
-//! reuses the image, and the builder's cache keeps the tools' layer when only the agent
-//! changed. The image is kept for the next run (its name is the tests' own).
+//! goes on top), whose labels carry the SHA-256 of the context, the recipe and the agent:
+//! a second run with the same host files and agent finds the image current (every entry
+//! of the context gets one fixed time, so the hash is of the
+//! contents). The image is kept for the next run (its name is the tests' own).
 
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
