@@ -9,11 +9,13 @@ pub use cordon::scripted as scripted_model;
 
 pub mod agent;
 pub mod differential;
+pub mod host_tools_image;
 pub mod limits;
 pub mod net;
 pub mod pty;
 pub mod sdk;
 pub mod tls;
+pub mod tool_servers;
 pub mod webdriver;
 pub mod wheel;
 
@@ -66,14 +68,14 @@ pub fn probe_bin() -> PathBuf {
 }
 
 /// The target directory (`target/`), above `bin_dir()`.
-fn target_dir() -> PathBuf {
+pub(crate) fn target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| bin_dir().parent().expect("target dir").to_path_buf())
 }
 
 /// Where `images/build-agent.sh` puts the static builds (agent and escape probe).
-fn static_dir() -> PathBuf {
+pub(crate) fn static_dir() -> PathBuf {
     target_dir().join("x86_64-unknown-linux-gnu/release")
 }
 
