@@ -7,6 +7,11 @@
 //! the session's proxy; every refused connection is reported on stderr, and so is what an
 //! untrusted workspace's own settings lost. The settings' additional directories are
 //! writable beside the workspace, as in a session.
+//!
+//! On the local backend, where it is equivalent (no egress, no disk budget), the
+//! sandbox's init runs the command itself with no agent and no RPC, under the same
+//! confinement (`cordon::sandbox::local::oneshot`); otherwise the command goes to the
+//! agent as an exec request.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -15,9 +20,12 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use cordon::network::EgressSpec;
 use cordon::network::proxy::record::{ConnectionLog, ConnectionRecord, TracingLog};
+use cordon::sandbox::local::LocalBackend;
+use cordon::sandbox::local::oneshot::{self, Ended};
 use cordon::sandbox::{BackendKind, Sandbox, SandboxSpec};
 use cordon::settings::{CliSettings, Settings, SettingsArg};
 use futures::StreamExt;
+use sandbox_agent::launch::oneshot::CommandEnd;
 use sandbox_agent::limits::MAX_EXEC_TIMEOUT_MS;
 use sandbox_agent::proto::{ExecRequest, ExitStatus, exec_event, output_chunk};
 use tokio::io::AsyncWriteExt;
@@ -49,6 +57,10 @@ pub struct SandboxArgs {
     /// Make a path inside the workspace read-only (as an `Edit(...)` deny rule does).
     #[arg(long = "deny-write", value_name = "PATH", hide = true)]
     deny_write: Vec<PathBuf>,
+    /// Run the command through the agent over RPC even where the one-shot path (no
+    /// agent) is equivalent; for tests and comparisons.
+    #[arg(long = "via-agent", hide = true)]
+    via_agent: bool,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     command: Vec<String>,
@@ -123,19 +135,63 @@ async fn run(args: SandboxArgs) -> anyhow::Result<ExitCode> {
         egress.log = Arc::new(StderrRefusals);
         spec = spec.with_egress(egress);
     }
-    let sandbox = cordon::sandbox::start(args.backend, &spec)
-        .await
-        .context("starting the sandbox")?;
     // The working directory carries in when it lies inside the workspace.
     let cwd = std::env::current_dir()
         .ok()
         .and_then(|d| std::fs::canonicalize(d).ok())
         .filter(|d| d.starts_with(&workspace))
         .unwrap_or(workspace);
+    if args.backend == BackendKind::Local && !args.via_agent && oneshot::equivalent(&spec) {
+        return run_oneshot(&spec, args.command, cwd).await;
+    }
+    let sandbox = cordon::sandbox::start(args.backend, &spec)
+        .await
+        .context("starting the sandbox")?;
     let outcome = exec(&sandbox, args.command, cwd).await;
     let teardown = sandbox.destroy().await;
     let status = outcome?;
     teardown.context("tearing the sandbox down")?;
+    Ok(exit_code(&status))
+}
+
+/// The local backend without the agent: the sandbox's init runs the command itself,
+/// under the same confinement (see `cordon::sandbox::local::oneshot`).
+async fn run_oneshot(
+    spec: &SandboxSpec,
+    argv: Vec<String>,
+    cwd: PathBuf,
+) -> anyhow::Result<ExitCode> {
+    let run = LocalBackend::from_env()
+        .and_then(|b| b.start_oneshot(spec, &oneshot::Command { argv, cwd }))
+        .context("starting the sandbox")?;
+    let interrupt = async {
+        // A runtime that cannot listen for Ctrl-C never interrupts (the default action
+        // still ends this process, and the launcher sees its lifeline close).
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    let timeout = std::time::Duration::from_millis(MAX_EXEC_TIMEOUT_MS);
+    let (mut stdout, mut stderr) = (tokio::io::stdout(), tokio::io::stderr());
+    let ended = run
+        .finish(&mut stdout, &mut stderr, timeout, interrupt)
+        .await
+        .context("running the command")?;
+    let status = match ended {
+        Ended::Command(CommandEnd::Exited(code)) => ExitStatus {
+            code: Some(code),
+            ..Default::default()
+        },
+        Ended::Command(CommandEnd::Signaled(signal)) => ExitStatus {
+            signal: Some(signal),
+            ..Default::default()
+        },
+        Ended::TimedOut => ExitStatus {
+            timed_out: true,
+            ..Default::default()
+        },
+        Ended::Interrupted => bail!("interrupted"),
+    };
     Ok(exit_code(&status))
 }
 

@@ -38,6 +38,7 @@ use super::{Backend, BackendKind, Sandbox, SandboxError, SandboxHandle, SandboxS
 use crate::paths;
 
 mod footprint;
+pub mod oneshot;
 pub use footprint::footprint;
 
 /// The protected-path policy, compiled in so the binary cannot drift from it.
@@ -167,6 +168,7 @@ impl LocalBackend {
             concurrent_commands: spec.concurrent_commands,
             additional: additional.to_vec(),
             agent_env,
+            oneshot: None,
             agent: AgentConfig {
                 socket_path: Path::new(SOCKET_DIR_IN_SANDBOX).join(SOCKET_NAME),
                 workspace: workspace.to_path_buf(),
@@ -208,8 +210,13 @@ impl LocalBackend {
         }
     }
 
-    /// Creates the state dir, writes the config and spawns the launcher.
-    fn spawn(&self, spec: &SandboxSpec) -> Result<(LocalHandle, PathBuf), SandboxError> {
+    /// Creates the state dir, writes the config and spawns the launcher; with `shot`, a
+    /// launcher whose init runs that command instead of the agent (see [`oneshot`]).
+    fn spawn(
+        &self,
+        spec: &SandboxSpec,
+        shot: Option<&oneshot::Command>,
+    ) -> Result<(LocalHandle, PathBuf, Option<oneshot::Pipes>), SandboxError> {
         if !launch::valid_session_id(&spec.session_id) {
             return Err(SandboxError::Setup {
                 step: "checking the session id",
@@ -228,11 +235,11 @@ impl LocalBackend {
             .mode(0o700)
             .create(&state_dir)
             .map_err(setup("creating the session state dir"))?;
-        let spawned = self.spawn_in(spec, &workspace, &additional, &state_dir);
+        let spawned = self.spawn_in(spec, &workspace, &additional, &state_dir, shot);
         if spawned.is_err() {
             state::cleanup_session(&state_dir);
         }
-        spawned.map(|handle| (handle, state_dir.join("sock").join(SOCKET_NAME)))
+        spawned.map(|(handle, pipes)| (handle, state_dir.join("sock").join(SOCKET_NAME), pipes))
     }
 
     fn spawn_in(
@@ -241,11 +248,16 @@ impl LocalBackend {
         workspace: &Path,
         additional: &[PathBuf],
         state_dir: &Path,
-    ) -> Result<LocalHandle, SandboxError> {
+        shot: Option<&oneshot::Command>,
+    ) -> Result<(LocalHandle, Option<oneshot::Pipes>), SandboxError> {
         let (life_r, life_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
             .map_err(|e| setup("creating the lifeline")(e.into()))?;
         let mut config = self.launch_config(spec, workspace, additional, state_dir);
         config.lifeline_fd = Some(life_r.as_raw_fd());
+        let shot = shot.map(oneshot::Command::pipes).transpose()?;
+        if let Some((command, _)) = &shot {
+            config.oneshot = Some(command.clone());
+        }
         let config_path = state_dir.join(state::LAUNCH_CONFIG);
         let json = serde_json::to_vec_pretty(&config)
             .map_err(|e| setup("encoding the launch config")(e.into()))?;
@@ -262,7 +274,11 @@ impl LocalBackend {
             .mode(0o600)
             .open(state_dir.join("launcher.log"))
             .map_err(setup("opening the launcher log"))?;
-        let keep = life_r.as_raw_fd();
+        // The descriptors the launcher inherits: the lifeline, and a one-shot run's pipes.
+        let mut keep = [life_r.as_raw_fd(), -1, -1, -1];
+        if let Some((command, _)) = &shot {
+            keep[1..].copy_from_slice(&[command.stdout_fd, command.stderr_fd, command.status_fd]);
+        }
         let mut cmd = Command::new(&self.agent_bin);
         cmd.arg("--launch-config")
             .arg(&config_path)
@@ -279,25 +295,33 @@ impl LocalBackend {
         for name in spec.egress.iter().flat_map(|e| e.secret_variables()) {
             cmd.env_remove(name);
         }
-        // SAFETY: the closure runs between fork and exec and makes one async-signal-safe
-        // call (fcntl) on an fd number captured by value.
+        // SAFETY: the closure runs between fork and exec and makes async-signal-safe calls
+        // (fcntl) on fd numbers captured by value.
         unsafe {
             cmd.pre_exec(move || {
-                // Only this child may inherit the lifeline's read end.
-                if libc::fcntl(keep, libc::F_SETFD, 0) < 0 {
-                    return Err(std::io::Error::last_os_error());
+                // Only this child may inherit the lifeline's read end and the one-shot
+                // pipes' write ends (all made close-on-exec, so no other child of this
+                // process ever holds them).
+                for fd in keep.into_iter().filter(|&fd| fd >= 0) {
+                    if libc::fcntl(fd, libc::F_SETFD, 0) < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
                 }
                 Ok(())
             });
         }
         let child = cmd.spawn().map_err(setup("spawning the launcher"))?;
         drop(life_r);
-        Ok(LocalHandle {
+        // The write ends are the launcher's now: holding them here would keep the pipes
+        // from ever reaching end of file.
+        let pipes = shot.map(|(_, ends)| ends.into_read_ends());
+        let handle = LocalHandle {
             child: Mutex::new(Some(child)),
             lifeline: Mutex::new(Some(life_w)),
             state_dir: state_dir.to_path_buf(),
             proxy: None,
-        })
+        };
+        Ok((handle, pipes))
     }
 }
 
@@ -308,7 +332,7 @@ impl Backend for LocalBackend {
     }
 
     async fn start(&self, spec: &SandboxSpec) -> Result<Sandbox, SandboxError> {
-        let (mut handle, socket) = self.spawn(spec)?;
+        let (mut handle, socket, _) = self.spawn(spec, None)?;
         let started = Instant::now();
         // Poll every millisecond (the timer's grain) while a sandbox usually comes up,
         // then back off: a coarser interval adds about half of itself to every start (the
@@ -425,6 +449,24 @@ impl LocalHandle {
         guard.as_mut()?.try_wait().ok().flatten()
     }
 
+    /// Waits at most `limit` for the launcher to exit. Woken by the exit itself (a
+    /// pidfd), not by polling: a poll adds up to its period to every teardown.
+    async fn launcher_exit(&self, limit: Duration) {
+        let watch = self
+            .launcher_pid()
+            .and_then(|pid| sandbox_agent::confine::sys::exit_watch(pid as i32).ok());
+        let deadline = Instant::now() + limit;
+        if let Some(watch) = &watch {
+            let _ = tokio::time::timeout(limit, watch.readable()).await;
+        }
+        while self.exited().is_none() && Instant::now() < deadline {
+            if self.child.lock().map(|g| g.is_none()).unwrap_or(true) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
     fn log(&self) -> String {
         std::fs::read_to_string(self.state_dir.join("launcher.log")).unwrap_or_default()
     }
@@ -533,21 +575,7 @@ impl SandboxHandle for LocalHandle {
         if let Ok(mut guard) = self.lifeline.lock() {
             guard.take();
         }
-        // Woken by the launcher's exit itself (a pidfd), not by polling: a poll adds up
-        // to its period to every teardown.
-        let watch = self
-            .launcher_pid()
-            .and_then(|pid| sandbox_agent::confine::sys::exit_watch(pid as i32).ok());
-        let deadline = Instant::now() + STOP_TIMEOUT;
-        if let Some(watch) = &watch {
-            let _ = tokio::time::timeout(STOP_TIMEOUT, watch.readable()).await;
-        }
-        while self.exited().is_none() && Instant::now() < deadline {
-            if self.child.lock().map(|g| g.is_none()).unwrap_or(true) {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
+        self.launcher_exit(STOP_TIMEOUT).await;
         let handle = *self;
         tokio::task::spawn_blocking(move || handle.kill_now(Duration::ZERO))
             .await

@@ -121,32 +121,82 @@ pub fn spawn(
     };
     let (out_r, out_w) = pipe().map_err(failed)?;
     let (err_r, err_w) = pipe().map_err(failed)?;
-    let (report_r, report_w) = pipe().map_err(failed)?;
+    let fds = [in_r.as_raw_fd(), out_w.as_raw_fd(), err_w.as_raw_fd()];
+    // SAFETY: the child only runs `start`'s child part (alloc-free system calls on data
+    // prepared before the clone, and `setup`, alloc-free by the caller's contract), then
+    // execs or _exits.
+    let clone = || match unsafe { sys::clone3(0, Some(cgroup)) } {
+        Ok(pid) => Ok(pid),
+        // Out of processes or memory: a fork would fail the same way. Anything else
+        // (ENOSYS from seccomp or an old kernel, a cgroup that refuses) is this path's
+        // own failure.
+        Err(e) => Err(match e.raw_os_error() {
+            Some(libc::EAGAIN | libc::ENOMEM) => CloneError::Failed(e),
+            _ => {
+                USABLE.store(false, Ordering::Relaxed);
+                CloneError::Unsupported(e)
+            }
+        }),
+    };
+    let pid = start(&clone, &fds, what, setup)?;
+    drop((in_r, out_w, err_w));
+    Ok(Spawned {
+        pid,
+        stdin: in_w,
+        stdout: Some(out_r),
+        stderr: Some(err_r),
+    })
+}
+
+/// Forks a child whose stdin is /dev/null and whose stdout and stderr are `stdout` and
+/// `stderr` (the caller's descriptors, left open in the caller), runs `setup` in it and
+/// execs `what`; returns its pid once the exec happened. The one-shot sandbox's init
+/// starts its command here ([`crate::launch::oneshot`]), the same child part as
+/// [`spawn`]. `what.stdin` must be false.
+///
+/// # Safety
+/// The calling process must be single-threaded (then `setup` may allocate: the child is
+/// a copy of a process in which no other thread held a lock).
+pub unsafe fn fork_onto(
+    stdout: RawFd,
+    stderr: RawFd,
+    what: &Prepared,
+    setup: &dyn Fn() -> io::Result<()>,
+) -> io::Result<i32> {
+    if what.stdin {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    let null = dev_null()?;
+    // SAFETY: fork in a single-threaded process (the caller's contract); the child runs
+    // `start`'s child part, then execs or _exits.
+    let clone = || match unsafe { libc::fork() } {
+        -1 => Err(CloneError::Failed(io::Error::last_os_error())),
+        pid => Ok(pid),
+    };
+    match start(&clone, &[null.as_raw_fd(), stdout, stderr], what, setup) {
+        Ok(pid) => Ok(pid),
+        Err(CloneError::Failed(e) | CloneError::Unsupported(e)) => Err(e),
+    }
+}
+
+/// Makes the child with `clone` (which returns 0 in the child, as fork does), sets its
+/// standard streams to `fds` (stdin, stdout, stderr), runs `setup` and execs `what`.
+/// Returns the child's pid once it exec'd; a failure in the child comes back as its errno
+/// and the child is reaped.
+fn start(
+    clone: &dyn Fn() -> Result<i32, CloneError>,
+    fds: &[RawFd; 3],
+    what: &Prepared,
+    setup: &dyn Fn() -> io::Result<()>,
+) -> Result<i32, CloneError> {
+    let (report_r, report_w) = pipe().map_err(CloneError::Failed)?;
     let mut argv: Vec<*const c_char> = what.argv.iter().map(|a| a.as_ptr()).collect();
     argv.push(std::ptr::null());
     let mut envp: Vec<*const c_char> = what.envp.iter().map(|e| e.as_ptr()).collect();
     envp.push(std::ptr::null());
-    // SAFETY: the child only runs `child` (alloc-free system calls on data prepared
-    // above, and `setup`, alloc-free by the caller's contract), then execs or _exits.
-    let ret = unsafe { sys::clone3(0, Some(cgroup)) };
-    let ret = match ret {
-        Ok(pid) => pid,
-        Err(e) => {
-            // Out of processes or memory: a fork would fail the same way. Anything else
-            // (ENOSYS from seccomp or an old kernel, a cgroup that refuses) is this
-            // path's own failure.
-            return Err(match e.raw_os_error() {
-                Some(libc::EAGAIN | libc::ENOMEM) => CloneError::Failed(e),
-                _ => {
-                    USABLE.store(false, Ordering::Relaxed);
-                    CloneError::Unsupported(e)
-                }
-            });
-        }
-    };
-    if ret == 0 {
-        let fds = [in_r.as_raw_fd(), out_w.as_raw_fd(), err_w.as_raw_fd()];
-        let errno = child(&fds, what, &argv, &envp, setup);
+    let pid = clone()?;
+    if pid == 0 {
+        let errno = child(fds, what, &argv, &envp, setup);
         // SAFETY: write(2) of a 4-byte stack value, then _exit: nothing of the parent's
         // copy runs in the child.
         unsafe {
@@ -154,18 +204,12 @@ pub fn spawn(
             libc::_exit(127)
         }
     }
-    let pid = ret;
-    drop((in_r, out_w, err_w, report_w));
+    drop(report_w);
     if let Some(errno) = read_report(report_r) {
         let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None);
-        return Err(failed(io::Error::from_raw_os_error(errno)));
+        return Err(CloneError::Failed(io::Error::from_raw_os_error(errno)));
     }
-    Ok(Spawned {
-        pid,
-        stdin: in_w,
-        stdout: Some(out_r),
-        stderr: Some(err_r),
-    })
+    Ok(pid)
 }
 
 /// The child's part: standard streams, signals, directory, `setup`, exec. Returns the

@@ -196,17 +196,12 @@ impl Executor {
         };
         let limits = ChildLimits::prepare(&self.config.rlimits)
             .map_err(|e| AgentError::internal(format!("cannot read rlimits: {e}")))?;
-        let mut base = spawn::base_env(&self.config.tmp_dir, &self.config.tmp_dir, &self.shell);
-        if let Some(egress) = &self.config.egress {
-            base.extend(egress.command_env());
-        }
-        let base = spawn::with_overrides(base, &self.config.command_env);
         let spec = SpawnSpec {
             slot: self.lease()?,
             owner: self.id,
             exec_id: exec_id.clone(),
             marker: marker.clone(),
-            env: spawn::merge_env(base, &req.env, &marker),
+            env: spawn::command_env(&self.config, &self.shell, &req.env, &marker),
             program,
             cwd: start_cwd.clone(),
             stdin: stdin.is_open(),

@@ -15,6 +15,7 @@ use tokio::sync::Notify;
 use super::clone_into::{self, CloneError, Prepared, Spawned};
 use super::kill::{self, Entry, MARKER_ENV};
 use crate::cgroup::slots::{self, Lease};
+use crate::config::AgentConfig;
 use crate::confine::{self, ChildFilter, ChildLimits};
 use crate::error::{AgentError, ErrorCode};
 
@@ -140,6 +141,24 @@ pub fn merge_env(
     env.retain(|(k, _)| k != MARKER_ENV);
     env.push((MARKER_ENV.into(), marker.into()));
     env
+}
+
+/// The environment a command of `config` starts with: the base (its home and temp dir
+/// the sandbox's tmp dir), the egress variables where the session has a way out, the
+/// backend's `command_env` over those, the request's `extra` over everything, and the
+/// marker last. The executor and the one-shot sandbox ([`crate::launch::oneshot`]) both
+/// build it here, so a command sees the same environment either way.
+pub fn command_env(
+    config: &AgentConfig,
+    shell: &Path,
+    extra: &HashMap<String, String>,
+    marker: &str,
+) -> Vec<(String, String)> {
+    let mut base = base_env(&config.tmp_dir, &config.tmp_dir, shell);
+    if let Some(egress) = &config.egress {
+        base.extend(egress.command_env());
+    }
+    merge_env(with_overrides(base, &config.command_env), extra, marker)
 }
 
 fn command_for(spec: &SpawnSpec) -> Command {

@@ -13,10 +13,11 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use nix::sys::signal::{SigSet, SigmaskHow, Signal};
-use nix::sys::wait::{WaitStatus, waitpid};
+use nix::sys::wait::waitpid;
 use nix::unistd::{ForkResult, Gid, Pid, Uid};
 
 use super::mounts::{self, RootSpec};
+use super::oneshot::{self, CommandEnd};
 use super::trees::Prepared;
 use super::userns::IdPlan;
 use super::{AGENT_IN_SANDBOX, LaunchConfig, SANDBOX_GID, SANDBOX_UID};
@@ -53,12 +54,15 @@ pub(super) struct ChildCtx<'a> {
     pub alive: OwnedFd,
     /// Launcher-side fds that must not stay open in the sandbox.
     pub close: Vec<i32>,
+    /// The one-shot command's pipes, when the init runs a command instead of the agent
+    /// (see [`super::oneshot`]).
+    pub oneshot: Option<oneshot::Fds>,
 }
 
 /// The init's entry point; never returns.
-pub(super) fn run(ctx: ChildCtx) -> ! {
+pub(super) fn run(mut ctx: ChildCtx) -> ! {
     let mut errors = std::fs::File::from(ctx.errors.try_clone().unwrap_or_else(|_| exit(1)));
-    let code = match setup_and_serve(&ctx) {
+    let code = match setup_and_serve(&mut ctx) {
         Ok(code) => code,
         Err(why) => {
             let _ = errors.write_all(why.as_bytes());
@@ -74,7 +78,7 @@ fn exit(code: i32) -> ! {
     unsafe { libc::_exit(code) }
 }
 
-fn setup_and_serve(ctx: &ChildCtx) -> Result<i32, String> {
+fn setup_and_serve(ctx: &mut ChildCtx) -> Result<i32, String> {
     // First of all, while this process has one thread: into the session's v1 cgroups
     // (limits), so everything it does and starts is counted there.
     for tasks in ctx.cgroup_tasks {
@@ -204,11 +208,17 @@ fn setup_and_serve(ctx: &ChildCtx) -> Result<i32, String> {
     if launcher_gone(&ctx.alive) {
         return Err("the launcher died during setup".into());
     }
+    if let (Some(shot), Some(fds)) = (&cfg.oneshot, ctx.oneshot.take()) {
+        // The command instead of the agent: the same confinement the agent gives each
+        // of its commands; the init ends when the command does.
+        oneshot::run(cfg, shot, fds)?;
+        return Ok(0);
+    }
     let agent = spawn_agent(ctx)?;
     drop(std::fs::File::from(
         ctx.errors.try_clone().map_err(|e| e.to_string())?,
     ));
-    Ok(reap_until(agent))
+    Ok(reap_until(agent).map_or(1, CommandEnd::code))
 }
 
 /// How the init mounts a prepared tree: its idmapped clone, else the O_PATH fd `src`.
@@ -425,15 +435,19 @@ fn spawn_agent(ctx: &ChildCtx) -> Result<Pid, String> {
     }
 }
 
-/// Reaps every child until the agent exits; returns its exit code (128+N for signal N).
-fn reap_until(agent: Pid) -> i32 {
+/// Reaps every child (the sandbox's orphans are the init's) until `leader` ends; returns
+/// how it ended, `None` if waiting failed.
+pub(super) fn reap_until(leader: Pid) -> Option<CommandEnd> {
     loop {
         match waitpid(Pid::from_raw(-1), None) {
-            Ok(WaitStatus::Exited(pid, code)) if pid == agent => return code,
-            Ok(WaitStatus::Signaled(pid, sig, _)) if pid == agent => return 128 + sig as i32,
+            Ok(status) if status.pid() == Some(leader) => {
+                if let Some(end) = CommandEnd::of(status) {
+                    return Some(end);
+                }
+            }
             Ok(_) => {}
             Err(nix::errno::Errno::EINTR) => {}
-            Err(_) => return 1,
+            Err(_) => return None,
         }
     }
 }

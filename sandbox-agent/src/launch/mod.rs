@@ -14,7 +14,8 @@
 //! 3. the init ([`child`]) builds a fresh root (read-only system dirs, private /tmp, the
 //!    workspace at the same absolute path, the socket dir at `/run/cordon`), makes the
 //!    protected paths read-only, drops to the unprivileged sandbox uid with no capabilities
-//!    and no_new_privs, then starts the agent in serve mode and reaps orphans as pid 1;
+//!    and no_new_privs, then starts the agent in serve mode and reaps orphans as pid 1
+//!    (or, for a one-shot run, confines and starts one command itself, see [`oneshot`]);
 //! 4. supervises ([`supervise`]): when the orchestrator's lifeline pipe closes, or on
 //!    SIGTERM/SIGINT/SIGHUP, it kills the namespace's init (the kernel then kills every
 //!    process in the pid namespace), vets the git dirs the session made ([`gitvet`]) and
@@ -35,6 +36,7 @@ pub mod gitvet;
 pub mod host_view;
 mod linger;
 pub mod mounts;
+pub mod oneshot;
 pub mod protected;
 pub mod state;
 mod supervise;
@@ -115,7 +117,12 @@ pub struct LaunchConfig {
     #[serde(default)]
     pub agent_env: Vec<(String, String)>,
     /// What the agent serves with; `socket_path` must be inside [`SOCKET_DIR_IN_SANDBOX`].
+    /// A one-shot run confines its command with it as the agent would.
     pub agent: AgentConfig,
+    /// Run this one command instead of the agent (see [`oneshot`]): `cordon sandbox` on
+    /// the local backend, where that is equivalent.
+    #[serde(default)]
+    pub oneshot: Option<oneshot::OneShot>,
 }
 
 fn default_uid_base() -> u32 {
@@ -174,6 +181,9 @@ impl LaunchConfig {
             denied::relative(&self.workspace, p)?;
         }
         self.host.validate(&self.workspace, &self.state_dir)?;
+        if let Some(shot) = &self.oneshot {
+            shot.validate(self)?;
+        }
         trees::validate(self)
     }
 }

@@ -45,6 +45,15 @@ pub fn run_launcher(config_path: &Path) -> i32 {
         );
         fd
     });
+    // The one-shot command's pipes: taken now (close-on-exec) so that no failure below
+    // leaves them open; the init inherits them through the clone.
+    let oneshot = match config.oneshot.as_ref().map(|s| s.take_fds()).transpose() {
+        Ok(fds) => fds,
+        Err(e) => {
+            eprintln!("sandbox-agent launcher: {e}");
+            return EXIT_LAUNCH_FAILED;
+        }
+    };
     if let Err(e) = state::write_pid_file(&config.state_dir) {
         eprintln!("sandbox-agent launcher: recording the launcher pid: {e}");
     }
@@ -56,7 +65,13 @@ pub fn run_launcher(config_path: &Path) -> i32 {
         }
     };
     let mut mount_ns = None;
-    let outcome = run_session(&config, lifeline.as_ref(), cgroup.as_ref(), &mut mount_ns);
+    let outcome = run_session(
+        &config,
+        lifeline.as_ref(),
+        cgroup.as_ref(),
+        &mut mount_ns,
+        oneshot,
+    );
     // Every process of the session is dead or dying with the init: kill any straggler
     // and remove the cgroups.
     if let Some(cg) = &cgroup {
@@ -154,6 +169,7 @@ fn run_session(
     lifeline: Option<&OwnedFd>,
     cgroup: Option<&SessionCgroup>,
     mount_ns: &mut Option<OwnedFd>,
+    oneshot: Option<super::oneshot::Fds>,
 ) -> Result<Ended, LaunchError> {
     let ids = IdPlan::new(
         &cfg.session_id,
@@ -248,10 +264,13 @@ fn run_session(
             errors: err_w,
             alive: alive_r,
             close,
+            oneshot,
         });
     }
     let init = Pid::from_raw(ret);
+    // The launcher's copies of the one-shot pipes go too: their ends are the sandbox's.
     drop((
+        oneshot,
         go_r,
         err_w,
         alive_r,
