@@ -2,7 +2,8 @@
 //! 1. Read of a 4 KiB file through the client over the socket, confinement on (local
 //!    backend: namespaces, Landlock, seccomp), p50 / p99; baseline: std::fs::read.
 //! 2. exec of `true` through the agent vs plain fork/exec on the host, p50.
-//! 3. `cordon sandbox -- true`, whole process, vs `bwrap --unshare-all --ro-bind / / true`.
+//! 3. `cordon sandbox -- true`, whole process (the one-shot path, and `--via-agent`), vs
+//!    `bwrap --unshare-all --ro-bind / / true`.
 //! 4. start, exec `true` and teardown through the library, with and without the
 //!    session's cgroups (limits and per-command slots), alternating.
 //!
@@ -189,14 +190,19 @@ fn main() {
 
     println!("== 3. whole process `cordon sandbox -- true` (target: <= 1.5x bwrap)");
     let ws_path = ws.path().to_path_buf();
-    let cordon_cmd = || {
+    // The default path (the one-shot init runs the command) and the agent's (`--via-agent`:
+    // the agent server, the RPC handshake and an exec request), side by side.
+    let sandbox_cmd = |via_agent: bool| {
         let mut c = Command::new(&cordon_bin);
-        c.arg("sandbox")
-            .arg("--workspace")
-            .arg(&ws_path)
-            .args(["--", "true"]);
+        c.arg("sandbox").arg("--workspace").arg(&ws_path);
+        if via_agent {
+            c.arg("--via-agent");
+        }
+        c.args(["--", "true"]);
         c
     };
+    let cordon_cmd = || sandbox_cmd(false);
+    let via_agent_cmd = || sandbox_cmd(true);
     if !Path::new("/usr/bin/bwrap").exists() {
         summary(
             "cordon sandbox --workspace WS -- true",
@@ -211,15 +217,18 @@ fn main() {
         c
     };
     // Alternating, one of each per round, so both sides see the same machine load.
-    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    let (mut ours, mut agent, mut theirs) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..80 {
         ours.extend(time_command(1, cordon_cmd));
+        agent.extend(time_command(1, via_agent_cmd));
         theirs.extend(time_command(1, bwrap_cmd));
     }
-    let cordon = summary("cordon sandbox --workspace WS -- true", ours);
+    let cordon = summary("cordon sandbox --workspace WS -- true (one-shot)", ours);
+    let via = summary("cordon sandbox --via-agent --workspace WS -- true", agent);
     let bwrap = summary("baseline: bwrap --unshare-all --ro-bind / / true", theirs);
     println!(
-        "   ratio cordon/bwrap at p50: {:.2}",
-        cordon.as_secs_f64() / bwrap.as_secs_f64()
+        "   ratio cordon/bwrap at p50: {:.2} (via the agent: {:.2})",
+        cordon.as_secs_f64() / bwrap.as_secs_f64(),
+        via.as_secs_f64() / bwrap.as_secs_f64()
     );
 }

@@ -479,7 +479,10 @@ async fn keys_typed_right_after_the_answer_reach_the_sessions_prompt() {
     pty.wait_for("Heard you.");
     pty.wait_for("[default] > ");
     let sent = model.requests()[0].body.to_string();
-    assert!(sent.contains("typed ahead"), "the line reached the model: {sent}");
+    assert!(
+        sent.contains("typed ahead"),
+        "the line reached the model: {sent}"
+    );
     exit(pty);
 }
 

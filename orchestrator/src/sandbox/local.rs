@@ -506,6 +506,8 @@ impl LocalHandle {
                 {
                     std::thread::sleep(Duration::from_millis(5));
                 }
+                // Killed mid-teardown, the launcher may not have swept: its backstop here.
+                state::sweep_privilege_bits(&self.state_dir);
             }
         }
         drop(guard);

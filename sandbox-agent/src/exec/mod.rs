@@ -423,8 +423,10 @@ fn receiver(fd: Option<impl Into<OwnedFd>>) -> Option<pipe::Receiver> {
     fd.and_then(|f| pipe::Receiver::from_owned_fd(f.into()).ok())
 }
 
-/// Reads one chunk; `None` at end of file or error.
-async fn read_some(pipe: &mut Option<pipe::Receiver>, buf: &mut [u8]) -> Option<usize> {
+/// Reads one chunk; `None` at end of file or error, and never ready once the pipe is
+/// gone (`None`), so a `select!` over several pipes waits on the rest. Also the one-shot
+/// sandbox's output copy in the orchestrator.
+pub async fn read_some(pipe: &mut Option<pipe::Receiver>, buf: &mut [u8]) -> Option<usize> {
     match pipe.as_mut() {
         Some(p) => match p.read(buf).await {
             Ok(0) | Err(_) => None,

@@ -103,6 +103,23 @@ pub fn cleanup_session(state_dir: &Path) {
     }
 }
 
+/// The privilege-bit sweep for a session whose launcher never finished its own teardown
+/// (killed after its grace, or found dead): every tree the state's launch config records
+/// is swept, sparing files unchanged since the state dir was made (before the session
+/// started; where the filesystem records no birth time, nothing is spared). Call once no
+/// sandboxed process runs, before [`cleanup_session`]. Security: without it, a session
+/// that made its teardown outlast the grace (a huge tree to walk) would skip the backstop
+/// of "no privilege bits reach the host"; seccomp refusing the bits stays the first line.
+pub fn sweep_privilege_bits(state_dir: &Path) {
+    let Some(config) = recorded_config(state_dir) else {
+        return;
+    };
+    let keep = crate::hostside::privbits::Keep::unchanged_since_creation_of(state_dir);
+    for (tree, _) in super::trees::all(&config) {
+        crate::hostside::privbits::sweep_and_log(&tree, keep);
+    }
+}
+
 /// The launch config `state_dir` records (its workspace and additional directories),
 /// with `state_dir` as its state dir whatever the file says.
 fn recorded_config(state_dir: &Path) -> Option<super::LaunchConfig> {
@@ -134,6 +151,7 @@ pub fn sweep_stale(run_dir: &Path) {
         };
         if stale {
             tracing::info!(dir = %dir.display(), "cleaning up a dead session");
+            sweep_privilege_bits(&dir);
             cleanup_session(&dir);
         }
     }
@@ -200,6 +218,35 @@ mod tests {
             },
         });
         std::fs::write(state_dir.join(LAUNCH_CONFIG), config.to_string()).unwrap();
+    }
+
+    /// A dead session's cleanup strips a setuid bit made in its workspace (the launcher
+    /// that would have swept it is gone) and leaves a plain file's mode alone.
+    #[test]
+    fn a_dead_sessions_cleanup_strips_privilege_bits_it_left() {
+        use std::os::unix::fs::PermissionsExt;
+        let run = tempfile::tempdir().unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        let ws = ws.path().canonicalize().unwrap();
+        let dead = run.path().join("dead");
+        std::fs::create_dir_all(dead.join("sock")).unwrap();
+        std::fs::write(
+            dead.join(PID_FILE),
+            "1 1
+",
+        )
+        .unwrap();
+        write_launch_config(&dead, &ws);
+        let (planted, plain) = (ws.join("planted"), ws.join("plain"));
+        for (f, mode) in [(&planted, 0o4755), (&plain, 0o640)] {
+            std::fs::write(f, "x").unwrap();
+            std::fs::set_permissions(f, std::fs::Permissions::from_mode(mode)).unwrap();
+        }
+        sweep_stale(run.path());
+        assert!(!dead.exists());
+        let mode = |f: &Path| std::fs::metadata(f).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode(&planted), 0o755, "the setuid bit is gone");
+        assert_eq!(mode(&plain), 0o640);
     }
 
     /// A tampered run state (placeholders.json naming host paths outside the recorded

@@ -22,8 +22,9 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use sandbox_agent::exec::read_some;
 use sandbox_agent::launch::oneshot::{CommandEnd, OneShot};
-use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::net::unix::pipe;
 
 use super::{LocalBackend, LocalHandle, STOP_TIMEOUT, SandboxError, SandboxHandle, SandboxSpec};
@@ -127,17 +128,6 @@ impl LocalBackend {
             super::setup("starting the command")(std::io::Error::other("no pipes"))
         })?;
         Ok(Run { handle, pipes })
-    }
-}
-
-/// Reads one chunk; `None` at end of file or error, pending forever once closed.
-async fn read_some(pipe: &mut Option<pipe::Receiver>, buf: &mut [u8]) -> Option<usize> {
-    match pipe.as_mut() {
-        Some(p) => match p.read(buf).await {
-            Ok(0) | Err(_) => None,
-            Ok(n) => Some(n),
-        },
-        None => std::future::pending().await,
     }
 }
 
