@@ -8,7 +8,6 @@
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::Path;
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 
 use crate::net::{self, SERVER};
@@ -123,8 +122,12 @@ impl ToolServers {
     }
 }
 
+/// git on the host, built as every host git command is (`hostgit::command`: no hooks, no
+/// user or system configuration), in `dir`.
 fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
+    let out = sandbox_agent::hostgit::command(dir)
+        .arg("-C")
+        .arg(dir)
         .args([
             "-c",
             "user.name=cordon test",
@@ -132,7 +135,6 @@ fn git(dir: &Path, args: &[&str]) {
             "user.email=test@cordon.test",
         ])
         .args(args)
-        .current_dir(dir)
         .output()
         .unwrap();
     assert!(
@@ -151,7 +153,20 @@ fn bare_repo(dir: &Path) -> HashMap<String, Vec<u8>> {
     std::fs::write(src.join("hello.txt"), "cloned through the proxy\n").unwrap();
     git(&src, &["add", "hello.txt"]);
     git(&src, &["commit", "-q", "-m", "one"]);
-    git(dir, &["clone", "-q", "--bare", "src", "repo.git"]);
+    // The host's git command refuses every transport (`protocol.allow=never`); this local
+    // clone of the test's own repository is the one it needs.
+    git(
+        dir,
+        &[
+            "-c",
+            "protocol.file.allow=always",
+            "clone",
+            "-q",
+            "--bare",
+            "src",
+            "repo.git",
+        ],
+    );
     let bare = dir.join("repo.git");
     git(&bare, &["update-server-info"]);
     net::files_under(&bare)
