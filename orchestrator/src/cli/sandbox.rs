@@ -81,7 +81,12 @@ pub fn main(args: SandboxArgs) -> ExitCode {
     match runtime.block_on(run(args)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("cordon: {e:#}");
+            // The error may quote the launcher's log, which names workspace paths a
+            // session chose (control characters and all): escaped for the terminal.
+            eprintln!(
+                "cordon: {}",
+                cordon::output::for_terminal(&format!("{e:#}"))
+            );
             ExitCode::from(EXIT_CORDON_FAILED)
         }
     }

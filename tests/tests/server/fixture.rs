@@ -303,6 +303,16 @@ impl Api {
         }
     }
 
+    /// Sends `content` as the session's next message and waits for the turn's result.
+    pub async fn turn(&self, id: &str, content: &str) {
+        self.post(
+            &format!("/v1/sessions/{id}/messages"),
+            serde_json::json!({"content": content}),
+        )
+        .await;
+        self.events_until(id, None, |e| e.kind == "result").await;
+    }
+
     /// Reads the session's events after `after` until one satisfies `until` (included).
     pub async fn events_until(
         &self,

@@ -196,13 +196,7 @@ async fn quotas_answer_429_with_retry_after() {
         .unwrap();
     assert!((1..=61).contains(&wait));
     // The day's tokens: the first turn uses them up, the next message is refused.
-    alpha
-        .post(
-            &format!("/v1/sessions/{id}/messages"),
-            json!({"content": "hi"}),
-        )
-        .await;
-    alpha.events_until(&id, None, |e| e.kind == "result").await;
+    alpha.turn(&id, "hi").await;
     let (status, body) = alpha
         .post(
             &format!("/v1/sessions/{id}/messages"),
@@ -248,13 +242,7 @@ async fn a_callers_mcp_entry_cannot_read_the_servers_environment() {
         }}}))
         .await;
     alpha.wait_state(&id, "idle").await;
-    alpha
-        .post(
-            &format!("/v1/sessions/{id}/messages"),
-            json!({"content": "hi"}),
-        )
-        .await;
-    alpha.events_until(&id, None, |e| e.kind == "result").await;
+    alpha.turn(&id, "hi").await;
     let ws = server.tenant_root("alpha").join(&id);
     assert_eq!(
         std::fs::read_to_string(ws.join("mcp-started"))
