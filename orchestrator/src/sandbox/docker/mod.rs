@@ -44,6 +44,7 @@ use super::{Backend, BackendKind, Sandbox, SandboxError, SandboxHandle, SandboxS
 pub mod access;
 mod acl;
 pub mod adopt;
+mod ca_store;
 pub mod container;
 pub mod devcontainer;
 pub mod elf_deps;

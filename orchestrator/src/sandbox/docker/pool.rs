@@ -479,6 +479,15 @@ async fn prepare_claim(
         })?;
     let ws = workspace.clone();
     let mut binds = slot.session.masks.binds.clone();
+    let ca = slot.session.egress.as_ref().and_then(|e| e.ca.as_ref());
+    if let (Some(ca), Some(merged)) = (ca, &slot.merged) {
+        // Outside the workspace, never idmapped: the session CA in the image's own store.
+        binds.extend(super::ca_store::system_store_bind(
+            merged,
+            &slot.session.sock_dir(),
+            ca,
+        ));
+    }
     if let Some(exec) = &slot.session.exec_cgroup {
         // After the workspace's own binds; outside the workspace, never idmapped.
         binds.push(Bind {
