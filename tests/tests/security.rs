@@ -681,6 +681,56 @@ pub fn a_fork_bomb_leaves_the_host_responsive(backend: Backend) {
     );
 }
 
+/// The agent runs its commands as its own uid; its /proc entries are still out of their
+/// reach (it is undumpable): no command opens its memory, its fds or its environment,
+/// while each command's own entries stay open to it.
+pub fn the_agents_memory_and_fds_are_out_of_its_commands_reach(backend: Backend) {
+    let ws = Workspace::new();
+    let mut session = Session::start(backend, ws.path());
+    // Every process of ours in the sandbox (the agent; the local backend's init too), by
+    // its name; then what a command can open of each, and of itself as the control.
+    let script = r#"
+try() { if ( exec 3<"$1" ) 2>/dev/null; then echo open; else echo refused; fi; }
+ours=""
+for p in /proc/[0-9]*; do
+  [ "$(cat "$p/comm" 2>/dev/null)" = sandbox-agent ] && ours="$ours ${p#/proc/}"
+done
+echo "ours:$ours"
+for a in $ours; do
+  echo "pid $a mem=$( (exec 3<>/proc/$a/mem) 2>/dev/null && echo open || echo refused) fd=$(ls /proc/$a/fd >/dev/null 2>&1 && echo open || echo refused) environ=$(try /proc/$a/environ) root=$(ls /proc/$a/root/ >/dev/null 2>&1 && echo open || echo refused)"
+done
+echo "self fd=$(ls /proc/$$/fd >/dev/null 2>&1 && echo open || echo refused) environ=$(try /proc/$$/environ)"
+"#;
+    let (out, status) = session.sh(script);
+    assert_eq!(status.code, Some(0), "{out}");
+    let ours: Vec<&str> = out
+        .lines()
+        .find_map(|l| l.strip_prefix("ours:"))
+        .unwrap_or_else(|| panic!("{out}"))
+        .split_whitespace()
+        .collect();
+    assert!(
+        !ours.is_empty(),
+        "the agent was not found by its name: {out}"
+    );
+    for pid in &ours {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(&format!("pid {pid} ")))
+            .unwrap_or_else(|| panic!("{pid}: {out}"));
+        for what in ["mem", "fd", "environ", "root"] {
+            assert!(
+                line.contains(&format!("{what}=refused")),
+                "{what} of {pid} opened by a command: {out}"
+            );
+        }
+    }
+    assert!(
+        out.contains("self fd=open environ=open"),
+        "the control: a command reads its own entries: {out}"
+    );
+}
+
 pub fn a_pid_hopper_is_gone_before_the_next_call(backend: Backend) {
     let ws = Workspace::new();
     let tag = format!("hop{}", unique());
@@ -828,6 +878,7 @@ battery!([
     process_count_is_capped,
     a_fork_bomb_leaves_the_host_responsive,
     a_pid_hopper_is_gone_before_the_next_call,
+    the_agents_memory_and_fds_are_out_of_its_commands_reach,
     workspace_disk_budget_is_enforced_with_a_clear_error,
     a_finished_calls_daemon_is_gone_while_another_call_runs,
 ]);

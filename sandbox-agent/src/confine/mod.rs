@@ -50,6 +50,8 @@ pub enum ConfineError {
     LandlockRuleset(#[source] ::landlock::RulesetError),
     #[error("cannot set no_new_privs: {0}")]
     NoNewPrivs(#[source] std::io::Error),
+    #[error("cannot make the agent undumpable: {0}")]
+    Undumpable(#[source] std::io::Error),
     #[error(
         "refusing to start: the kernel cannot enforce every layer ({0}); \
          set best_effort in the agent configuration to run with less"
@@ -95,6 +97,16 @@ pub fn confine_self(config: &AgentConfig) -> Result<ConfinementReport, ConfineEr
 
     if let Err(e) = sys::set_no_new_privs() {
         return Err(ConfineError::NoNewPrivs(e));
+    }
+    // SECURITY: the agent (and the one-shot init) shares its uid with the commands it
+    // runs, so while dumpable its /proc entries are theirs to open: `/proc/<agent>/mem`
+    // written is the agent's wider seccomp and Landlock taken over, `/proc/<agent>/fd/N`
+    // reopens what it holds (its listening socket, held directories), `environ` reads its
+    // start-up environment. Undumpable, every ptrace-mode access to it needs
+    // CAP_SYS_PTRACE, which no command has. Commands are not affected: exec makes each
+    // dumpable again, as it is its own.
+    if let Err(e) = nix::sys::prctl::set_dumpable(false) {
+        return Err(ConfineError::Undumpable(e.into()));
     }
     let outcome = landlock::restrict_self(&ll_policy, config)?;
     if !outcome.skipped.is_empty() {
