@@ -33,7 +33,13 @@ pub struct Pty {
 impl Pty {
     /// Starts `cmd` with a 120x40 terminal as its standard input, output and error, and as
     /// its controlling terminal.
-    pub fn spawn(mut cmd: Command) -> Pty {
+    pub fn spawn(cmd: Command) -> Pty {
+        Self::spawn_typed_ahead(cmd, "")
+    }
+
+    /// [`Pty::spawn`], with `typed` already on the terminal's input when the process
+    /// starts: keys a user typed before anything was on the screen.
+    pub fn spawn_typed_ahead(mut cmd: Command, typed: &str) -> Pty {
         let size = nix::pty::Winsize {
             ws_row: 40,
             ws_col: 120,
@@ -41,6 +47,8 @@ impl Pty {
             ws_ypixel: 0,
         };
         let pty = nix::pty::openpty(Some(&size), None).expect("openpty");
+        let mut master = std::fs::File::from(pty.master);
+        master.write_all(typed.as_bytes()).expect("type ahead");
         let slave: OwnedFd = pty.slave;
         let stdio = |fd: &OwnedFd| Stdio::from(fd.try_clone().expect("dup pty"));
         cmd.stdin(stdio(&slave))
@@ -58,7 +66,6 @@ impl Pty {
         }
         let child = cmd.spawn().expect("spawn on the pty");
         drop(slave);
-        let master = std::fs::File::from(pty.master);
         let mut reader = master.try_clone().expect("dup master");
         let screen = Arc::new(Mutex::new(String::new()));
         let sink = screen.clone();

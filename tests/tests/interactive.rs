@@ -486,6 +486,36 @@ async fn keys_typed_right_after_the_answer_reach_the_sessions_prompt() {
     exit(pty);
 }
 
+/// Keys typed before the trust question is on the screen (a prompt begun at once, whose
+/// first letter is `y`) do not answer it: it waits for a key typed once it is seen, and
+/// the early keys are dropped, not sent to the model.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_typed_before_the_trust_question_do_not_answer_it() {
+    let ws = Workspace::new();
+    let marker = widening_repository(&ws);
+    let model = ScriptedModel::start(vec![Turn::text("Heard you.")])
+        .await
+        .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let cmd = cordon_tests::pty::cordon_command(&model, home.path(), ws.path(), &[]);
+    // On the terminal before cordon starts: a whole line, and the start of the next.
+    let mut pty = Pty::spawn_typed_ahead(cmd, "yes do it\ryes");
+    pty.wait_for("[n] continue untrusted");
+    pty.send("n");
+    pty.wait_for("continuing untrusted");
+    pty.line("typed after");
+    pty.wait_for("Heard you.");
+    pty.wait_for("[default] > ");
+    let sent = model.requests()[0].body.to_string();
+    assert!(sent.contains("typed after"), "{sent}");
+    assert!(
+        !sent.contains("yes do it"),
+        "the early keys were dropped: {sent}"
+    );
+    exit(pty);
+    assert!(!marker.exists(), "the workspace was not trusted");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn allow_always_and_permissions_removal_keep_a_trusted_workspace_trusted() {
     let ws = Workspace::new();

@@ -10,6 +10,8 @@
 //! on it). Started once, before the first question, and kept until the run ends, the
 //! reader is never dropped while anyone still reads keys.
 
+use std::os::fd::{AsFd, BorrowedFd};
+
 use crossterm::event::{Event, EventStream, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use futures::StreamExt;
 use tokio::sync::mpsc;
@@ -89,6 +91,35 @@ impl Keys {
     pub async fn next(&mut self) -> Option<Key> {
         self.0.recv().await
     }
+
+    /// Call just before a question is drawn: what was typed before it was on the screen
+    /// can then never answer it (and a key typed once it is seen always does). The terminal's unread input is discarded ([`discard_unread_input`]);
+    /// the keys the reader had already queued are returned, for the caller to keep as
+    /// type-ahead or drop. A `y` typed as the start of a prompt must not trust a hostile
+    /// workspace or allow a command the user had not yet seen.
+    pub fn typed_before_question(&mut self) -> Vec<Key> {
+        discard_unread_input(std::io::stdin().as_fd());
+        let mut early = Vec::new();
+        while let Ok(key) = self.0.try_recv() {
+            early.push(key);
+        }
+        early
+    }
+}
+
+/// Discards the input the terminal `tty` holds unread (tcflush, as a password prompt
+/// does): a line typed before raw mode began, or keys the reader has not reached yet.
+/// Not a terminal: nothing to discard.
+pub fn discard_unread_input(tty: BorrowedFd<'_>) {
+    let _ = nix::sys::termios::tcflush(tty, nix::sys::termios::FlushArg::TCIFLUSH);
+}
+
+#[cfg(test)]
+impl Keys {
+    /// Keys from `rx` instead of the terminal.
+    fn from_channel(rx: mpsc::UnboundedReceiver<Key>) -> Keys {
+        Keys(rx)
+    }
 }
 
 fn spawn_reader() -> mpsc::UnboundedReceiver<Key> {
@@ -121,6 +152,51 @@ mod tests {
 
     fn key(code: KeyCode, modifiers: KeyModifiers) -> Option<Key> {
         from_event(Event::Key(KeyEvent::new(code, modifiers)))
+    }
+
+    #[tokio::test]
+    async fn keys_queued_before_a_question_are_taken_off_and_later_ones_answer() {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut keys = Keys::from_channel(rx);
+        for c in "yes".chars() {
+            tx.send(Key::Char(c)).unwrap();
+        }
+        let early = keys.typed_before_question();
+        assert_eq!(early, vec![Key::Char('y'), Key::Char('e'), Key::Char('s')]);
+        tx.send(Key::Char('n')).unwrap();
+        assert_eq!(keys.next().await, Some(Key::Char('n')));
+    }
+
+    #[test]
+    fn the_terminals_unread_input_is_discarded() {
+        use std::io::{Read, Write};
+        // A terminal of the test's own: what is typed on its far side is unread input.
+        let pty = nix::pty::openpty(None, None).unwrap();
+        let mut tty = std::fs::File::from(pty.slave);
+        let mut typist = std::fs::File::from(pty.master);
+        let mut termios = nix::sys::termios::tcgetattr(&tty).unwrap();
+        nix::sys::termios::cfmakeraw(&mut termios);
+        nix::sys::termios::tcsetattr(&tty, nix::sys::termios::SetArg::TCSANOW, &termios).unwrap();
+        typist.write_all(b"y").unwrap();
+        // Until the kernel has it: then it is discarded.
+        let readable = || {
+            let mut fds = [nix::poll::PollFd::new(
+                tty.as_fd(),
+                nix::poll::PollFlags::POLLIN,
+            )];
+            nix::poll::poll(&mut fds, nix::poll::PollTimeout::ZERO).unwrap() == 1
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !readable() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(readable(), "the typed key reached the terminal");
+        discard_unread_input(tty.as_fd());
+        assert!(!readable(), "the typed key is gone");
+        typist.write_all(b"n").unwrap();
+        let mut got = [0u8; 1];
+        tty.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"n", "what is typed afterwards is read");
     }
 
     #[test]

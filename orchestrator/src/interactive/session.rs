@@ -338,6 +338,12 @@ impl Running {
         let call = &question.call;
         let details = preview::details(&call.name, &call.input, Some(&self.me.parts.ctx)).await;
         let summary = preview::summary(&call.name, &call.input);
+        // What was typed before the question is on the screen is no answer to it: the
+        // keys already queued are handled as any key with no question open (type-ahead
+        // for the next prompt, Ctrl-C interrupting), the terminal's unread rest dropped.
+        for key in self.keys.typed_before_question() {
+            self.turn_key(key, &mut None);
+        }
         self.screen
             .question(&summary, &question.why, &details, CHOICES);
         Open {

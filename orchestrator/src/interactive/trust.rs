@@ -204,6 +204,9 @@ async fn ask(workspace: &Path, items: &[IgnoredSetting], keys: &mut Keys) -> std
         }
     }
     let _restore = Restore;
+    // Nothing typed before the question is on the screen answers it (a prompt typed
+    // ahead may begin with `y`); it is dropped, not kept for the prompt.
+    drop(keys.typed_before_question());
     crossterm::execute!(
         std::io::stdout(),
         crossterm::style::Print("Trust this workspace? [y] trust  [n] continue untrusted ")
