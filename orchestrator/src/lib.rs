@@ -16,6 +16,7 @@ pub mod paths;
 pub mod permissions;
 pub mod plugins;
 pub mod policy_gate;
+pub mod runtime;
 pub mod sandbox;
 pub mod scripted;
 pub mod server;

@@ -2,6 +2,7 @@
 //! 1. Read of a 4 KiB file through the client over the socket, confinement on (local
 //!    backend: namespaces, Landlock, seccomp), p50 / p99; baseline: std::fs::read.
 //! 2. exec of `true` through the agent vs plain fork/exec on the host, p50.
+//!    Both on the runtime `cordon run` serves a session with, and on a 2-worker one.
 //! 3. `cordon sandbox -- true`, whole process (the one-shot path, and `--via-agent`), vs
 //!    `bwrap --unshare-all --ro-bind / / true`.
 //! 4. start, exec `true` and teardown through the library, with and without the
@@ -55,35 +56,19 @@ fn time_command(n: usize, mut make: impl FnMut() -> Command) -> Vec<Duration> {
         .collect()
 }
 
-fn main() {
-    let release = cordon_tests::bin_dir();
-    let cordon_bin = release.join("cordon");
-    assert!(
-        cordon_bin.exists(),
-        "build release binaries first: cargo build --release --bins"
-    );
-    let root = release.join("bench-workspaces");
-    std::fs::create_dir_all(&root).unwrap();
-    let ws = tempfile::tempdir_in(&root).unwrap();
-    let file = ws.path().join("four-k.txt");
-    let line = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcde\n";
-    std::fs::write(&file, line.repeat(4096 / line.len())).unwrap();
-
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+/// Sections 1 and 2 on `rt` (named `label`): a sandbox of its own, started and destroyed
+/// there, its client's connection served by that runtime.
+fn rpc_figures(label: &str, rt: &tokio::runtime::Runtime, ws: &Path, file: &Path, len: usize) {
     rt.block_on(async {
         let backend = LocalBackend::from_env().expect("local backend");
         let sandbox = backend
-            .start(&SandboxSpec::new("bench", ws.path()))
+            .start(&SandboxSpec::new("bench", ws))
             .await
             .expect("start sandbox");
         let mut client = sandbox.client.clone();
         let path = file.display().to_string();
 
-        println!("== 1. Read of a 4 KiB file (target: p50 <= 150us, p99 <= 500us)");
+        println!("== 1. Read of a 4 KiB file (target: p50 <= 150us, p99 <= 500us), on {label}");
         for _ in 0..200 {
             client.read(&path, 0, 0).await.unwrap();
         }
@@ -110,16 +95,16 @@ fn main() {
         let local: Vec<Duration> = (0..5000)
             .map(|_| {
                 let start = Instant::now();
-                let b = std::fs::read(&file).unwrap();
+                let b = std::fs::read(file).unwrap();
                 let t = start.elapsed();
-                assert_eq!(b.len(), 4096 / line.len() * line.len());
+                assert_eq!(b.len(), len);
                 t
             })
             .collect();
         summary("baseline: std::fs::read on the host", local);
         // For reading the gap between the two lines above: the agent's Read work alone
         // (resolve beneath the root, type checks, digest, numbering), in this process.
-        let resolver = sandbox_agent::fsops::Resolver::new(&[ws.path().to_path_buf()]).unwrap();
+        let resolver = sandbox_agent::fsops::Resolver::new(&[ws.to_path_buf()]).unwrap();
         let req = sandbox_agent::proto::ReadRequest {
             path: file.display().to_string(),
             ..Default::default()
@@ -135,7 +120,7 @@ fn main() {
             .collect();
         summary("the Read work alone, in-process (no RPC)", work);
 
-        println!("== 2. exec `true` (target: <= 1 ms extra at p50)");
+        println!("== 2. exec `true` (target: <= 1 ms extra at p50), on {label}");
         let mut execs = Vec::new();
         for i in 0..520 {
             let req = ExecRequest {
@@ -158,6 +143,47 @@ fn main() {
         );
         println!("   extra at p50: {:?}", agent_p50.saturating_sub(host_p50));
         sandbox.destroy().await.unwrap();
+    });
+}
+
+fn main() {
+    let release = cordon_tests::bin_dir();
+    let cordon_bin = release.join("cordon");
+    assert!(
+        cordon_bin.exists(),
+        "build release binaries first: cargo build --release --bins"
+    );
+    let root = release.join("bench-workspaces");
+    std::fs::create_dir_all(&root).unwrap();
+    let ws = tempfile::tempdir_in(&root).unwrap();
+    let file = ws.path().join("four-k.txt");
+    let line = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcde\n";
+    std::fs::write(&file, line.repeat(4096 / line.len())).unwrap();
+
+    // Sections 1 and 2 on the runtime `cordon run` serves a session with, then on one
+    // with a worker per core (the 2 cores here): what a second worker costs a round trip.
+    let session_rt = cordon::runtime::for_one_session().unwrap();
+    let two_workers = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let len = 4096 / line.len() * line.len();
+    for round in 0..2 {
+        println!("-- round {round}");
+        rpc_figures(
+            "the session runtime (one worker)",
+            &session_rt,
+            ws.path(),
+            &file,
+            len,
+        );
+        rpc_figures("baseline: two workers", &two_workers, ws.path(), &file, len);
+    }
+    drop(two_workers);
+    let rt = session_rt;
+    rt.block_on(async {
+        let backend = LocalBackend::from_env().expect("local backend");
 
         println!("== 4. a sandbox's start, exec `true` and teardown, with and without its cgroups");
         let (mut with, mut without) = (Vec::new(), Vec::new());

@@ -313,7 +313,8 @@ fn main() {
         .with_env_filter(tracing_subscriber::EnvFilter::from_env("CORDON_BENCH_LOG"))
         .with_writer(std::io::stderr)
         .init();
-    let rt = match tokio::runtime::Runtime::new() {
+    // The runtime `cordon run` serves a session with.
+    let rt = match cordon::runtime::for_one_session() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("docker_ready: {e}");

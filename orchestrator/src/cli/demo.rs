@@ -24,7 +24,7 @@ pub struct DemoArgs {
 }
 
 pub fn main(args: DemoArgs) -> ExitCode {
-    let runtime = match tokio::runtime::Runtime::new() {
+    let runtime = match cordon::runtime::for_one_session() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("cordon: cannot start the runtime: {e}");

@@ -81,7 +81,7 @@ pub struct RunArgs {
 }
 
 pub fn main(args: RunArgs) -> ExitCode {
-    let runtime = match tokio::runtime::Runtime::new() {
+    let runtime = match cordon::runtime::for_one_session() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("cordon: cannot start the runtime: {e}");

@@ -71,7 +71,7 @@ pub fn main(args: SandboxArgs) -> ExitCode {
         eprintln!("cordon: --image needs --backend docker");
         return ExitCode::from(EXIT_USAGE);
     }
-    let runtime = match tokio::runtime::Runtime::new() {
+    let runtime = match cordon::runtime::for_one_session() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("cordon: cannot start the runtime: {e}");
