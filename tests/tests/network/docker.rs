@@ -6,7 +6,7 @@
 //! The session with a way out brokers a credential for one HTTPS domain: the same proxy
 //! path adds it, the container's curl trusting the session CA through its variables and
 //! through the image's own system bundle, which the claim covers with the image's roots
-//! and the session CA.
+//! and the session CA (and a cold start that cannot inject, at create time).
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -309,5 +309,48 @@ fn docker_sessions_with_and_without_a_way_out_share_the_warm_pool() {
         );
         without.destroy().await.unwrap();
         backend.shutdown().await;
+
+        // A Cordon that cannot inject mounts (one that is not root; here told not to
+        // idmap, which takes the same path): the session starts cold with its binds made
+        // at create time, the image's roots asked of the engine.
+        let bound = DockerBackend::new(DockerConfig {
+            pool_size: 0,
+            idmap: false,
+            default_image: IMAGE.into(),
+            run_root: run_root.clone(),
+            ..DockerConfig::default()
+        })
+        .await
+        .unwrap();
+        let ws3 = Workspace::new();
+        let mut egress = EgressSpec::new(net::policy(&["secure.test"], &[]));
+        egress.resolver = resolver.clone();
+        egress.broker = Some(Arc::new(broker(&ca)));
+        let spec = SandboxSpec::new("net-docker-bound", ws3.path()).with_egress(egress);
+        let cold = bound.start(&spec).await.unwrap();
+        assert!(!cold.warm);
+        let c = checks(&cold).await;
+        let get = |name: &str| {
+            c.get(name)
+                .cloned()
+                .unwrap_or_else(|| panic!("{name}: {c:?}"))
+        };
+        assert_eq!(get("system_store"), (0, "1".into()));
+        assert_eq!(get("system_roots"), (0, (host_roots + 1).to_string()));
+        assert_eq!(get("system_brokered"), (0, "served".into()));
+        assert_ne!(
+            get("system_store_write").0,
+            0,
+            "{:?}",
+            get("system_store_write")
+        );
+        cold.destroy().await.unwrap();
+        bound.shutdown().await;
+        // The container the roots were read from is gone.
+        let left = std::process::Command::new("docker")
+            .args(["ps", "-aq", "--filter", "name=cordon-ca-roots"])
+            .output()
+            .unwrap();
+        assert!(left.stdout.is_empty(), "{left:?}");
     });
 }

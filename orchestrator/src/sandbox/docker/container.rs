@@ -19,7 +19,7 @@ use sandbox_agent::egress::EgressConfig;
 
 use super::access::{self, Access, UidAllocator, UidLease};
 use super::exec_cgroup::{self, ExecCgroup};
-use super::masks::{self, Masks};
+use super::masks::{self, Bind, Masks};
 use super::{CONTAINER_RUN_DIR, DockerConfig, SOCKET_NAME, docker_err, labels, seccomp_profile};
 use crate::sandbox::{SandboxError, SandboxSpec};
 
@@ -65,6 +65,10 @@ pub struct Session {
     /// The session's way out (its proxy's socket at [`CONTAINER_RUN_DIR`]), set when the
     /// workspace is attached; `None`: no network.
     pub egress: Option<EgressConfig>,
+    /// The session CA's bundle over the image's system bundle, when the session brokers
+    /// credentials and the image has one (see [`super::ca_store`]); a cold start binds it
+    /// at create time.
+    pub ca_store: Option<Bind>,
     /// Holds the uid for this session's life (across processes, see [`access`]).
     _lease: UidLease,
 }
@@ -182,6 +186,7 @@ impl Session {
             exec_cgroup: None,
             command_env: Vec::new(),
             egress: None,
+            ca_store: None,
             _lease: lease,
         };
         if let Err(e) = session.make_run_dir() {
@@ -422,20 +427,21 @@ pub fn session_host_config(
     let seccomp = seccomp_profile::docker_profile(inet)?.to_string();
     // Protected and denied paths over the workspace (cold start; a pool claim injects
     // them). Typed mounts: a missing source fails the create instead of being made.
-    let mounts = workspace.map(|_| {
-        session
-            .masks
-            .binds
-            .iter()
-            .map(|b| Mount {
-                target: Some(b.target.display().to_string()),
-                source: Some(b.source.display().to_string()),
-                typ: Some(MountType::BIND),
-                read_only: Some(b.read_only),
-                ..Mount::default()
-            })
-            .collect()
-    });
+    let masks = workspace
+        .map(|_| session.masks.binds.iter())
+        .into_iter()
+        .flatten();
+    let mounts: Vec<Mount> = masks
+        .chain(session.ca_store.as_ref())
+        .map(|b| Mount {
+            target: Some(b.target.display().to_string()),
+            source: Some(b.source.display().to_string()),
+            typ: Some(MountType::BIND),
+            read_only: Some(b.read_only),
+            ..Mount::default()
+        })
+        .collect();
+    let mounts = (!mounts.is_empty()).then_some(mounts);
     Ok(HostConfig {
         binds: Some(binds),
         mounts,

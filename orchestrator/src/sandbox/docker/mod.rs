@@ -244,6 +244,8 @@ pub struct DockerBackend {
     config: DockerConfig,
     uids: Arc<access::UidAllocator>,
     pool: Option<pool::WarmPool>,
+    /// Each image's system CA roots, for the session CA of a cold start that is not root.
+    image_roots: ca_store::ImageRoots,
 }
 
 impl DockerBackend {
@@ -274,6 +276,7 @@ impl DockerBackend {
             config,
             uids,
             pool,
+            image_roots: ca_store::ImageRoots::default(),
         })
     }
 
@@ -319,6 +322,15 @@ impl DockerBackend {
         let image = self.image_for(spec);
         let mut session = container::Session::prepare(&self.config, &self.uids, spec)?;
         session.command_env = user_image::command_env(&self.docker, &image).await;
+        if let Some(ca) = session.egress.as_ref().and_then(|e| e.ca.clone()) {
+            // Without a view of the container's layer: the image's roots from the engine.
+            let roots = self
+                .image_roots
+                .get(&self.docker, &image, &self.config.run_root)
+                .await;
+            session.ca_store =
+                roots.and_then(|r| ca_store::bind_with(&session.sock_dir(), &ca, r.to_vec()));
+        }
         let created = container::create_and_start(
             &self.docker,
             &self.config,

@@ -482,11 +482,8 @@ async fn prepare_claim(
     let ca = slot.session.egress.as_ref().and_then(|e| e.ca.as_ref());
     if let (Some(ca), Some(merged)) = (ca, &slot.merged) {
         // Outside the workspace, never idmapped: the session CA in the image's own store.
-        binds.extend(super::ca_store::system_store_bind(
-            merged,
-            &slot.session.sock_dir(),
-            ca,
-        ));
+        slot.session.ca_store = super::ca_store::from_layer(merged, &slot.session.sock_dir(), ca);
+        binds.extend(slot.session.ca_store.clone());
     }
     if let Some(exec) = &slot.session.exec_cgroup {
         // After the workspace's own binds; outside the workspace, never idmapped.
