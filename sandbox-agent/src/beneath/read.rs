@@ -97,27 +97,45 @@ impl WorkspaceReader {
         if !plain(rel) {
             return Err(ReadError::NotBeneath { path: shown });
         }
-        let file = match self.open_beneath(rel) {
-            Ok(f) => f,
+        let read_err = |source: std::io::Error| ReadError::Read {
+            path: shown.clone(),
+            source,
+        };
+        // SECURITY: what the name is, is looked at before it is opened. Opening a device
+        // node can act on its own (a watchdog starts, a tape rewinds, a serial line's DTR
+        // toggles), and a tree the host reads may hold one: a container image's layer
+        // (unpacked by root) is read this way too. The O_PATH fd opens nothing; only a
+        // regular file is then opened, through that fd, so the same inode is reached.
+        let pinned = match self.held.open_beneath(rel, libc::O_PATH | libc::O_CLOEXEC) {
+            Ok(f) => File::from(f),
             Err(Errno::ENOENT) => return Ok(None),
             // ELOOP: a link on the way or at the end; EXDEV: resolution tried to leave.
             Err(Errno::ELOOP | Errno::EXDEV) => return Err(ReadError::Link { path: shown }),
-            Err(e) => {
-                return Err(ReadError::Read {
-                    path: shown,
-                    source: e.into(),
-                });
-            }
+            Err(e) => return Err(read_err(e.into())),
         };
-        read_open_bytes(File::from(file), &shown, max).map(Some)
+        let kind = pinned.metadata().map_err(read_err)?.file_type();
+        if !kind.is_file() {
+            return Err(ReadError::NotRegular {
+                path: shown,
+                kind: kind_of(&kind),
+            });
+        }
+        let file = reopen(&pinned).map_err(read_err)?;
+        read_open_bytes(file, &shown, max).map(Some)
     }
+}
 
-    fn open_beneath(&self, rel: &Path) -> Result<std::os::fd::OwnedFd, Errno> {
-        // O_NONBLOCK: a FIFO must not block the open (it is refused after fstat).
-        // O_NOCTTY: a terminal device must never become our controlling terminal.
-        let flags = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
-        self.held.open_beneath(rel, flags)
-    }
+/// Opens the file an O_PATH fd refers to for reading (through its `/proc/self/fd` link,
+/// which reaches that inode whatever its name is now). O_NONBLOCK: a FIFO swapped in
+/// could not be (the inode is pinned), but no open here may ever wait. O_NOCTTY: no
+/// terminal becomes ours.
+fn reopen(pinned: &File) -> std::io::Result<File> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(format!("/proc/self/fd/{}", pinned.as_raw_fd()))
 }
 
 /// Reads one of the user's own (or a managed) files outside the workspace: links are
@@ -271,6 +289,43 @@ mod tests {
             ws.read_text(Path::new("d"), 64).unwrap_err(),
             ReadError::NotRegular { .. }
         ));
+    }
+
+    #[test]
+    fn a_device_node_is_refused_without_being_opened() {
+        let (dir, ws) = ws();
+        let node = dir.path().join("ca-certificates.crt");
+        // The null device's numbers (harmless if opened); making it needs root.
+        let made = nix::sys::stat::mknod(
+            &node,
+            nix::sys::stat::SFlag::S_IFCHR,
+            Mode::from_bits_truncate(0o644),
+            nix::sys::stat::makedev(1, 3),
+        );
+        if made.is_err() {
+            eprintln!("skipped: cannot make a device node here (not root)");
+            return;
+        }
+        // Every open of it is an IN_OPEN event; an O_PATH one is none.
+        // SAFETY: plain syscalls on a path that lives for the calls; the fd is closed below.
+        let watch = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
+        assert!(watch >= 0);
+        let c_node = std::ffi::CString::new(node.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: `watch` is the inotify fd above and `c_node` a valid C string.
+        assert!(unsafe { libc::inotify_add_watch(watch, c_node.as_ptr(), libc::IN_OPEN) } >= 0);
+        let err = ws
+            .read_text(Path::new("ca-certificates.crt"), 64)
+            .unwrap_err();
+        assert!(
+            matches!(err, ReadError::NotRegular { kind: "device", .. }),
+            "{err}"
+        );
+        let mut events = [0u8; 256];
+        // SAFETY: reads into a buffer of the length given; the fd is ours.
+        let n = unsafe { libc::read(watch, events.as_mut_ptr().cast(), events.len()) };
+        // SAFETY: closing the fd made above, once.
+        unsafe { libc::close(watch) };
+        assert!(n < 0, "the device node was opened ({n} bytes of events)");
     }
 
     #[test]

@@ -466,8 +466,7 @@ async fn prepare_claim(
     if let Some(merged) = &slot.merged {
         // The mount points, in the container's own writable layer (read-only from inside).
         for root in &roots {
-            let rel = root.strip_prefix("/").unwrap_or(root);
-            let _ = std::fs::create_dir_all(merged.join(rel));
+            let _ = mount_point_in_layer(merged, root);
         }
     }
     let init = slot
@@ -599,11 +598,13 @@ async fn exec_cgroup_for(slot: &Slot) -> Option<ExecCgroup> {
     let merged = slot.merged.clone()?;
     let (pid, id, uid) = (slot.init_pid, slot.container_id.clone(), slot.session.uid);
     let made = tokio::task::spawn_blocking(move || {
-        let point = merged.join(EXEC_CGROUP_IN_SANDBOX.trim_start_matches('/'));
-        std::fs::create_dir_all(&point).map_err(|source| exec_cgroup::ExecCgroupError::Io {
-            step: "making the mount point",
-            path: point,
-            source,
+        let point = Path::new(EXEC_CGROUP_IN_SANDBOX);
+        mount_point_in_layer(&merged, point).map_err(|source| {
+            exec_cgroup::ExecCgroupError::Io {
+                step: "making the mount point",
+                path: merged.join(point.strip_prefix("/").unwrap_or(point)),
+                source,
+            }
         })?;
         exec_cgroup::prepare(pid, &id, uid)
     })
@@ -619,6 +620,32 @@ async fn exec_cgroup_for(slot: &Slot) -> Option<ExecCgroup> {
             None
         }
     }
+}
+
+/// Makes the directory `path` (absolute, as the container sees it) and its missing
+/// parents in the container's writable layer `merged`, resolving every component as the
+/// container would: a link in the image is followed within the layer
+/// (`RESOLVE_IN_ROOT`), never into the host's tree. (An image's `/home -> /root` made a
+/// plain `create_dir_all` on the host create `/root/...` of the host's own.)
+fn mount_point_in_layer(merged: &Path, path: &Path) -> std::io::Result<()> {
+    use std::path::Component;
+    let layer = std::fs::File::open(merged)?;
+    let in_root = libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS | libc::RESOLVE_NO_XDEV;
+    let dir_flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC;
+    let mut prefix = PathBuf::from("/");
+    for component in path.components() {
+        let Component::Normal(name) = component else {
+            continue;
+        };
+        let up = sandbox_agent::fsops::openat2(layer.as_fd(), &prefix, dir_flags, 0, in_root)?;
+        match nix::sys::stat::mkdirat(&up, name, nix::sys::stat::Mode::from_bits_truncate(0o755)) {
+            Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
+            Err(e) => return Err(e.into()),
+        }
+        prefix.push(name);
+    }
+    // What was made, or was there, is a directory within the layer.
+    sandbox_agent::fsops::openat2(layer.as_fd(), path, dir_flags, 0, in_root).map(drop)
 }
 
 /// Wakes the waiter: one line into the FIFO it is blocked reading.
@@ -757,5 +784,29 @@ fn inject_mounts(
                 ))),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mount_points_follow_the_images_links_within_its_layer_only() {
+        let layer = tempfile::tempdir().unwrap();
+        let host = tempfile::tempdir().unwrap();
+        // A plain path is made.
+        mount_point_in_layer(layer.path(), Path::new("/work/u/proj")).unwrap();
+        assert!(layer.path().join("work/u/proj").is_dir());
+        // A link within the layer is followed as the container would follow it.
+        std::fs::create_dir_all(layer.path().join("usr/home")).unwrap();
+        std::os::unix::fs::symlink("usr/home", layer.path().join("home")).unwrap();
+        mount_point_in_layer(layer.path(), Path::new("/home/u/proj")).unwrap();
+        assert!(layer.path().join("usr/home/u/proj").is_dir());
+        // An absolute link names the layer's own path, never the host's: nothing is made
+        // in the host's directory of that name.
+        std::os::unix::fs::symlink(host.path(), layer.path().join("srv")).unwrap();
+        assert!(mount_point_in_layer(layer.path(), Path::new("/srv/u/proj")).is_err());
+        assert_eq!(std::fs::read_dir(host.path()).unwrap().count(), 0);
     }
 }
