@@ -10,7 +10,8 @@
 //! on it). Started once, before the first question, and kept until the run ends, the
 //! reader is never dropped while anyone still reads keys.
 
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::BorrowedFd;
+use std::time::Duration;
 
 use crossterm::event::{Event, EventStream, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use futures::StreamExt;
@@ -93,23 +94,52 @@ impl Keys {
     }
 
     /// Call just before a question is drawn: what was typed before it was on the screen
-    /// can then never answer it (and a key typed once it is seen always does). The terminal's unread input is discarded ([`discard_unread_input`]);
-    /// the keys the reader had already queued are returned, for the caller to keep as
-    /// type-ahead or drop. A `y` typed as the start of a prompt must not trust a hostile
-    /// workspace or allow a command the user had not yet seen.
-    pub fn typed_before_question(&mut self) -> Vec<Key> {
-        discard_unread_input(std::io::stdin().as_fd());
+    /// can then never answer it (and a key typed once it is seen always does). Returns
+    /// every key typed until then, for the caller to keep as type-ahead or drop: a `y`
+    /// typed as the start of a prompt must not trust a hostile workspace, nor an `a`
+    /// allow a command the user had not yet seen.
+    ///
+    /// The keys already queued are not all: some may still be between the terminal and
+    /// this queue (read by crossterm, not yet forwarded by the reader task), so the queue
+    /// is emptied until the input has been quiet for [`SETTLE_QUIET`] (at most
+    /// [`SETTLE_MAX`]: under a steady stream of input the question is drawn anyway).
+    /// Nothing is flushed from the terminal here: inside a bracketed paste that would cut
+    /// its end marker off and leave every later key inside the paste.
+    pub async fn typed_before_question(&mut self) -> Vec<Key> {
+        self.settle(SETTLE_QUIET, SETTLE_MAX).await
+    }
+
+    /// Every key until the input has been quiet for `quiet`, or `max` has passed.
+    async fn settle(&mut self, quiet: Duration, max: Duration) -> Vec<Key> {
         let mut early = Vec::new();
-        while let Ok(key) = self.0.try_recv() {
-            early.push(key);
+        let deadline = tokio::time::Instant::now() + max;
+        loop {
+            while let Ok(key) = self.0.try_recv() {
+                early.push(key);
+            }
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            match tokio::time::timeout(quiet.min(left), self.0.recv()).await {
+                Ok(Some(key)) => early.push(key),
+                // Quiet for long enough, or the terminal is gone.
+                Err(_) | Ok(None) => break,
+            }
         }
         early
     }
 }
 
+/// How long the input must stay quiet before a question is drawn.
+pub const SETTLE_QUIET: Duration = Duration::from_millis(30);
+/// The longest a question waits for the input to settle.
+pub const SETTLE_MAX: Duration = Duration::from_millis(300);
+
 /// Discards the input the terminal `tty` holds unread (tcflush, as a password prompt
-/// does): a line typed before raw mode began, or keys the reader has not reached yet.
-/// Not a terminal: nothing to discard.
+/// does). Only outside raw mode and bracketed paste (the trust question, before either
+/// begins): there a half-typed line sits in the terminal until raw mode would hand it to
+/// the reader. Not a terminal: nothing to discard.
 pub fn discard_unread_input(tty: BorrowedFd<'_>) {
     let _ = nix::sys::termios::tcflush(tty, nix::sys::termios::FlushArg::TCIFLUSH);
 }
@@ -155,21 +185,44 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn keys_queued_before_a_question_are_taken_off_and_later_ones_answer() {
+    async fn keys_typed_before_a_question_are_taken_off_and_later_ones_answer() {
         let (tx, rx) = mpsc::unbounded_channel();
         let mut keys = Keys::from_channel(rx);
-        for c in "yes".chars() {
+        for c in "ye".chars() {
             tx.send(Key::Char(c)).unwrap();
         }
-        let early = keys.typed_before_question();
+        // One more still on its way when the question comes: sent at once, it lands
+        // well within the (here generous) quiet time.
+        let late = tx.clone();
+        tokio::spawn(async move { late.send(Key::Char('s')).unwrap() });
+        let quiet = Duration::from_secs(1);
+        let early = keys.settle(quiet, quiet * 30).await;
         assert_eq!(early, vec![Key::Char('y'), Key::Char('e'), Key::Char('s')]);
+        // Typed once the question is drawn: the answer.
         tx.send(Key::Char('n')).unwrap();
         assert_eq!(keys.next().await, Some(Key::Char('n')));
+    }
+
+    #[tokio::test]
+    async fn a_steady_stream_of_keys_does_not_hold_a_question_back() {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut keys = Keys::from_channel(rx);
+        tokio::spawn(async move {
+            while tx.send(Key::Char('x')).is_ok() {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        });
+        // Never quiet for a whole minute: the cap ends the wait.
+        let flood = keys
+            .settle(Duration::from_secs(60), Duration::from_millis(200))
+            .await;
+        assert!(!flood.is_empty());
     }
 
     #[test]
     fn the_terminals_unread_input_is_discarded() {
         use std::io::{Read, Write};
+        use std::os::fd::AsFd;
         // A terminal of the test's own: what is typed on its far side is unread input.
         let pty = nix::pty::openpty(None, None).unwrap();
         let mut tty = std::fs::File::from(pty.slave);

@@ -340,8 +340,8 @@ impl Running {
         let summary = preview::summary(&call.name, &call.input);
         // What was typed before the question is on the screen is no answer to it: the
         // keys already queued are handled as any key with no question open (type-ahead
-        // for the next prompt, Ctrl-C interrupting), the terminal's unread rest dropped.
-        for key in self.keys.typed_before_question() {
+        // for the next prompt, Ctrl-C interrupting).
+        for key in self.keys.typed_before_question().await {
             self.turn_key(key, &mut None);
         }
         self.screen

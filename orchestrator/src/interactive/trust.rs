@@ -17,6 +17,7 @@
 //! `cordon trust`.)
 
 use std::io::Write;
+use std::os::fd::AsFd;
 use std::path::Path;
 
 use serde_json::Value;
@@ -195,6 +196,9 @@ async fn ask(workspace: &Path, items: &[IgnoredSetting], keys: &mut Keys) -> std
             .into(),
     );
     say(&lines);
+    // A line half typed before the question (a prompt typed ahead may begin with `y`)
+    // sits in the terminal until raw mode hands it to the reader: dropped first.
+    super::keys::discard_unread_input(std::io::stdin().as_fd());
     // Raw mode: one key answers, without Enter. Restored however this ends.
     crossterm::terminal::enable_raw_mode()?;
     struct Restore;
@@ -206,7 +210,7 @@ async fn ask(workspace: &Path, items: &[IgnoredSetting], keys: &mut Keys) -> std
     let _restore = Restore;
     // Nothing typed before the question is on the screen answers it (a prompt typed
     // ahead may begin with `y`); it is dropped, not kept for the prompt.
-    drop(keys.typed_before_question());
+    drop(keys.typed_before_question().await);
     crossterm::execute!(
         std::io::stdout(),
         crossterm::style::Print("Trust this workspace? [y] trust  [n] continue untrusted ")
