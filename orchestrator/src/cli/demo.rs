@@ -102,12 +102,8 @@ async fn run_session(dir: &std::path::Path, model: ModelConfig) -> anyhow::Resul
         events: Some(tx),
         ..FrontEnd::default()
     });
-    let printer = tokio::spawn(super::run::print_events(
-        rx,
-        OutputFormat::Text,
-        true,
-        handles.session_id.clone(),
-    ));
+    let printer =
+        super::run::spawn_printer(rx, OutputFormat::Text, true, handles.session_id.clone());
     let mut interrupts = handles.ctx.interrupt_signal();
     handles.observer.session_start("startup").await;
     let outcome = agent.run(cordon::demo::PROMPT, &mut interrupts).await;

@@ -307,12 +307,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         h.end().await;
         return Ok(code);
     }
-    let printer = tokio::spawn(print_events(
-        rx,
-        args.output_format,
-        args.verbose,
-        session_id.clone(),
-    ));
+    let printer = spawn_printer(rx, args.output_format, args.verbose, session_id.clone());
     if args.output_format == OutputFormat::StreamJson {
         println_json(&init());
     }
@@ -489,7 +484,21 @@ fn println_json(value: &serde_json::Value) {
     let _ = out.flush();
 }
 
-pub(super) async fn print_events(
+/// Starts [`print_events`] on the blocking pool: its writes to stdout are synchronous, so
+/// a reader that stops reading (a paused pager, a full pipe) holds up that thread alone,
+/// never the session's one worker (see `cordon::runtime`).
+pub(super) fn spawn_printer(
+    rx: mpsc::UnboundedReceiver<LoopEvent>,
+    format: OutputFormat,
+    verbose: bool,
+    session_id: String,
+) -> tokio::task::JoinHandle<()> {
+    let runtime = tokio::runtime::Handle::current();
+    let printing = print_events(rx, format, verbose, session_id);
+    tokio::task::spawn_blocking(move || runtime.block_on(printing))
+}
+
+async fn print_events(
     mut rx: mpsc::UnboundedReceiver<LoopEvent>,
     format: OutputFormat,
     verbose: bool,

@@ -100,6 +100,10 @@ fn splice(from: RawFd, to: RawFd, len: usize) -> io::Result<usize> {
 async fn pump<F: SpliceSocket, T: SpliceSocket>(from: &F, to: &T, pipe: &Pipe) -> io::Result<u64> {
     let mut total = 0u64;
     loop {
+        // `ready` on a ready socket returns at once and counts against no task budget: a
+        // relay whose two sides stay ready would never yield, and hold a one-worker
+        // runtime (the agent's, a `cordon run`'s) from every other task until it ends.
+        tokio::task::consume_budget().await;
         // The pipe is empty here: the socket's bytes go in, as many as are queued.
         let n = loop {
             from.ready(Interest::READABLE).await?;
