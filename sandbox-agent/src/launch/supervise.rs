@@ -414,6 +414,11 @@ fn supervise(init: Pid, errors: OwnedFd, lifeline: Option<&OwnedFd>) -> Result<E
             return Err(LaunchError::Supervise(e));
         }
         if fds[0].revents != 0 {
+            // The init's error may be in the pipe yet: the same poll can report its exit
+            // and the error it wrote just before, and the exit is looked at first.
+            if let Some(f) = errors.take() {
+                drain_nonblocking(f, &mut message);
+            }
             let code = match waitpid(init, None) {
                 Ok(WaitStatus::Exited(_, c)) => c,
                 Ok(WaitStatus::Signaled(_, s, _)) => 128 + s as i32,
@@ -450,10 +455,59 @@ fn supervise(init: Pid, errors: OwnedFd, lifeline: Option<&OwnedFd>) -> Result<E
     }
 }
 
+/// Reads what `f` holds now, to its end or until it would block (a process other than
+/// the dead init could still hold the write end: never wait for it).
+fn drain_nonblocking(mut f: File, out: &mut Vec<u8>) {
+    let _ = nix::fcntl::fcntl(
+        &f,
+        nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+    );
+    let mut buf = [0u8; 4096];
+    while let Ok(k) = f.read(&mut buf) {
+        if k == 0 {
+            break;
+        }
+        out.extend_from_slice(&buf[..k]);
+    }
+}
+
 fn pollfd(fd: RawFd) -> libc::pollfd {
     libc::pollfd {
         fd,
         events: libc::POLLIN,
         revents: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_init_that_wrote_its_error_and_died_at_once_is_reported_with_it() {
+        let (r, w) = nix::unistd::pipe().unwrap();
+        // SAFETY: the child only writes to a pipe and calls _exit (async-signal-safe; no
+        // allocation, no locks after the fork of this multi-threaded test process).
+        let child = match unsafe { nix::unistd::fork() }.unwrap() {
+            nix::unistd::ForkResult::Child => unsafe {
+                let msg = b"cannot start x";
+                libc::write(w.as_raw_fd(), msg.as_ptr().cast(), msg.len());
+                libc::_exit(1)
+            },
+            nix::unistd::ForkResult::Parent { child } => child,
+        };
+        drop(w);
+        // Both at once, as a loaded machine delivers them: the init is dead (not yet
+        // reaped) and its error waits in the pipe.
+        nix::sys::wait::waitid(
+            nix::sys::wait::Id::Pid(child),
+            nix::sys::wait::WaitPidFlag::WEXITED | nix::sys::wait::WaitPidFlag::WNOWAIT,
+        )
+        .unwrap();
+        match supervise(child, r, None) {
+            Err(LaunchError::Setup(m)) => assert_eq!(m, "cannot start x"),
+            Err(e) => panic!("another error: {e}"),
+            Ok(ended) => panic!("the error was lost (exit {})", ended.code),
+        }
     }
 }
