@@ -489,6 +489,7 @@ mod tests {
         // SAFETY: the child only writes to a pipe and calls _exit (async-signal-safe; no
         // allocation, no locks after the fork of this multi-threaded test process).
         let child = match unsafe { nix::unistd::fork() }.unwrap() {
+            // SAFETY: as above: a write to a pipe this process made, then _exit.
             nix::unistd::ForkResult::Child => unsafe {
                 let msg = b"cannot start x";
                 libc::write(w.as_raw_fd(), msg.as_ptr().cast(), msg.len());
