@@ -152,6 +152,25 @@ async fn checks(sandbox: &Sandbox) -> HashMap<String, (i32, String)> {
     net::parse_checks(&out)
 }
 
+/// The checks' verdict on the image's system bundle in a session brokering a credential:
+/// the image's own roots (`host_roots` of them: the image carries the host's), then the
+/// session CA, read-only, and curl with no CA variable trusts the proxy through it.
+fn assert_the_system_store_trusts_the_session_ca(
+    c: &HashMap<String, (i32, String)>,
+    host_roots: usize,
+) {
+    let get = |name: &str| {
+        c.get(name)
+            .cloned()
+            .unwrap_or_else(|| panic!("{name}: {c:?}"))
+    };
+    assert_eq!(get("system_store"), (0, "1".into()));
+    assert_eq!(get("system_roots"), (0, (host_roots + 1).to_string()));
+    assert_eq!(get("system_brokered"), (0, "served".into()));
+    let write = get("system_store_write");
+    assert_ne!(write.0, 0, "{write:?}");
+}
+
 #[test]
 fn docker_sessions_with_and_without_a_way_out_share_the_warm_pool() {
     if let Err(why) = docker_ready() {
@@ -225,20 +244,12 @@ fn docker_sessions_with_and_without_a_way_out_share_the_warm_pool() {
         assert_eq!(get("brokered"), (0, "served".into()));
         assert_eq!(get("ca_bundle"), (0, "/run/cordon/ca-bundle.crt".into()));
         // The image's system store trusts it too, a program that reads no variable
-        // included: the image's own roots, then the session CA, read-only.
+        // included.
         let host_roots = std::fs::read_to_string(SYSTEM_BUNDLE)
             .unwrap()
             .matches("BEGIN CERTIFICATE")
             .count();
-        assert_eq!(get("system_store"), (0, "1".into()));
-        assert_eq!(get("system_roots"), (0, (host_roots + 1).to_string()));
-        assert_eq!(get("system_brokered"), (0, "served".into()));
-        assert_ne!(
-            get("system_store_write").0,
-            0,
-            "{:?}",
-            get("system_store_write")
-        );
+        assert_the_system_store_trusts_the_session_ca(&c, host_roots);
         let heads = heads.lock().unwrap().clone();
         assert!(
             heads
@@ -330,20 +341,7 @@ fn docker_sessions_with_and_without_a_way_out_share_the_warm_pool() {
         let cold = bound.start(&spec).await.unwrap();
         assert!(!cold.warm);
         let c = checks(&cold).await;
-        let get = |name: &str| {
-            c.get(name)
-                .cloned()
-                .unwrap_or_else(|| panic!("{name}: {c:?}"))
-        };
-        assert_eq!(get("system_store"), (0, "1".into()));
-        assert_eq!(get("system_roots"), (0, (host_roots + 1).to_string()));
-        assert_eq!(get("system_brokered"), (0, "served".into()));
-        assert_ne!(
-            get("system_store_write").0,
-            0,
-            "{:?}",
-            get("system_store_write")
-        );
+        assert_the_system_store_trusts_the_session_ca(&c, host_roots);
         cold.destroy().await.unwrap();
         bound.shutdown().await;
         // The container the roots were read from is gone.
