@@ -6,8 +6,9 @@
 //! stream, the agent's answers, a tool's output) and short bursts of parsing between, and
 //! a second worker only adds wake-ups across threads to every round trip. Measured on the
 //! 2-core machine (the agent_rpc bench, sections 1 and 2, this runtime beside a 2-worker
-//! one in the same run): the agent's Read and its trivial RPC take a third less with one
-//! worker. What is slow or blocking runs on the blocking pool, never on the worker.
+//! one in the same run): with one worker the trivial RPC takes 15 to 23% less, a Read 3
+//! to 19% less at p50 and 19 to 37% at p99 (BENCHMARKS.md, ninth session). What is slow or
+//! blocking runs on the blocking pool, never on the worker.
 //!
 //! The team server (`cordon serve`) keeps a worker per core: it serves many sessions.
 

@@ -9,11 +9,11 @@
 //! - The local backend's init writes it on the sandbox's own `/run` (read-only once the
 //!   root is built) and binds it over the system bundle ([`SYSTEM_BUNDLE`]), so programs
 //!   that read the system store trust it too.
-//! - On the Docker backend, a claim as root (every session of a root Cordon, pooled or
-//!   cold) has the host write it in the run dir from the image's own roots and bind it
-//!   over the image's system bundle when that is a plain file. Otherwise the agent writes
-//!   it in the run dir before it confines itself ([`install`]); the image's root is
-//!   read-only, so the variables alone point at it.
+//! - On the Docker backend the host writes it in the run dir from the image's own roots
+//!   and binds it over the image's system bundle when that is a plain file (the
+//!   orchestrator's `docker::ca_store`). For an image without one the agent writes it
+//!   there before it confines itself ([`install`]); the image's root is read-only, so the
+//!   variables alone point at it.
 //! - Every command gets the variables the common tools read ([`ca_env`]); Landlock lets
 //!   commands read the bundle and nothing else beside it.
 

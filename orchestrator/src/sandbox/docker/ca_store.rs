@@ -11,7 +11,7 @@
 //!   writable layer on the host ([`from_layer`]);
 //! - a Cordon that is not root (the compose deploy's server) has no such view: it asks the
 //!   engine for the file out of a container created from the image and never started
-//!   ([`image_roots`]), once per image id, and binds the bundle at create time.
+//!   ([`ImageRoots`]), once per image id, and binds the bundle at create time.
 //!
 //! The image is untrusted data here (a repository's devcontainer may have built it): in
 //! the layer its roots are read beneath the layer's directory with no link followed at
@@ -74,7 +74,8 @@ pub fn bind_with(run_dir: &Path, ca: &CaTrust, system: Vec<u8>) -> Option<Bind> 
 }
 
 /// The system roots of each image id already asked for (`None`: it has none to use).
-/// Immutable by id, so kept for the backend's life.
+/// Immutable by id, so kept for the backend's life; an engine that failed to answer is
+/// asked again next time.
 #[derive(Debug, Default)]
 pub struct ImageRoots(Mutex<HashMap<String, Option<Arc<Vec<u8>>>>>);
 
@@ -91,13 +92,25 @@ impl ImageRoots {
         if let Some(known) = self.0.lock().ok()?.get(&id) {
             return known.clone();
         }
-        let roots = from_engine(docker, &id, run_root).await.map(Arc::new);
+        let roots = match from_engine(docker, &id, run_root).await {
+            Ok(roots) => roots.map(Arc::new),
+            Err(why) => {
+                tracing::warn!("cannot read the image's system CA bundle: {why}");
+                return None;
+            }
+        };
         self.0.lock().ok()?.insert(id, roots.clone());
         roots
     }
 }
 
-async fn from_engine(docker: &Docker, image_id: &str, run_root: &Path) -> Option<Vec<u8>> {
+/// The image's system bundle: `Ok(None)` when it has none to use (missing, too large, not
+/// a regular file), `Err` when the engine did not answer.
+async fn from_engine(
+    docker: &Docker,
+    image_id: &str,
+    run_root: &Path,
+) -> Result<Option<Vec<u8>>, bollard::errors::Error> {
     use bollard::models::{ContainerCreateBody, HostConfig};
     use bollard::query_parameters::{
         CreateContainerOptionsBuilder, DownloadFromContainerOptionsBuilder,
@@ -139,24 +152,28 @@ async fn from_engine(docker: &Docker, image_id: &str, run_root: &Path) -> Option
         ..ContainerCreateBody::default()
     };
     let options = CreateContainerOptionsBuilder::new().name(&name).build();
-    if let Err(e) = docker.create_container(Some(options), body).await {
-        tracing::warn!("cannot read the image's system CA bundle: create: {e}");
-        return None;
-    }
+    docker.create_container(Some(options), body).await?;
     let archive = DownloadFromContainerOptionsBuilder::new()
         .path(ca::SYSTEM_BUNDLE)
         .build();
     let mut stream = docker.download_from_container(&name, Some(archive));
     let mut tar_bytes = Vec::new();
-    let mut complete = true;
+    let mut read = Ok(true);
     while let Some(chunk) = stream.next().await {
         match chunk {
             Ok(bytes) if (tar_bytes.len() + bytes.len()) as u64 <= MAX_ARCHIVE => {
                 tar_bytes.extend_from_slice(&bytes);
             }
-            // Missing (404), or larger than any bundle taken.
-            _ => {
-                complete = false;
+            // Larger than any bundle taken, or missing: the image has none to use.
+            Ok(_)
+            | Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404, ..
+            }) => {
+                read = Ok(false);
+                break;
+            }
+            Err(e) => {
+                read = Err(e);
                 break;
             }
         }
@@ -165,7 +182,7 @@ async fn from_engine(docker: &Docker, image_id: &str, run_root: &Path) -> Option
     if let Err(e) = super::container::remove(docker, &name).await {
         tracing::warn!("cannot remove {name}: {e}");
     }
-    complete.then(|| regular_file_in(&tar_bytes)).flatten()
+    Ok(read?.then(|| regular_file_in(&tar_bytes)).flatten())
 }
 
 /// The content of the archive's one entry when it is a regular file named as the system

@@ -156,9 +156,8 @@ impl Session {
         self.attach_workspace(workspace, access)?;
         self.masks = masks::prepare(workspace, spec, &self.run_dir)?;
         self.disk_budget_bytes = spec.limits.and_then(|l| l.disk_bytes);
-        // The CA bundle is in the run dir (the container's root is read-only): made by a
-        // claim as root, which binds it over the image's store too (`ca_store`), else by
-        // the agent.
+        // The CA bundle is in the run dir (the container's root is read-only): made by the
+        // host, which binds it over the image's store too (`ca_store`), else by the agent.
         let run = Path::new(CONTAINER_RUN_DIR);
         self.egress = spec.egress_config(run, &run.join(sandbox_agent::egress::ca::BUNDLE_NAME));
         self.write_record()
@@ -427,12 +426,13 @@ pub fn session_host_config(
     let seccomp = seccomp_profile::docker_profile(inet)?.to_string();
     // Protected and denied paths over the workspace (cold start; a pool claim injects
     // them). Typed mounts: a missing source fails the create instead of being made.
-    let masks = workspace
-        .map(|_| session.masks.binds.iter())
-        .into_iter()
-        .flatten();
+    let masks: &[Bind] = match workspace {
+        Some(_) => &session.masks.binds,
+        None => &[],
+    };
     let mounts: Vec<Mount> = masks
-        .chain(session.ca_store.as_ref())
+        .iter()
+        .chain(&session.ca_store)
         .map(|b| Mount {
             target: Some(b.target.display().to_string()),
             source: Some(b.source.display().to_string()),
