@@ -352,3 +352,95 @@ fn docker_sessions_with_and_without_a_way_out_share_the_warm_pool() {
         assert!(left.stdout.is_empty(), "{left:?}");
     });
 }
+
+/// A hostile image (a repository's devcontainer can build one) whose system bundle is a
+/// link to a file of the host's: a session brokering a credential is started from it on
+/// both Docker paths (the claim reading the container's layer, and the cold start asking
+/// the engine), and neither the bundle the container sees nor anything the host wrote
+/// for it holds a byte of that file.
+#[test]
+fn a_hostile_images_linked_bundle_gives_the_host_nothing() {
+    if let Err(why) = docker_ready() {
+        eprintln!("\n!!!!! SKIPPING docker hostile-image test: {why} !!!!!\n");
+        return;
+    }
+    const HOSTILE: &str = "cordon-test-hostile-bundle";
+    struct Hostile;
+    impl Drop for Hostile {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("docker")
+                .args(["rmi", "-f", HOSTILE])
+                .output();
+        }
+    }
+    let _image = Hostile;
+    // The host's "secret": a file of this test's, never a real one.
+    let secret_dir = tempfile::tempdir().unwrap();
+    let secret = secret_dir.path().join("host-secret");
+    let canary = format!("host-secret-canary-{}", std::process::id());
+    std::fs::write(&secret, &canary).unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let ctx = home.path().join("ctx");
+    let certs = ctx.join("root/etc/ssl/certs");
+    std::fs::create_dir_all(&certs).unwrap();
+    std::os::unix::fs::symlink(&secret, certs.join("ca-certificates.crt")).unwrap();
+    std::fs::write(
+        ctx.join("Dockerfile"),
+        "FROM cordon-minimal\nCOPY root/ /\n",
+    )
+    .unwrap();
+    let built = std::process::Command::new(cordon_bin())
+        .args(["images", "build", HOSTILE, "--dockerfile"])
+        .arg(ctx.join("Dockerfile"))
+        .arg("--context")
+        .arg(&ctx)
+        .env("CORDON_HOME", home.path())
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{built:?}");
+    let run_root = home.path().join("run");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let certs_dir = tempfile::tempdir().unwrap();
+        let ca = TestCa::new(certs_dir.path(), &["secure.test"]);
+        for (i, idmap) in [true, false].into_iter().enumerate() {
+            let backend = DockerBackend::new(DockerConfig {
+                pool_size: 0,
+                idmap,
+                default_image: HOSTILE.into(),
+                run_root: run_root.clone(),
+                ..DockerConfig::default()
+            })
+            .await
+            .unwrap();
+            let ws = Workspace::new();
+            let mut egress = EgressSpec::new(net::policy(&["secure.test"], &[]));
+            egress.broker = Some(Arc::new(broker(&ca)));
+            let id = format!("net-docker-hostile-{i}");
+            let sandbox = backend
+                .start(&SandboxSpec::new(id.clone(), ws.path()).with_egress(egress))
+                .await
+                .unwrap();
+            let req = ExecRequest {
+                exec_id: "look".into(),
+                command: "cat /etc/ssl/certs/ca-certificates.crt /run/cordon/ca-bundle.crt \
+                          2>&1; echo; grep -c 'Cordon session CA' /run/cordon/ca-bundle.crt"
+                    .into(),
+                timeout_ms: 60_000,
+                ..ExecRequest::default()
+            };
+            let (out, _) = sandbox.client.clone().exec_collect(req).await.unwrap();
+            let out = String::from_utf8_lossy(&out).into_owned();
+            // What the host wrote for the container, read before the session goes.
+            let host_bundle = run_root.join(format!("cordon-{id}/sock/ca-bundle.crt"));
+            let written = std::fs::read_to_string(&host_bundle).unwrap_or_default();
+            sandbox.destroy().await.unwrap();
+            backend.shutdown().await;
+            assert!(!out.contains(&canary), "idmap={idmap}: {out}");
+            assert!(!written.contains(&canary), "idmap={idmap}: {written}");
+            // The session CA is still trusted through the variables' bundle.
+            assert!(out.trim_end().ends_with('1'), "idmap={idmap}: {out}");
+        }
+    });
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), canary);
+}
