@@ -48,13 +48,20 @@ fn build_curl_image(home: &Path) {
         std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
         std::fs::copy(f, &dst).unwrap();
     }
-    std::fs::write(
-        ctx.join("Dockerfile"),
+    build_image(
+        home,
+        IMAGE,
         "FROM cordon-minimal\nCOPY root/ /\nENV PATH=/usr/bin:/bin\n",
-    )
-    .unwrap();
+    );
+}
+
+/// Builds `name` from `home/ctx` with `dockerfile` through `cordon images build` (a
+/// project image, as a user makes one).
+fn build_image(home: &Path, name: &str, dockerfile: &str) {
+    let ctx = home.join("ctx");
+    std::fs::write(ctx.join("Dockerfile"), dockerfile).unwrap();
     let out = std::process::Command::new(cordon_bin())
-        .args(["images", "build", IMAGE, "--dockerfile"])
+        .args(["images", "build", name, "--dockerfile"])
         .arg(ctx.join("Dockerfile"))
         .arg("--context")
         .arg(&ctx)
@@ -384,20 +391,7 @@ fn a_hostile_images_linked_bundle_gives_the_host_nothing() {
     let certs = ctx.join("root/etc/ssl/certs");
     std::fs::create_dir_all(&certs).unwrap();
     std::os::unix::fs::symlink(&secret, certs.join("ca-certificates.crt")).unwrap();
-    std::fs::write(
-        ctx.join("Dockerfile"),
-        "FROM cordon-minimal\nCOPY root/ /\n",
-    )
-    .unwrap();
-    let built = std::process::Command::new(cordon_bin())
-        .args(["images", "build", HOSTILE, "--dockerfile"])
-        .arg(ctx.join("Dockerfile"))
-        .arg("--context")
-        .arg(&ctx)
-        .env("CORDON_HOME", home.path())
-        .output()
-        .unwrap();
-    assert!(built.status.success(), "{built:?}");
+    build_image(home.path(), HOSTILE, "FROM cordon-minimal\nCOPY root/ /\n");
     let run_root = home.path().join("run");
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
