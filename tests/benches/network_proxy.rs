@@ -26,7 +26,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 const SIZE: usize = 100 * 1000 * 1000;
-const DOWNLOADS: usize = 5;
+/// Downloads each way, alternating; `CORDON_BENCH_DOWNLOADS` overrides (the direct pair's
+/// own time varies by a third between downloads on two cores, so more give a steadier median).
+const DOWNLOADS: usize = 15;
 const CONNECTS: usize = 300;
 
 fn main() {
@@ -39,9 +41,13 @@ fn main() {
     rt.block_on(async move {
         net::http_server(server, SIZE).await;
         let proxy = start_proxy().await;
-        println!("network_proxy: {} MB downloads x{DOWNLOADS}, {CONNECTS} connects, alternating", SIZE / 1_000_000);
+        let downloads = std::env::var("CORDON_BENCH_DOWNLOADS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(DOWNLOADS);
+        println!("network_proxy: {} MB downloads x{downloads}, {CONNECTS} connects, alternating", SIZE / 1_000_000);
         let (mut direct, mut proxied) = (Vec::new(), Vec::new());
-        for _ in 0..DOWNLOADS {
+        for _ in 0..downloads {
             direct.push(download(server, None).await);
             proxied.push(download(server, Some(proxy)).await);
         }
