@@ -56,6 +56,9 @@ pub fn cordon_command(
         .env("ANTHROPIC_API_KEY", "test-key")
         .env_remove("ANTHROPIC_AUTH_TOKEN")
         .env("CORDON_HOME", home)
+        // The user's own settings are `home/user.json` (none unless a test writes it),
+        // never the real user's.
+        .env("CORDON_USER_SETTINGS", home.join("user.json"))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

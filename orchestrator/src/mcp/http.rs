@@ -84,11 +84,30 @@ mod tests {
         let other = dialer(&["example.com"]);
         let refused = transport("http://127.0.0.1:9/mcp", &BTreeMap::new(), Some(&other)).await;
         assert!(refused.err().unwrap().starts_with("127.0.0.1:"));
-        let exact = dialer(&["127.0.0.1"]);
-        let allowed = transport("http://127.0.0.1:9/mcp", &BTreeMap::new(), Some(&exact)).await;
+        // An entry naming the loopback address itself: a repository's or the command
+        // line's opens nothing there, the user's (or the managed settings') does.
+        let theirs = dialer(&["127.0.0.1"]);
+        let refused = transport("http://127.0.0.1:9/mcp", &BTreeMap::new(), Some(&theirs)).await;
+        assert!(
+            refused
+                .err()
+                .unwrap()
+                .contains("managed or the user's own settings"),
+            "a repository's entry does not open the host's loopback"
+        );
+        let mut ours = dialer(&[]);
+        ours.policy = Arc::new(NetworkPolicy {
+            allowed: vec![
+                DomainRule::parse("127.0.0.1", "user")
+                    .unwrap()
+                    .from_operator(),
+            ],
+            ..Default::default()
+        });
+        let allowed = transport("http://127.0.0.1:9/mcp", &BTreeMap::new(), Some(&ours)).await;
         assert!(
             allowed.is_ok(),
-            "an entry naming the address itself lets it through"
+            "the user's entry naming the address itself lets it through"
         );
     }
 }

@@ -126,7 +126,9 @@ pub fn from_files(files: &[LoadedFile], managed_rules_only: bool) -> Result<Reso
         } else {
             for d in allowed {
                 let origin = format!("{}: allowedDomains {d}", f.source);
-                out.policy.allowed.push(DomainRule::parse(d, origin)?);
+                out.policy
+                    .allowed
+                    .push(operator_mark(f, DomainRule::parse(d, origin)?));
             }
         }
         for d in domain_list(f, "deniedDomains") {
@@ -144,7 +146,7 @@ pub fn from_files(files: &[LoadedFile], managed_rules_only: bool) -> Result<Reso
                         "{}: WebFetch(domain:{domain}) does not widen egress: the managed settings allow only managed domains",
                         f.origin
                     )),
-                    _ => out.policy.allowed.push(rule),
+                    _ => out.policy.allowed.push(operator_mark(f, rule)),
                 }
             }
         }
@@ -155,6 +157,16 @@ pub fn from_files(files: &[LoadedFile], managed_rules_only: bool) -> Result<Reso
     out.policy.allow_local_binding = local_binding.unwrap_or(false);
     credentials(files, &mut out);
     Ok(out)
+}
+
+/// `rule`, marked as the operator's when `f` is the managed or the user's own settings: only
+/// those may open a refused address by naming it (`NetworkPolicy::may_reach_refused`).
+fn operator_mark(f: &LoadedFile, rule: DomainRule) -> DomainRule {
+    if matches!(f.source, Source::Managed | Source::User) {
+        rule.from_operator()
+    } else {
+        rule
+    }
 }
 
 /// The brokered credentials of the managed and the user's settings (highest first);

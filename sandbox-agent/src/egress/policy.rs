@@ -39,6 +39,11 @@ pub struct DomainRule {
     text: String,
     /// Where it came from (`managed: allowedDomains example.com`).
     pub origin: String,
+    /// Written by the operator or the user (the managed or the user's own settings): only
+    /// such an IP entry may name a refused address (loopback, private, metadata; see
+    /// [`NetworkPolicy::may_reach_refused`]). False for a repository's entries and the
+    /// command line's, where a server session's request settings sit.
+    operator: bool,
 }
 
 /// A [`DomainRule`] on the wire.
@@ -47,12 +52,19 @@ pub struct DomainRule {
 struct RawRule {
     entry: String,
     origin: String,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    operator: bool,
 }
 
 impl TryFrom<RawRule> for DomainRule {
     type Error = DomainError;
     fn try_from(raw: RawRule) -> Result<Self, Self::Error> {
-        DomainRule::parse(&raw.entry, raw.origin)
+        let rule = DomainRule::parse(&raw.entry, raw.origin)?;
+        Ok(if raw.operator {
+            rule.from_operator()
+        } else {
+            rule
+        })
     }
 }
 
@@ -61,6 +73,7 @@ impl From<DomainRule> for RawRule {
         RawRule {
             entry: rule.text,
             origin: rule.origin,
+            operator: rule.operator,
         }
     }
 }
@@ -131,7 +144,15 @@ impl DomainRule {
             port,
             text: trimmed.to_string(),
             origin: origin.into(),
+            operator: false,
         })
+    }
+
+    /// The same entry, marked as the operator's or the user's own (see `operator`).
+    #[must_use]
+    pub fn from_operator(mut self) -> DomainRule {
+        self.operator = true;
+        self
     }
 
     /// Whether this entry, as an allow entry, lets `host` (normalized) on `port` through.
@@ -247,6 +268,20 @@ impl NetworkPolicy {
             None => a.allows(&host, None, 0),
         });
         allowed && !denied
+    }
+
+    /// Whether the IP literal `ip` may be dialled on `port` although it lies in a refused
+    /// range: only when an allow entry naming exactly it was written by the operator or
+    /// the user.
+    ///
+    /// Security: a repository's settings, or a server tenant's request settings, that
+    /// name `169.254.169.254` or `127.0.0.1:8420` would otherwise hand the sandbox the
+    /// cloud metadata service or the host's own loopback services. The caller has already
+    /// asked [`NetworkPolicy::decide`], so a deny entry still wins.
+    pub fn may_reach_refused(&self, ip: IpAddr, port: u16) -> bool {
+        self.allowed.iter().any(|a| {
+            a.operator && a.host == HostPattern::Ip(ip) && a.port.is_none_or(|p| p == port)
+        })
     }
 
     /// Whether `host` (a name or an IP literal) may be reached on `port`. A deny entry

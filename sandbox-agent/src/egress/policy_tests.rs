@@ -1,3 +1,5 @@
+use std::net::IpAddr;
+
 use super::*;
 
 fn policy(allowed: &[&str], denied: &[&str]) -> NetworkPolicy {
@@ -80,6 +82,41 @@ fn ip_literals_pass_only_an_entry_naming_them() {
     assert!(d.rule.contains("IP address"), "{}", d.rule);
     assert!(!allowed(&p, "::1", 443));
     assert!(!allowed(&policy(&["*.0.113.7"], &[]), "203.0.113.7", 443));
+}
+
+#[test]
+fn only_the_operators_ip_entries_open_refused_addresses() {
+    let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+    // A repository's or a tenant's entries name the address: the policy lets it pass,
+    // but it opens no refused range.
+    let theirs = policy(&["169.254.169.254", "127.0.0.1:8420"], &[]);
+    assert!(allowed(&theirs, "169.254.169.254", 80));
+    assert!(!theirs.may_reach_refused(ip("169.254.169.254"), 80));
+    assert!(!theirs.may_reach_refused(ip("127.0.0.1"), 8420));
+    let ours = NetworkPolicy {
+        allowed: vec![
+            DomainRule::parse("127.0.0.1:8420", "user")
+                .unwrap()
+                .from_operator(),
+            DomainRule::parse("*", "user").unwrap().from_operator(),
+        ],
+        ..NetworkPolicy::default()
+    };
+    assert!(ours.may_reach_refused(ip("127.0.0.1"), 8420));
+    assert!(
+        !ours.may_reach_refused(ip("127.0.0.1"), 8421),
+        "its port only"
+    );
+    assert!(
+        !ours.may_reach_refused(ip("127.0.0.2"), 8420),
+        "that address only"
+    );
+    // The mark travels with the policy; an entry without it arrives unmarked.
+    let back: NetworkPolicy = serde_json::from_str(&serde_json::to_string(&ours).unwrap()).unwrap();
+    assert_eq!(back, ours);
+    assert!(back.may_reach_refused(ip("127.0.0.1"), 8420));
+    let plain = serde_json::to_string(&theirs).unwrap();
+    assert!(!plain.contains("operator"), "{plain}");
 }
 
 #[test]

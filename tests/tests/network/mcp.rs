@@ -203,15 +203,11 @@ async fn an_http_mcp_server_gets_its_headers_and_an_sse_server_is_refused() {
     .unwrap();
     let ws = Workspace::new();
     let home = tempfile::tempdir().unwrap();
+    // The user's own settings: only those (or the managed) may name a loopback address.
     let settings = json!({"sandbox": {"network": {"allowedDomains": ["127.0.0.1"]}}}).to_string();
-    let args = [
-        "--mcp-config",
-        &config,
-        "--allowedTools",
-        "mcp__web",
-        "--settings",
-        &settings,
-    ];
+    let user = home.path().join("user.json");
+    std::fs::write(&user, &settings).unwrap();
+    let args = ["--mcp-config", &config, "--allowedTools", "mcp__web"];
     let mut cmd = run_command(&model, home.path(), ws.path(), &["--output-format", "json"]);
     cmd.args(args)
         .args(["-p", "use the tools"])
@@ -241,25 +237,35 @@ async fn an_http_mcp_server_gets_its_headers_and_an_sse_server_is_refused() {
         out.stderr
     );
 
-    // Without a policy that grants the address, the orchestrator does not reach it.
+    // Without a policy that grants the address, the orchestrator does not reach it; nor
+    // when only the command line's settings name it (a server session's request settings
+    // sit there): a loopback address is the operator's or the user's to open.
+    std::fs::remove_file(&user).unwrap();
     let before = server.requests().len();
-    let model = ScriptedModel::start(vec![Turn::text("done")])
-        .await
-        .unwrap();
-    let mut cmd = run_command(&model, home.path(), ws.path(), &["--output-format", "json"]);
-    cmd.args(["--mcp-config", &config, "-p", "hi"])
-        .env("CORDON_TEST_TOKEN", "token-from-env");
-    let out = Output::of(cmd).await;
-    assert_eq!(out.code, 0, "{}", out.stderr);
-    let names = tool_names(&model.requests()[0].body);
-    assert!(
-        !names.iter().any(|n| n.starts_with("mcp__web")),
-        "{names:?}"
-    );
-    assert!(out.stderr.contains("allows no egress"), "{}", out.stderr);
-    assert_eq!(
-        server.requests().len(),
-        before,
-        "no request reached the server"
-    );
+    for extra in [None, Some(settings.as_str())] {
+        let model = ScriptedModel::start(vec![Turn::text("done")])
+            .await
+            .unwrap();
+        let mut cmd = run_command(&model, home.path(), ws.path(), &["--output-format", "json"]);
+        cmd.args(["--mcp-config", &config, "-p", "hi"])
+            .env("CORDON_TEST_TOKEN", "token-from-env");
+        if let Some(s) = extra {
+            cmd.args(["--settings", s]);
+        }
+        let out = Output::of(cmd).await;
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        let names = tool_names(&model.requests()[0].body);
+        assert!(
+            !names.iter().any(|n| n.starts_with("mcp__web")),
+            "{extra:?}: {names:?}"
+        );
+        if extra.is_none() {
+            assert!(out.stderr.contains("allows no egress"), "{}", out.stderr);
+        }
+        assert_eq!(
+            server.requests().len(),
+            before,
+            "{extra:?}: no request reached the server"
+        );
+    }
 }

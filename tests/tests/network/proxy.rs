@@ -195,6 +195,51 @@ fn the_sandbox_own_loopback_is_refused_even_when_everything_is_allowed() {
     });
 }
 
+/// An IP entry naming a refused address (the host's loopback, cloud metadata) opens it
+/// only when the operator or the user wrote it: a repository's or a server tenant's
+/// settings that name `127.0.0.1:PORT` reach nothing there.
+#[test]
+fn an_ip_entry_opens_a_refused_address_only_from_the_operators_settings() {
+    run(|| async {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let target = listener.local_addr().unwrap().to_string();
+        let accepted = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let counter = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((_s, _)) = listener.accept().await {
+                counter.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+        for entry in [target.as_str(), "169.254.169.254"] {
+            let (proxy, log) = start(net::policy(&[entry], &[])).await;
+            let (_, head) = connect(proxy, &target).await;
+            assert!(head.starts_with("HTTP/1.1 403"), "{entry}: {head}");
+            if entry == target {
+                let r = records(&log, 1).await;
+                assert!(
+                    r[0].rule.contains("managed or the user's own settings"),
+                    "{r:?}"
+                );
+            }
+        }
+        assert_eq!(
+            accepted.load(Ordering::SeqCst),
+            0,
+            "nothing reached the host's loopback"
+        );
+        let rule = cordon::network::policy::DomainRule::parse(&target, "user: allowedDomains")
+            .unwrap()
+            .from_operator();
+        let (proxy, _log) = start(NetworkPolicy {
+            allowed: vec![rule],
+            ..NetworkPolicy::default()
+        })
+        .await;
+        let (_, head) = connect(proxy, &target).await;
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    });
+}
+
 #[test]
 fn plain_http_is_forwarded_with_its_host_checked() {
     run(|| async {

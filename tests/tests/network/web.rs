@@ -1,7 +1,8 @@
 //! WebFetch and WebSearch end to end: `cordon run` against the scripted model, WebFetch
 //! reading pages a server of the test's own serves on loopback (reachable only because
-//! the policy names `127.0.0.1` itself: an IP an allow entry names skips the refused
-//! ranges, a name resolving to loopback does not) and, by name, on the test's own
+//! the user's own settings name `127.0.0.1` itself: an IP an allow entry of the user's or
+//! the managed settings names skips the refused ranges, a name resolving to loopback does
+//! not) and, by name, on the test's own
 //! internet ([`net::run`]: a test address and DNS server in a fresh network namespace);
 //! WebSearch through the server-side search blocks the scripted model streams as the API
 //! does.
@@ -84,15 +85,10 @@ async fn web_fetch_answers_over_markdown_follows_same_host_redirects_and_caches(
     ];
     let model = ScriptedModel::start(turns).await.unwrap();
     let (ws, home) = (Workspace::new(), tempfile::tempdir().unwrap());
+    // The user's own settings: only those (or the managed) may name a loopback address.
     let settings = r#"{"permissions": {"allow": ["WebFetch(domain:127.0.0.1)"]}}"#;
-    run_json_ok(
-        &model,
-        home.path(),
-        ws.path(),
-        &["--settings", settings],
-        "read it",
-    )
-    .await;
+    std::fs::write(home.path().join("user.json"), settings).unwrap();
+    run_json_ok(&model, home.path(), ws.path(), &[], "read it").await;
     let requests = model.requests();
     assert_eq!(requests.len(), 5);
     // The prompt's own model call: no tools, the page as markdown, scripts gone.
@@ -149,14 +145,8 @@ async fn web_fetch_refuses_loopback_names_denied_domains_and_reports_other_host_
         }}
     })
     .to_string();
-    run_json_ok(
-        &model,
-        home.path(),
-        ws.path(),
-        &["--settings", &settings],
-        "fetch",
-    )
-    .await;
+    std::fs::write(home.path().join("user.json"), settings).unwrap();
+    run_json_ok(&model, home.path(), ws.path(), &[], "fetch").await;
     let requests = model.requests();
     // No prompt model call was made for any of them.
     assert_eq!(requests.len(), 2, "{requests:?}");

@@ -105,8 +105,19 @@ impl Dialer {
         let host = crate::network::policy::normalize_host(host);
         let addrs = match host.parse::<IpAddr>() {
             // Security: an IP literal got here only through an entry naming exactly this
-            // address: the operator chose it, so the ranges below do not apply to it.
-            Ok(ip) => vec![SocketAddr::new(ip, port)],
+            // address; a refused one (loopback, private, metadata) only when that entry is
+            // the operator's or the user's own, never a repository's or a tenant's.
+            Ok(ip) => match addresses::refusal(ip) {
+                Some(why) if !self.policy.may_reach_refused(ip, port) => {
+                    return Err(DialError::Refused {
+                        host,
+                        why: format!(
+                            "{why}; only an entry in the managed or the user's own settings may name such an address"
+                        ),
+                    });
+                }
+                _ => vec![SocketAddr::new(ip, port)],
+            },
             Err(_) => self.resolve_checked(&host, port).await?,
         };
         Ok((addrs, decision.rule))
