@@ -65,6 +65,7 @@ impl WorkspaceRepo {
     pub fn open(cwd: &Path) -> Result<Self, RepoError> {
         let (work_tree, git_dir) = find_git_dir(cwd)?;
         check_commondir(&git_dir)?;
+        check_data_shape(&git_dir)?;
         let config = read_small(
             &git_dir.join("config"),
             sandbox_agent::hostgit::MAX_CONFIG_BYTES,
@@ -296,6 +297,52 @@ fn valid_head(raw: &[u8]) -> Option<String> {
     }
     let hex = text.len() == 40 || text.len() == 64;
     (hex && text.bytes().all(|b| b.is_ascii_hexdigit())).then(|| format!("{text}\n"))
+}
+
+/// The repository's data, which the shadow links to, must be its own: `objects`, `refs`
+/// and `reftable` real directories, `packed-refs`, `shallow` and the split index's shared
+/// parts regular files, and no alternates.
+///
+/// Security: a session writes these. A link there (or an alternates file) would have
+/// Cordon's `git status` read another repository of the host's (`objects ->
+/// /home/u/secret/.git/objects`), whose paths and branch then go into the system prompt,
+/// to the model.
+fn check_data_shape(git_dir: &Path) -> Result<(), RepoError> {
+    let kind = |name: &str| std::fs::symlink_metadata(git_dir.join(name)).ok();
+    for name in ["objects", "refs", "reftable"] {
+        if kind(name).is_some_and(|m| !m.is_dir()) {
+            return Err(RepoError::Redirected {
+                path: git_dir.join(name),
+                why: "a link or not a directory",
+            });
+        }
+    }
+    let mut files = vec!["packed-refs".to_string(), "shallow".to_string()];
+    if let Ok(entries) = std::fs::read_dir(git_dir) {
+        files.extend(
+            entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("sharedindex.")),
+        );
+    }
+    for name in &files {
+        if kind(name).is_some_and(|m| !m.is_file()) {
+            return Err(RepoError::Redirected {
+                path: git_dir.join(name),
+                why: "a link or not a regular file",
+            });
+        }
+    }
+    for name in ["objects/info/alternates", "objects/info/http-alternates"] {
+        if kind(name).is_some() {
+            return Err(RepoError::Redirected {
+                path: git_dir.join(name),
+                why: "alternates name another object store",
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Fills the shadow git dir: our own `HEAD` copy and configuration, links to the data.

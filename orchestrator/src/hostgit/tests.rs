@@ -119,6 +119,48 @@ fn redirected_git_dirs_are_refused() {
     ));
 }
 
+/// A session swaps the repository's data for links to another repository of the host's
+/// (or adds an alternates file naming its objects): Cordon's own status would list that
+/// repository's paths and branch in the system prompt. Each is refused, and the real
+/// repository still opens.
+#[test]
+fn data_that_leads_to_another_repository_is_refused() {
+    let secret = repo();
+    std::fs::write(secret.path().join("secret-plan.txt"), "x\n").unwrap();
+    git(secret.path(), &["add", "secret-plan.txt"]);
+    git(secret.path(), &["commit", "-qm", "secret"]);
+    let theirs = secret.path().join(".git");
+    for name in ["objects", "refs", "packed-refs"] {
+        let ws = repo();
+        let g = ws.path().join(".git");
+        let target = g.join(name);
+        if target.is_dir() {
+            std::fs::remove_dir_all(&target).unwrap();
+        } else {
+            let _ = std::fs::remove_file(&target);
+        }
+        std::os::unix::fs::symlink(theirs.join(name), &target).unwrap();
+        match WorkspaceRepo::open(ws.path()) {
+            Err(RepoError::Redirected { path, .. }) => assert_eq!(path, target),
+            other => panic!("{name}: {other:?}"),
+        }
+    }
+    let ws = repo();
+    std::fs::write(
+        ws.path().join(".git/objects/info/alternates"),
+        format!("{}\n", theirs.join("objects").display()),
+    )
+    .unwrap();
+    assert!(matches!(
+        WorkspaceRepo::open(ws.path()),
+        Err(RepoError::Redirected { .. })
+    ));
+    std::fs::remove_file(ws.path().join(".git/objects/info/alternates")).unwrap();
+    let repo = WorkspaceRepo::open(ws.path()).unwrap();
+    let status = repo.output(ws.path(), &["status", "--short"]).unwrap();
+    assert!(!status.contains("secret-plan"), "{status}");
+}
+
 #[test]
 fn a_fifo_or_bad_head_is_refused_not_waited_on() {
     let ws = repo();

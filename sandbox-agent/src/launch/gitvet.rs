@@ -13,7 +13,18 @@
 //! - every hook made during the session that is not a `*.sample` file is moved out of
 //!   `hooks/` (a linked `hooks` is removed);
 //! - a `commondir` made during the session is kept only when it names a git dir inside the
-//!   workspace (which this walk vets or the start pinned).
+//!   workspace (which this walk vets or the start pinned);
+//! - a link made during the session inside any git dir's `worktrees/` or `modules/`
+//!   (pinned ones too) is moved out: git's worktree prune, run by automatic maintenance
+//!   at a later host `git commit`, removes a stale worktree entry recursively and would
+//!   delete whatever a link there names;
+//! - a `.git` file (`gitdir: PATH`) or link made during the session has the git dir it
+//!   names vetted when that lies inside the workspace, and is itself moved aside
+//!   (`.git.cordon-quarantine-<time>`) when it names anything else: the host's git would
+//!   otherwise read a configuration this walk never saw (a submodule's status runs in it).
+//!
+//! A directory counts as a git dir by git's own test, which follows links (`objects` may
+//! be a link to another repository's), as well as by the stricter start-time one.
 //!
 //! Nothing is lost: what is removed goes to `cordon-quarantine-<time>/` inside that git
 //! dir (git never reads it) with a `removed.txt` saying what and why, and the same lines
@@ -128,7 +139,10 @@ pub fn vet_recorded(record: &GuardRecord, workspace: &Path) -> Vec<Finding> {
 pub fn vet(record: &GuardRecord, policy: &GitPolicy) -> Vec<Finding> {
     let since = (record.started.0 - SLACK_SECS, record.started.1);
     let mut findings = Vec::new();
+    // Every git dir met (pinned ones too: their `worktrees/` and `modules/` stay
+    // writable), and the `.git` entries that are not directories.
     let mut git_dirs = Vec::new();
+    let mut git_files = Vec::new();
     let mut queue = VecDeque::from([record.workspace.clone()]);
     let mut visited = 0usize;
     while let Some(dir) = queue.pop_front() {
@@ -146,16 +160,26 @@ pub fn vet(record: &GuardRecord, policy: &GitPolicy) -> Vec<Finding> {
         // A `.git` directory is vetted whatever its shape: a host `git init` there later
         // keeps the hooks and configuration it finds.
         let named = dir.file_name().is_some_and(|n| n == ".git");
-        if (named || gitguard::looks_like_git_dir(&dir)) && !record.git_dirs.contains(&dir) {
+        if named || gitguard::looks_like_git_dir(&dir) || git_takes_for_git_dir(&dir) {
             git_dirs.push(dir.clone());
         }
         let Ok(entries) = std::fs::read_dir(&dir) else {
             continue;
         };
         for entry in entries.flatten() {
-            if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                queue.push_back(entry.path());
+            match entry.file_type() {
+                Ok(t) if t.is_dir() => queue.push_back(entry.path()),
+                Ok(_) if entry.file_name() == ".git" => git_files.push(entry.path()),
+                _ => {}
             }
+        }
+    }
+    for file in &git_files {
+        match gitdir_target(file, since, &record.workspace) {
+            GitFile::Untouched => {}
+            GitFile::Inside(dir) if !git_dirs.contains(&dir) => git_dirs.push(dir),
+            GitFile::Inside(_) => {}
+            GitFile::Elsewhere(why) => findings.extend(set_aside(file, &why, since)),
         }
     }
     for dir in &git_dirs {
@@ -166,13 +190,96 @@ pub fn vet(record: &GuardRecord, policy: &GitPolicy) -> Vec<Finding> {
             workspace: &record.workspace,
             removed: Vec::new(),
         };
-        v.config("config");
-        v.config("config.worktree");
-        v.hooks();
-        v.commondir();
+        if !record.git_dirs.contains(dir) {
+            v.config("config");
+            v.config("config.worktree");
+            v.hooks();
+            v.commondir();
+        }
+        v.links_in("worktrees", false);
+        v.links_in("modules", true);
         findings.extend(v.finish());
     }
     findings
+}
+
+/// Whether git itself would take `dir` for a git dir: a `HEAD`, and `objects` and `refs`
+/// that are directories once links are followed (git tests them with `access`), or a
+/// `commondir`. Wider than [`gitguard::looks_like_git_dir`], which follows no link.
+fn git_takes_for_git_dir(dir: &Path) -> bool {
+    std::fs::symlink_metadata(dir.join("HEAD")).is_ok()
+        && (std::fs::symlink_metadata(dir.join("commondir")).is_ok()
+            || (std::fs::metadata(dir.join("objects")).is_ok_and(|m| m.is_dir())
+                && std::fs::metadata(dir.join("refs")).is_ok_and(|m| m.is_dir())))
+}
+
+/// What a `.git` entry that is not a directory (a gitdir file, or a link) leads to.
+#[derive(Debug, PartialEq, Eq)]
+enum GitFile {
+    /// Not written, renamed or linked during the session: as the start found it.
+    Untouched,
+    /// Made during the session and naming this directory inside the workspace.
+    Inside(PathBuf),
+    /// Made during the session and naming something else (why, for the finding).
+    Elsewhere(String),
+}
+
+/// Where the `.git` entry `file` points, if it changed during the session.
+fn gitdir_target(file: &Path, since: (i64, i64), workspace: &Path) -> GitFile {
+    let Ok(meta) = std::fs::symlink_metadata(file) else {
+        return GitFile::Untouched;
+    };
+    if !changed_since(&meta, since) {
+        return GitFile::Untouched;
+    }
+    let Some(parent) = file.parent() else {
+        return GitFile::Elsewhere("no parent directory".into());
+    };
+    let named = if meta.file_type().is_symlink() {
+        Some(file.to_path_buf())
+    } else if meta.is_file() {
+        read_nofollow(file).and_then(|text| {
+            let text = String::from_utf8(text).ok()?;
+            let path = text.strip_prefix("gitdir:")?.trim();
+            (!path.is_empty()).then(|| parent.join(path))
+        })
+    } else {
+        None
+    };
+    let Some(named) = named else {
+        return GitFile::Elsewhere("a .git entry that names no git dir".into());
+    };
+    // Resolved as git resolves it (following links), then held to the workspace.
+    match std::fs::canonicalize(&named) {
+        Ok(real) if real.starts_with(workspace) && real != workspace && real.is_dir() => {
+            GitFile::Inside(real)
+        }
+        Ok(real) => GitFile::Elsewhere(format!(
+            "names {}, not a directory inside the workspace",
+            real.display()
+        )),
+        Err(e) => GitFile::Elsewhere(format!("names {}: {e}", named.display())),
+    }
+}
+
+/// Moves a `.git` file or link made during the session aside, beside itself (git looks
+/// for `.git` only), or removes it when that cannot be done.
+fn set_aside(file: &Path, why: &str, since: (i64, i64)) -> Vec<Finding> {
+    let stamp = since.0 + SLACK_SECS;
+    let aside = file.with_file_name(format!(".git.cordon-quarantine-{stamp}"));
+    // rename(2) moves the entry itself, never what a link names; an existing name at
+    // `aside` (a second such entry in one directory) is never overwritten.
+    let moved = std::fs::symlink_metadata(&aside).is_err() && std::fs::rename(file, &aside).is_ok();
+    if !moved {
+        let _ = std::fs::remove_file(file);
+    }
+    vec![Finding {
+        path: file.to_path_buf(),
+        what: format!(
+            "a .git entry made during the session {why}: {}",
+            if moved { "moved aside" } else { "removed" }
+        ),
+    }]
 }
 
 fn changed_since(meta: &std::fs::Metadata, since: (i64, i64)) -> bool {
@@ -280,6 +387,43 @@ impl Vetting<'_> {
         }
     }
 
+    /// Links made during the session in `sub` (`worktrees/<id>`, or on the way to a
+    /// submodule's git dir below `modules/` when `deep`: submodule names nest) leave the
+    /// git dir. Security: git's
+    /// worktree prune removes a stale entry there recursively, opening it as a directory
+    /// without looking at what it is, so a link to a directory outside the workspace would
+    /// have a later host `git commit` (its automatic maintenance) or `git gc` empty it.
+    fn links_in(&mut self, sub: &str, deep: bool) {
+        let mut queue = VecDeque::from([PathBuf::from(sub)]);
+        let mut visited = 0usize;
+        while let Some(rel) = queue.pop_front() {
+            visited += 1;
+            if visited > self.policy.walk.vet_max_dirs {
+                break;
+            }
+            let Ok(entries) = std::fs::read_dir(self.dir.join(&rel)) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let Ok(meta) = entry.metadata() else { continue };
+                let child = rel.join(entry.file_name());
+                if meta.file_type().is_symlink() {
+                    if changed_since(&meta, self.since) {
+                        let name = child.to_string_lossy().into_owned();
+                        self.take(
+                            &name,
+                            "a link made during the session (git's prune would delete through it)",
+                        );
+                    }
+                } else if deep && meta.is_dir() && !git_takes_for_git_dir(&entry.path()) {
+                    // A submodule's own git dir is vetted as one (its `objects` may
+                    // rightly be a link); only the names leading to it are walked here.
+                    queue.push_back(child);
+                }
+            }
+        }
+    }
+
     /// Records `name` for removal (moved to quarantine in [`Self::finish`]).
     fn take(&mut self, name: &str, why: &str) {
         self.removed.push((name.to_string(), why.to_string(), None));
@@ -358,6 +502,10 @@ fn keep(path: &Path, dest: &Path, original: Option<&[u8]>) -> bool {
     match original {
         Some(text) => std::fs::write(dest, text).is_ok(),
         None => {
+            // `worktrees/<id>` and `modules/<name>` keep their place below the quarantine.
+            if let Some(parent) = dest.parent() {
+                let _ = std::fs::create_dir_all(parent);
+            }
             let moved = std::fs::rename(path, dest).is_ok();
             if moved
                 && let Ok(m) = std::fs::symlink_metadata(dest)

@@ -139,6 +139,18 @@ fn attacks(marks: &Path, redirect: bool) -> String {
         "echo 'gitdir: ../evil' > sub/.git && echo WROTE sub-gitfile".to_string(),
         "mv .git .git-moved && echo WROTE moved-git".to_string(),
         "echo 'gitdir: evil' > .git && echo WROTE git-file".to_string(),
+        // A git dir the start never saw, whose data are links to the root's (git follows
+        // them), reached through a gitlink and a `.git` file: the root's status runs the
+        // submodule's status in it.
+        format!(
+            "mkdir -p .git/modules/lnk lnk && printf 'ref: refs/heads/main\\n' > .git/modules/lnk/HEAD && ln -s ../../objects .git/modules/lnk/objects && ln -s ../../refs .git/modules/lnk/refs && printf '{}' > .git/modules/lnk/config && echo 'gitdir: ../.git/modules/lnk' > lnk/.git && git update-index --add --cacheinfo 160000,$(git rev-parse HEAD),lnk && echo WROTE linked",
+            cfg("linked")
+        ),
+        // A stale worktree entry that is a link: git's prune empties what it names.
+        format!(
+            "mkdir -p .git/worktrees && ln -s {}/victim .git/worktrees/w && echo WROTE worktree-link",
+            marks.parent().unwrap().display()
+        ),
         // A fresh nested repository the root's status recurses into through a gitlink.
         format!(
             "git init -q planted && printf '{}' >> planted/.git/config && printf '{}' > planted/.git/hooks/pre-commit && chmod +x planted/.git/hooks/pre-commit && git update-index --add --cacheinfo 160000,$(git rev-parse HEAD),planted && echo WROTE planted",
@@ -237,6 +249,10 @@ async fn planted_git_redirections_never_run_on_the_host() {
     hostile_target(&git, root.path(), ws.path());
     let fresh = Workspace::new();
     std::fs::write(fresh.join("readme.txt"), "no repository yet\n").unwrap();
+    // What the worktree link names: a directory of the test's own.
+    let victim = root.path().join("victim");
+    std::fs::create_dir(&victim).unwrap();
+    std::fs::write(victim.join("precious.txt"), "keep\n").unwrap();
 
     let turns = vec![
         Turn::tool_use("a1", "Bash", json!({"command": attacks(&marks, true)})),
@@ -268,7 +284,12 @@ async fn planted_git_redirections_never_run_on_the_host() {
         let wrote = attack_out.lines().any(|l| l == format!("WROTE {pinned}"));
         assert!(!wrote, "{pinned} was writable: {attack_out}");
     }
-    assert!(attack_out.contains("WROTE planted"), "{attack_out}");
+    for live in ["planted", "linked", "worktree-link"] {
+        assert!(
+            attack_out.contains(&format!("WROTE {live}")),
+            "{live}: {attack_out}"
+        );
+    }
     assert!(
         ordinary_out.contains("GITOK") && !ordinary_err,
         "ordinary git failed inside: {ordinary_out}"
@@ -303,6 +324,15 @@ async fn planted_git_redirections_never_run_on_the_host() {
     git.ok(
         &w.join("planted"),
         &["commit", "-q", "--allow-empty", "-m", "h"],
+    );
+    git.ok(&w.join("lnk"), &["status"]);
+    // Git's maintenance prunes stale worktrees; the link it would have deleted through is
+    // gone, and what it named is whole.
+    git.ok(w, &["worktree", "prune"]);
+    git.ok(w, &["gc", "--quiet"]);
+    assert_eq!(
+        std::fs::read_to_string(victim.join("precious.txt")).unwrap(),
+        "keep\n"
     );
     git.ok(fresh.path(), &["status"]);
     git.ok(fresh.path(), &["log", "-1"]);
@@ -369,13 +399,20 @@ async fn each_pinned_control_file(backend: &[&str]) {
     run_json_ok(&model, home.path(), ws.path(), &args, "attack").await;
     let (_, out, _) = tool_results(&model.requests()[1].body).remove(0);
     let wrote: Vec<&str> = out.lines().filter(|l| l.starts_with("WROTE")).collect();
+    // What is not pinned but vetted at teardown (the two that need git inside are not
+    // made in the minimal image).
     let expected: &[&str] = if backend.is_empty() {
-        &["WROTE planted"]
+        &["WROTE linked", "WROTE worktree-link", "WROTE planted"]
     } else {
-        &[]
+        &["WROTE worktree-link"]
     };
     assert_eq!(wrote, expected, "{out}");
     let w = ws.path();
+    // The worktree link was moved out at teardown, on either backend.
+    assert!(
+        std::fs::symlink_metadata(w.join(".git/worktrees/w")).is_err(),
+        "the worktree link outlived the session"
+    );
     git.ok(w, &["status"]);
     git.ok(w, &["commit", "-q", "--allow-empty", "-m", "host"]);
     git.ok(&w.join("vendor/lib"), &["status"]);

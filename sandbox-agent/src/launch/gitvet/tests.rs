@@ -229,3 +229,101 @@ fn a_record_naming_another_workspace_or_pinning_outside_is_not_acted_on() {
     assert!(!vet_session(state.path(), &ws).is_empty());
     assert!(!ws.join(".git/hooks/pre-commit").exists());
 }
+
+/// A git dir made in the session whose `objects` and `refs` are links to the pinned
+/// repository's (git follows them, so git takes it for a git dir), reached by a `.git`
+/// file in a subdirectory: the user's `git status` would run its fsmonitor through the
+/// submodule check. It is vetted; `.git` files and links naming anything outside the
+/// workspace are set aside; the outside is never touched.
+#[test]
+fn gitdir_files_and_linked_git_dirs_made_in_the_session_are_vetted_or_set_aside() {
+    let ws = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let ws = ws.path();
+    git(ws, &["init", "-q"]);
+    let rec = record(ws, &[".git"]);
+    let x = ws.join(".git/modules/x");
+    std::fs::create_dir_all(&x).unwrap();
+    std::fs::write(x.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+    std::os::unix::fs::symlink("../../objects", x.join("objects")).unwrap();
+    std::os::unix::fs::symlink("../../refs", x.join("refs")).unwrap();
+    std::fs::write(
+        x.join("config"),
+        "[core]\n\tfsmonitor = touch /nonexistent/x\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(ws.join("sub")).unwrap();
+    std::fs::write(ws.join("sub/.git"), "gitdir: ../.git/modules/x\n").unwrap();
+    // A gitdir file and a link naming a directory outside (a writable cache, say).
+    std::fs::write(outside.path().join("config"), "[core]\n\tfsmonitor = x\n").unwrap();
+    std::fs::create_dir_all(ws.join("far")).unwrap();
+    let far = format!("gitdir: {}\n", outside.path().display());
+    std::fs::write(ws.join("far/.git"), &far).unwrap();
+    std::fs::create_dir_all(ws.join("linked")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), ws.join("linked/.git")).unwrap();
+
+    let findings = vet(&rec, gitguard::policy().unwrap());
+    let config = std::fs::read_to_string(x.join("config")).unwrap();
+    assert!(!config.contains("fsmonitor"), "{config}");
+    for dir in ["far", "linked"] {
+        let d = ws.join(dir);
+        assert!(
+            std::fs::symlink_metadata(d.join(".git")).is_err(),
+            "{dir}/.git stays"
+        );
+        let aside: Vec<_> = std::fs::read_dir(&d)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert!(
+            aside
+                .iter()
+                .any(|n| n.to_string_lossy().starts_with(".git.cordon-quarantine-")),
+            "{dir}: {aside:?}"
+        );
+        assert!(
+            findings
+                .iter()
+                .any(|f| f.path == d.join(".git") && f.what.contains("moved aside")),
+            "{findings:?}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(outside.path().join("config")).unwrap(),
+        "[core]\n\tfsmonitor = x\n"
+    );
+}
+
+/// Links made in the session in a pinned repository's `worktrees/` and `modules/`: git's
+/// worktree prune (automatic maintenance at the user's next commit, or `git gc`) would
+/// empty the directories they name. They are moved to the quarantine as links, and the
+/// host's `git worktree prune` afterwards leaves the outside alone.
+#[test]
+fn links_in_worktrees_and_modules_are_moved_out_and_never_followed() {
+    let ws = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let ws = ws.path();
+    git(ws, &["init", "-q"]);
+    let victim = outside.path().join("precious.txt");
+    std::fs::write(&victim, "keep me\n").unwrap();
+    let rec = record(ws, &[".git"]);
+    let g = ws.join(".git");
+    std::fs::create_dir_all(g.join("worktrees")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), g.join("worktrees/w")).unwrap();
+    std::fs::create_dir_all(g.join("modules/a")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), g.join("modules/a/b")).unwrap();
+
+    let findings = vet(&rec, gitguard::policy().unwrap());
+    assert_eq!(findings.len(), 2, "{findings:?}");
+    assert!(std::fs::symlink_metadata(g.join("worktrees/w")).is_err());
+    assert!(std::fs::symlink_metadata(g.join("modules/a/b")).is_err());
+    let q = quarantine(&g);
+    for kept in ["worktrees/w", "modules/a/b"] {
+        let m = std::fs::symlink_metadata(q.join(kept)).unwrap();
+        assert!(m.file_type().is_symlink(), "{kept} kept as the link it was");
+    }
+    // What the host's git would do next (a prune runs whatever the configuration).
+    git(ws, &["worktree", "prune"]);
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me\n");
+}
