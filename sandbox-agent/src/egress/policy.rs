@@ -228,6 +228,18 @@ fn check_name(name: &str) -> Option<()> {
     ok.then_some(())
 }
 
+/// A name the resolver takes as a name: plausible labels, and a last label that is not
+/// a number (`7`, `0x7`, `3405803783`), which no top-level domain is and which the system
+/// resolver would read as (part of) an IPv4 address.
+fn is_domain_name(host: &str) -> bool {
+    let last = host.rsplit('.').next().unwrap_or("");
+    let numeric = last.bytes().all(|b| b.is_ascii_digit())
+        || last
+            .strip_prefix("0x")
+            .is_some_and(|h| h.bytes().all(|b| b.is_ascii_hexdigit()));
+    check_name(host).is_some() && !numeric
+}
+
 /// The outcome for one host and port.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Decision {
@@ -256,7 +268,7 @@ impl NetworkPolicy {
     /// some port and no port-less deny entry covers it. IP literals are never names.
     pub fn name_may_resolve(&self, name: &str) -> bool {
         let host = normalize_host(name);
-        if host.parse::<IpAddr>().is_ok() || check_name(&host).is_none() {
+        if host.parse::<IpAddr>().is_ok() || !is_domain_name(&host) {
             return false;
         }
         let denied = self
@@ -289,6 +301,15 @@ impl NetworkPolicy {
     pub fn decide(&self, host: &str, port: u16) -> Decision {
         let host = normalize_host(host);
         let ip = host.parse::<IpAddr>().ok();
+        // Security: the resolver reads `3405803783`, `0xcb.0x71.7` or `203.113.7` as an
+        // IPv4 address; as "names" they would pass `*` (which never matches an address)
+        // and slip past a deny entry naming that address.
+        if ip.is_none() && !is_domain_name(&host) {
+            return Decision {
+                allowed: false,
+                rule: "neither an IP address nor a domain name".to_string(),
+            };
+        }
         if let Some(d) = self.denied.iter().find(|d| d.denies(&host, ip, port)) {
             return Decision {
                 allowed: false,

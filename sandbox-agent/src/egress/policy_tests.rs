@@ -120,6 +120,28 @@ fn only_the_operators_ip_entries_open_refused_addresses() {
 }
 
 #[test]
+fn numbers_the_resolver_reads_as_addresses_are_not_names() {
+    let p = policy(&["*"], &["203.0.113.7"]);
+    for host in [
+        "3405803783",
+        "0xcb.0x71.7",
+        "203.113.7",
+        "0313.0161.0.07",
+        "127.1",
+        "0x7f000001",
+    ] {
+        let d = p.decide(host, 443);
+        assert!(!d.allowed, "{host}: {d:?}");
+        assert!(!p.name_may_resolve(host), "{host}");
+    }
+    assert!(
+        allowed(&p, "1-2-3-4.nip.example", 443),
+        "a real name with digits"
+    );
+    assert!(allowed(&p, "a.b0x7", 443));
+}
+
+#[test]
 fn invalid_entries_are_refused() {
     for bad in [
         "",

@@ -240,6 +240,56 @@ fn an_ip_entry_opens_a_refused_address_only_from_the_operators_settings() {
     });
 }
 
+/// A client that sends its head a byte at a time is served (the head is searched once
+/// over, not once per byte); one that stops before the blank line is answered 408 once
+/// its time is up, and one that sends nothing is let go, so neither holds a slot.
+#[test]
+fn a_slow_head_is_served_and_a_stalled_one_let_go() {
+    run(|| async {
+        echo_server(443).await;
+        let log = Arc::new(MemoryLog::default());
+        let proxy = Proxy::new(
+            "s1",
+            net::policy(&["allowed.test"], &[]),
+            Arc::new(names()),
+            log.clone(),
+        )
+        .with_head_timeout(std::time::Duration::from_millis(300));
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(proxy.serve_tcp(listener, std::future::pending()));
+
+        let mut slow = TcpStream::connect(addr).await.unwrap();
+        slow.set_nodelay(true).unwrap();
+        for b in b"CONNECT allowed.test:443 HTTP/1.1\r\nHost: allowed.test:443\r\n\r\n" {
+            slow.write_all(&[*b]).await.unwrap();
+        }
+        let head = String::from_utf8_lossy(&read_head(&mut slow).await).to_string();
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+
+        let mut stalled = TcpStream::connect(addr).await.unwrap();
+        stalled
+            .write_all(b"CONNECT allowed.test:443 HTTP/1.1\r\nHost: al")
+            .await
+            .unwrap();
+        let answer = read_all(stalled).await;
+        assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+
+        let silent = TcpStream::connect(addr).await.unwrap();
+        let nothing = read_all(silent).await;
+        assert!(nothing.is_empty(), "{nothing:?}");
+        let r = records(&log, 2).await;
+        assert!(
+            r.iter().any(|r| r.rule == "no full request head in time"),
+            "{r:?}"
+        );
+        assert!(
+            r.iter().any(|r| r.rule == "the client sent nothing"),
+            "{r:?}"
+        );
+    });
+}
+
 #[test]
 fn plain_http_is_forwarded_with_its_host_checked() {
     run(|| async {

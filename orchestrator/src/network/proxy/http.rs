@@ -173,6 +173,7 @@ pub fn error_response(status: u16, why: &str) -> Vec<u8> {
     let reason = match status {
         400 => "Bad Request",
         403 => "Forbidden",
+        408 => "Request Timeout",
         502 => "Bad Gateway",
         _ => "Error",
     };

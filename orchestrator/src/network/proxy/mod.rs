@@ -40,6 +40,12 @@ pub use record::{ConnectionLog, ConnectionRecord, Protocol};
 
 /// Connections one proxy serves at once; more wait for a slot.
 const MAX_CONNECTIONS: usize = 512;
+/// How long a client has to send its first request head (or SOCKS greeting): a slot held
+/// by a client that sends nothing is given back.
+const HEAD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+/// The pause after a failed accept: at the descriptor limit, accept fails at once, and
+/// retrying without a pause would spin a core and flood the log for every session.
+const ACCEPT_BACKOFF: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// One session's proxy.
 #[derive(Clone)]
@@ -50,6 +56,8 @@ pub struct Proxy {
     slots: Arc<Semaphore>,
     /// The session's brokered credentials (none: every tunnel is relayed unread).
     broker: Option<Arc<Broker>>,
+    /// How long a client has to send its request head ([`HEAD_TIMEOUT`]).
+    head_timeout: std::time::Duration,
 }
 
 impl Proxy {
@@ -68,7 +76,15 @@ impl Proxy {
             log,
             slots: Arc::new(Semaphore::new(MAX_CONNECTIONS)),
             broker: None,
+            head_timeout: HEAD_TIMEOUT,
         }
+    }
+
+    /// Gives clients `limit`, not [`HEAD_TIMEOUT`], to send their request head.
+    #[must_use]
+    pub fn with_head_timeout(mut self, limit: std::time::Duration) -> Proxy {
+        self.head_timeout = limit;
+        self
     }
 
     /// Brokers `broker`'s credentials: tunnels to their hosts are terminated.
@@ -120,7 +136,10 @@ impl Proxy {
                 _ = &mut shutdown => return,
                 accepted = listener.accept() => match accepted {
                     Ok((stream, _)) => self.spawn(stream).await,
-                    Err(e) => tracing::warn!("egress proxy accept: {e}"),
+                    Err(e) => {
+                        tracing::warn!("egress proxy accept: {e}");
+                        tokio::time::sleep(ACCEPT_BACKOFF).await;
+                    }
                 },
             }
         }
@@ -141,7 +160,10 @@ impl Proxy {
                         let _ = stream.set_nodelay(true);
                         self.spawn(stream).await;
                     }
-                    Err(e) => tracing::warn!("egress proxy accept: {e}"),
+                    Err(e) => {
+                        tracing::warn!("egress proxy accept: {e}");
+                        tokio::time::sleep(ACCEPT_BACKOFF).await;
+                    }
                 },
             }
         }
@@ -171,7 +193,8 @@ impl Proxy {
         let mut rec = ConnectionRecord::begin(self.session.to_string(), Protocol::Http);
         // One byte only: a SOCKS client's greeting must stay unread for the handshake.
         let mut first = [0u8; 1];
-        match stream.read_exact(&mut first).await {
+        let read = tokio::time::timeout(self.head_timeout, stream.read_exact(&mut first)).await;
+        match read.unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into())) {
             Err(_) => rec.rule = "the client sent nothing".into(),
             Ok(_) if first[0] == 5 => self.socks(stream, &mut rec).await,
             Ok(_) => self.http(stream, first.to_vec(), &mut rec).await,
@@ -184,19 +207,28 @@ impl Proxy {
     where
         S: AsyncRead + AsyncWrite + SpliceSocket + Unpin + Sync,
     {
+        let deadline = tokio::time::Instant::now() + self.head_timeout;
+        // Where the search for the blank line resumes: a head sent a byte at a time is
+        // searched once over, not once per byte.
+        let mut searched = 0;
         let end = loop {
-            if let Some(i) = find_head_end(&buf) {
-                break i;
+            if let Some(i) = find_head_end(&buf[searched..]) {
+                break searched + i;
             }
+            searched = buf.len().saturating_sub(3);
             if buf.len() > http::MAX_HEAD {
                 return refuse_http(&mut stream, rec, 400, "request head too large").await;
             }
-            match stream.read_buf(&mut buf).await {
-                Ok(0) | Err(_) => {
+            match tokio::time::timeout_at(deadline, stream.read_buf(&mut buf)).await {
+                Err(_) => {
+                    return refuse_http(&mut stream, rec, 408, "no full request head in time")
+                        .await;
+                }
+                Ok(Ok(0) | Err(_)) => {
                     rec.rule = "the client closed before a full request".into();
                     return;
                 }
-                Ok(_) => {}
+                Ok(Ok(_)) => {}
             }
         };
         let early = buf.split_off(end);
