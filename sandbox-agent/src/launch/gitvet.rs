@@ -18,6 +18,9 @@
 //!   (pinned ones too) is moved out: git's worktree prune, run by automatic maintenance
 //!   at a later host `git commit`, removes a stale worktree entry recursively and would
 //!   delete whatever a link there names;
+//! - an unfinished rebase or cherry-pick whose to-do list was written during the session
+//!   and runs commands (`exec` lines, which a host `git rebase --continue` would run) is
+//!   moved out;
 //! - a `.git` file (`gitdir: PATH`) or link made during the session has the git dir it
 //!   names vetted when that lies inside the workspace, and is itself moved aside
 //!   (`.git.cordon-quarantine-<time>`) when it names anything else: the host's git would
@@ -198,6 +201,8 @@ pub fn vet(record: &GuardRecord, policy: &GitPolicy) -> Vec<Finding> {
         }
         v.links_in("worktrees", false);
         v.links_in("modules", true);
+        v.sequencer_exec("rebase-merge", "git-rebase-todo");
+        v.sequencer_exec("sequencer", "todo");
         findings.extend(v.finish());
     }
     findings
@@ -421,6 +426,30 @@ impl Vetting<'_> {
                     queue.push_back(child);
                 }
             }
+        }
+    }
+
+    /// An unfinished rebase's (or cherry-pick's) state whose to-do list was written during
+    /// the session and holds an `exec` line leaves the git dir. Security: the host's `git
+    /// status` tells the user to run `git rebase --continue`, which runs those lines on
+    /// the host. A to-do list without one is left as it is (a rebase stopped at a conflict
+    /// stays the user's to finish).
+    fn sequencer_exec(&mut self, state: &str, todo: &str) {
+        let path = format!("{state}/{todo}");
+        let Some(meta) = self.meta(&path) else { return };
+        if !changed_since(&meta, self.since) {
+            return;
+        }
+        let runs = read_nofollow(&self.dir.join(&path)).is_none_or(|text| {
+            String::from_utf8_lossy(&text)
+                .lines()
+                .any(|line| matches!(line.split_whitespace().next(), Some("exec" | "x")))
+        });
+        if runs {
+            self.take(
+                state,
+                "an unfinished rebase whose to-do list, written during the session, runs commands",
+            );
         }
     }
 

@@ -327,3 +327,34 @@ fn links_in_worktrees_and_modules_are_moved_out_and_never_followed() {
     git(ws, &["worktree", "prune"]);
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me\n");
 }
+
+/// An unfinished rebase left by the session: with `exec` lines in its to-do list (a host
+/// `git rebase --continue` would run them) it is moved out whole; without, it stays for
+/// the user to finish.
+#[test]
+fn a_rebase_whose_to_do_list_runs_commands_is_moved_out() {
+    let ws = tempfile::tempdir().unwrap();
+    let ws = ws.path();
+    git(ws, &["init", "-q"]);
+    git(&ws.join("plain"), &["init", "-q"]);
+    let rec = record(ws, &[".git", "plain/.git"]);
+    let evil = ws.join(".git/rebase-merge");
+    std::fs::create_dir_all(&evil).unwrap();
+    std::fs::write(
+        evil.join("git-rebase-todo"),
+        "pick 0123456 first\nexec touch /nonexistent/x\n",
+    )
+    .unwrap();
+    let stopped = ws.join("plain/.git/rebase-merge");
+    std::fs::create_dir_all(&stopped).unwrap();
+    std::fs::write(stopped.join("git-rebase-todo"), "pick 0123456 first\n").unwrap();
+    let findings = vet(&rec, gitguard::policy().unwrap());
+    assert_eq!(findings.len(), 1, "{findings:?}");
+    assert!(!evil.exists());
+    let q = quarantine(&ws.join(".git"));
+    assert!(q.join("rebase-merge/git-rebase-todo").is_file());
+    assert!(
+        stopped.join("git-rebase-todo").is_file(),
+        "a plain rebase stays"
+    );
+}
