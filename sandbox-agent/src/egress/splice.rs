@@ -54,6 +54,12 @@ pub async fn relay<A: SpliceSocket + Sync, B: SpliceSocket + Sync>(
     futures::future::try_join(pump(a, b, &ab), pump(b, a, &ba)).await
 }
 
+/// Relays `from` to `to` only, until `from` ends (then ends `to`'s writing half); the
+/// bytes moved. What `to` sends meanwhile stays unread.
+pub async fn one_way<A: SpliceSocket, B: SpliceSocket>(from: &A, to: &B) -> io::Result<u64> {
+    pump(from, to, &Pipe::new()?).await
+}
+
 /// A pipe's two ends, non-blocking.
 struct Pipe {
     read: OwnedFd,

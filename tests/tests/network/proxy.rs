@@ -290,6 +290,81 @@ fn a_slow_head_is_served_and_a_stalled_one_let_go() {
     });
 }
 
+/// A plain-HTTP request with a second one pipelined behind it (naming another Host): the
+/// server gets the first request and its body, never a byte of the second, and the
+/// client gets the first's answer. A head whose body framing is ambiguous (both
+/// Transfer-Encoding and Content-Length) never reaches the server.
+#[test]
+fn plain_http_forwards_one_request_and_nothing_pipelined_behind_it() {
+    run(|| async {
+        let listener = TcpListener::bind(SocketAddr::new(server_ip(), 8081))
+            .await
+            .unwrap();
+        let seen = Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+        let got = seen.clone();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                let got = got.clone();
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 4096];
+                    // Everything the proxy sends within a moment of the head.
+                    let deadline =
+                        tokio::time::Instant::now() + std::time::Duration::from_millis(300);
+                    while let Ok(Ok(n)) = tokio::time::timeout_at(deadline, s.read(&mut buf)).await
+                    {
+                        if n == 0 {
+                            break;
+                        }
+                        got.lock().unwrap().extend_from_slice(&buf[..n]);
+                    }
+                    let _ = s
+                        .write_all(
+                            b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok",
+                        )
+                        .await;
+                });
+            }
+        });
+        let (proxy, log) = start(net::policy(&["allowed.test"], &[])).await;
+        let mut s = TcpStream::connect(proxy).await.unwrap();
+        s.write_all(
+            b"POST http://allowed.test:8081/a HTTP/1.1\r\nHost: allowed.test:8081\r\nContent-Length: 5\r\n\r\nhello\
+              GET /b HTTP/1.1\r\nHost: evil.test\r\n\r\n",
+        )
+        .await
+        .unwrap();
+        let answer = read_all(s).await;
+        assert!(
+            answer.starts_with("HTTP/1.1 200") && answer.ends_with("ok"),
+            "{answer}"
+        );
+        let upstream = String::from_utf8_lossy(&seen.lock().unwrap()).to_string();
+        assert!(upstream.starts_with("POST /a HTTP/1.1\r\n"), "{upstream}");
+        assert!(
+            upstream.ends_with("\r\n\r\nhello"),
+            "the body, and nothing after it: {upstream}"
+        );
+        assert!(!upstream.contains("evil.test"), "{upstream}");
+        let r = records(&log, 1).await;
+        assert!(r[0].allowed, "{r:?}");
+
+        let before = seen.lock().unwrap().len();
+        let mut s = TcpStream::connect(proxy).await.unwrap();
+        s.write_all(
+            b"POST http://allowed.test:8081/c HTTP/1.1\r\nHost: allowed.test:8081\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n0\r\n\r\n",
+        )
+        .await
+        .unwrap();
+        let answer = read_all(s).await;
+        assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+        assert_eq!(
+            seen.lock().unwrap().len(),
+            before,
+            "nothing reached the server"
+        );
+    });
+}
+
 #[test]
 fn plain_http_is_forwarded_with_its_host_checked() {
     run(|| async {

@@ -160,7 +160,7 @@ fn check_host(headers: &[httparse::Header<'_>], host: &str, port: u16) -> Result
 }
 
 /// The body's framing: `Transfer-Encoding: chunked` alone, one `Content-Length`, or none.
-fn framing(headers: &[httparse::Header<'_>]) -> Result<Body, HeadError> {
+pub(crate) fn framing(headers: &[httparse::Header<'_>]) -> Result<Body, HeadError> {
     let values = |name: &str| -> Vec<String> {
         headers
             .iter()

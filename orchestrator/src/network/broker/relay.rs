@@ -203,7 +203,7 @@ async fn read_or_end<R: AsyncRead + Unpin>(r: &mut R, buf: &mut [u8]) -> io::Res
 /// Sends the request's body (starting with `leftover`) and not a byte past its end.
 /// Reading the client fails as `UnexpectedEof` (or `InvalidData` for a malformed chunked
 /// body); any other error is the server's side.
-async fn body<R, W>(
+pub(crate) async fn body<R, W>(
     client: &mut R,
     leftover: Vec<u8>,
     framing: Body,

@@ -7,13 +7,17 @@
 pub enum HttpAsk {
     /// `CONNECT host:port`.
     Connect { host: String, port: u16 },
-    /// A plain-HTTP request; `head` is what goes to the origin server.
+    /// A plain-HTTP request; `head` is what goes to the origin server, followed by the
+    /// one body `body` delimits and nothing else.
     Forward {
         host: String,
         port: u16,
         head: Vec<u8>,
+        body: Body,
     },
 }
+
+pub use crate::network::broker::http1::Body;
 
 /// Why a request head was refused, with the status the client gets.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -86,6 +90,9 @@ pub fn parse(head: &[u8]) -> Result<HttpAsk, HeadError> {
         path.to_string()
     };
     check_host_header(req.headers, &host, port)?;
+    // Where the request ends, as one unambiguous thing: the proxy forwards that much and
+    // no more, so the server and the proxy agree on what the one request was.
+    let body = crate::network::broker::http1::framing(req.headers)?;
     let mut out = format!("{method} {path} HTTP/1.{}\r\n", req.version.unwrap_or(1)).into_bytes();
     for h in req.headers.iter() {
         if HOP_HEADERS.iter().any(|n| h.name.eq_ignore_ascii_case(n)) {
@@ -104,12 +111,14 @@ pub fn parse(head: &[u8]) -> Result<HttpAsk, HeadError> {
         out.extend_from_slice(format!("Host: {auth}\r\n").as_bytes());
     }
     // One request per upstream connection: a second request on a kept-alive connection
-    // would skip the check above (its Host header could name anything).
+    // would skip the check above (its Host header could name anything). The server is
+    // asked to close after its answer, and the proxy sends nothing past this request.
     out.extend_from_slice(b"Connection: close\r\n\r\n");
     Ok(HttpAsk::Forward {
         host,
         port,
         head: out,
+        body,
     })
 }
 
@@ -216,7 +225,10 @@ mod tests {
     #[test]
     fn plain_requests_are_rewritten_to_origin_form() {
         let head = b"GET http://example.com/a/b?x=1 HTTP/1.1\r\nHost: example.com\r\nProxy-Connection: keep-alive\r\nAccept: */*\r\n\r\n";
-        let HttpAsk::Forward { host, port, head } = parse(head).unwrap() else {
+        let HttpAsk::Forward {
+            host, port, head, ..
+        } = parse(head).unwrap()
+        else {
             panic!("not a forward");
         };
         assert_eq!((host.as_str(), port), ("example.com", 80));

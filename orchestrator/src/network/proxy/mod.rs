@@ -241,7 +241,12 @@ impl Proxy {
                 rec.protocol = Protocol::Connect;
                 (host, port, None)
             }
-            HttpAsk::Forward { host, port, head } => (host, port, Some(head)),
+            HttpAsk::Forward {
+                host,
+                port,
+                head,
+                body,
+            } => (host, port, Some((head, body))),
         };
         rec.host = host.clone();
         rec.port = port;
@@ -267,16 +272,22 @@ impl Proxy {
                 let r = self.tunnel(stream, dialed.stream, early, &host, port).await;
                 finish(rec, r);
             }
-            Some(head) => {
+            Some((head, body)) => {
                 let mut upstream = dialed.stream;
-                let mut first = head;
-                first.extend_from_slice(&early);
-                if upstream.write_all(&first).await.is_err() {
+                if upstream.write_all(&head).await.is_err() {
                     return;
                 }
-                let copied = sandbox_agent::egress::splice::relay(&stream, &upstream).await;
-                if let Ok((up, down)) = copied {
-                    rec.bytes_up = first.len() as u64 + up;
+                // Security: the one request's body and not a byte past it (a pipelined
+                // second request could name another Host, which no check would see);
+                // then the answer alone, until the server closes (it was asked to).
+                match broker::relay::body(&mut stream, early, body, &mut upstream).await {
+                    Ok(sent) => rec.bytes_up = head.len() as u64 + sent,
+                    Err(e) => {
+                        rec.rule = format!("{}; the request body: {e}", rec.rule);
+                        return;
+                    }
+                }
+                if let Ok(down) = sandbox_agent::egress::splice::one_way(&upstream, &stream).await {
                     rec.bytes_down = down;
                 }
             }
