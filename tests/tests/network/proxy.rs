@@ -393,6 +393,57 @@ fn plain_http_is_forwarded_with_its_host_checked() {
     });
 }
 
+/// Plain HTTP inside a tunnel to port 80 (CONNECT, and SOCKS5) is checked as a plain-HTTP
+/// request to the proxy is: a Host naming another site (CRLF or bare-LF lines) is answered
+/// 403 and never reaches the server; the tunnel's own host is served, one request; other
+/// protocols go through unread as before.
+#[test]
+fn plain_http_inside_a_tunnel_has_its_host_checked() {
+    run(|| async {
+        http_server(80).await;
+        let echoed = echo_server(22).await;
+        let (proxy, _log) = start(net::policy(&["allowed.test"], &[])).await;
+        for smuggled in [
+            b"GET / HTTP/1.1\r\nHost: other.test\r\n\r\n".as_slice(),
+            b"GET / HTTP/1.1\nHost: other.test\n\n",
+            b"GET http://other.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n",
+        ] {
+            let (mut s, head) = connect(proxy, "allowed.test:80").await;
+            assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+            s.write_all(smuggled).await.unwrap();
+            let resp = read_all(s).await;
+            assert!(
+                resp.starts_with("HTTP/1.1 403") || resp.starts_with("HTTP/1.1 400"),
+                "{}: {resp}",
+                String::from_utf8_lossy(smuggled)
+            );
+            assert!(!resp.contains("host="), "the server answered: {resp}");
+        }
+        let (mut s, reply) = socks_connect(proxy, "allowed.test", 80).await;
+        assert_eq!(reply, 0);
+        s.write_all(b"GET / HTTP/1.1\r\nHost: other.test\r\n\r\n")
+            .await
+            .unwrap();
+        let resp = read_all(s).await;
+        assert!(resp.starts_with("HTTP/1.1 403"), "{resp}");
+
+        let (mut s, _) = connect(proxy, "allowed.test:80").await;
+        s.write_all(b"GET /x HTTP/1.1\r\nHost: allowed.test\r\n\r\n")
+            .await
+            .unwrap();
+        let resp = read_all(s).await;
+        assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+        assert!(resp.ends_with("host=allowed.test path=/x"), "{resp}");
+
+        let (mut s, _) = connect(proxy, "allowed.test:22").await;
+        s.write_all(b"SSH-2.0-test\r\n").await.unwrap();
+        let mut back = [0u8; 14];
+        s.read_exact(&mut back).await.unwrap();
+        assert_eq!(&back, b"SSH-2.0-test\r\n");
+        assert!(echoed.load(Ordering::SeqCst) >= 14);
+    });
+}
+
 async fn socks_connect(proxy: SocketAddr, host: &str, port: u16) -> (TcpStream, u8) {
     let mut s = TcpStream::connect(proxy).await.unwrap();
     s.write_all(&[5, 1, 0]).await.unwrap();

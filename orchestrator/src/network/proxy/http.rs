@@ -93,6 +93,51 @@ pub fn parse(head: &[u8]) -> Result<HttpAsk, HeadError> {
     // Where the request ends, as one unambiguous thing: the proxy forwards that much and
     // no more, so the server and the proxy agree on what the one request was.
     let body = crate::network::broker::http1::framing(req.headers)?;
+    let head = origin_head(&req, &path, Some(auth));
+    Ok(HttpAsk::Forward {
+        host,
+        port,
+        head,
+        body,
+    })
+}
+
+/// A request head read inside a tunnel (CONNECT or SOCKS) to `host:port` on a port other
+/// than 443, which carries plain HTTP: checked as a plain-HTTP request to the proxy is,
+/// and rewritten to be the connection's only one.
+///
+/// Security: without this, `CONNECT allowed.com:80` followed by a request whose Host
+/// names another site would reach whatever a shared server (a CDN, a virtual host)
+/// routes that Host to. The target must be in origin form (an absolute one names its own
+/// host, which a server may prefer to the Host header); HTTP/2 without TLS (`PRI *`)
+/// and CONNECT inside a tunnel are refused, as their hosts cannot be checked here.
+pub fn tunnel_request(head: &[u8], host: &str, port: u16) -> Result<(Vec<u8>, Body), HeadError> {
+    let mut headers = [httparse::EMPTY_HEADER; 100];
+    let req = parse_request(head, &mut headers)?;
+    let method = req.method.unwrap_or_default();
+    let target = req.path.unwrap_or_default();
+    if method.eq_ignore_ascii_case("PRI") || method.eq_ignore_ascii_case("CONNECT") {
+        return Err(bad(400, format!("{method} inside a tunnel is not relayed")));
+    }
+    if !(target.starts_with('/') || target == "*") {
+        return Err(bad(
+            400,
+            "a request inside a tunnel takes an origin-form target (/path)",
+        ));
+    }
+    check_host_header(req.headers, host, port)?;
+    let body = crate::network::broker::http1::framing(req.headers)?;
+    Ok((origin_head(&req, target, None), body))
+}
+
+/// The head that goes to the server: `method path`, the client's headers but the hop's,
+/// a Host when the client sent none and `host` is known, and `Connection: close`.
+///
+/// One request per upstream connection: a second request on a kept-alive connection
+/// would skip the Host check (its Host header could name anything). The server is asked
+/// to close after its answer, and the proxy sends nothing past this request.
+fn origin_head(req: &httparse::Request<'_, '_>, path: &str, host: Option<&str>) -> Vec<u8> {
+    let method = req.method.unwrap_or_default();
     let mut out = format!("{method} {path} HTTP/1.{}\r\n", req.version.unwrap_or(1)).into_bytes();
     for h in req.headers.iter() {
         if HOP_HEADERS.iter().any(|n| h.name.eq_ignore_ascii_case(n)) {
@@ -103,23 +148,56 @@ pub fn parse(head: &[u8]) -> Result<HttpAsk, HeadError> {
         out.extend_from_slice(h.value);
         out.extend_from_slice(b"\r\n");
     }
-    if !req
+    let has_host = req
         .headers
         .iter()
-        .any(|h| h.name.eq_ignore_ascii_case("host"))
-    {
-        out.extend_from_slice(format!("Host: {auth}\r\n").as_bytes());
+        .any(|h| h.name.eq_ignore_ascii_case("host"));
+    if let (false, Some(host)) = (has_host, host) {
+        out.extend_from_slice(format!("Host: {host}\r\n").as_bytes());
     }
-    // One request per upstream connection: a second request on a kept-alive connection
-    // would skip the check above (its Host header could name anything). The server is
-    // asked to close after its answer, and the proxy sends nothing past this request.
     out.extend_from_slice(b"Connection: close\r\n\r\n");
-    Ok(HttpAsk::Forward {
-        host,
-        port,
-        head: out,
-        body,
-    })
+    out
+}
+
+/// The longest request line looked for in a tunnel's first bytes.
+const MAX_REQUEST_LINE: usize = 8 * 1024;
+
+/// Whether a tunnel's first bytes are an HTTP request: `Some(true)` or `Some(false)`,
+/// `None` while too few bytes have come to tell. HTTP when they start with a method
+/// token (3 to 10 capitals) and a space, and their first line (ended by a line feed, with
+/// or without a carriage return: servers take both) ends with an HTTP version.
+///
+/// Security: fails towards HTTP. A line that started like a request but has no end
+/// within 8 KiB counts as one (and is then refused as too large), so no request slips
+/// through as raw bytes by never ending its line.
+pub fn starts_like_request(buf: &[u8]) -> Option<bool> {
+    let token = buf.iter().take_while(|b| b.is_ascii_uppercase()).count();
+    match buf.get(token) {
+        Some(b' ') if (3..=10).contains(&token) => {}
+        Some(_) => return Some(false),
+        None if token > 10 => return Some(false),
+        None => return None,
+    }
+    let Some(end) = buf.iter().position(|b| *b == b'\n') else {
+        return (buf.len() >= MAX_REQUEST_LINE).then_some(true);
+    };
+    let line = buf[..end].strip_suffix(b"\r").unwrap_or(&buf[..end]);
+    Some(
+        [b" HTTP/1.0".as_slice(), b" HTTP/1.1", b" HTTP/2.0"]
+            .iter()
+            .any(|v| line.ends_with(v)),
+    )
+}
+
+/// Where a request head read inside a tunnel ends: just past its blank line, whether the
+/// lines end in CRLF or a bare LF (servers accept both, so the check must too).
+pub fn head_end(buf: &[u8]) -> Option<usize> {
+    let crlf = buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4);
+    let lf = buf.windows(2).position(|w| w == b"\n\n").map(|i| i + 2);
+    match (crlf, lf) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 /// Security: the origin server routes by the Host header, so a Host naming another host
@@ -220,6 +298,33 @@ mod tests {
                 .status,
             400
         );
+    }
+
+    #[test]
+    fn a_tunnels_first_bytes_are_told_http_or_not_failing_towards_http() {
+        assert_eq!(starts_like_request(b""), None);
+        assert_eq!(starts_like_request(b"GE"), None);
+        assert_eq!(starts_like_request(b"GET / HT"), None);
+        assert_eq!(starts_like_request(b"GET / HTTP/1.1\r\n"), Some(true));
+        assert_eq!(starts_like_request(b"GET / HTTP/1.0\n"), Some(true));
+        assert_eq!(starts_like_request(b"PRI * HTTP/2.0\r\n"), Some(true));
+        assert_eq!(
+            starts_like_request(b"SET k v\r\n"),
+            Some(false),
+            "a Redis inline command"
+        );
+        assert_eq!(starts_like_request(b"SSH-2.0-x\r\n"), Some(false));
+        assert_eq!(starts_like_request(b"\x16\x03\x01"), Some(false));
+        assert_eq!(starts_like_request(b"get / HTTP/1.1\r\n"), Some(false));
+        let endless = [b"GET /".as_slice(), &[b'a'; MAX_REQUEST_LINE]].concat();
+        assert_eq!(
+            starts_like_request(&endless),
+            Some(true),
+            "a line that never ends"
+        );
+        assert_eq!(head_end(b"GET / HTTP/1.1\r\nHost: a\r\n\r\nrest"), Some(27));
+        assert_eq!(head_end(b"GET / HTTP/1.1\nHost: a\n\nrest"), Some(24));
+        assert_eq!(head_end(b"GET / HTTP/1.1\r\nHost: a\r\n"), None);
     }
 
     #[test]

@@ -1,11 +1,13 @@
 //! Relays an allowed tunnel (CONNECT, SOCKS5) after checking what the client sends first:
 //! a TLS ClientHello must name the host the tunnel was opened for (no domain fronting),
-//! and port 443 carries TLS only.
+//! port 443 carries TLS only, and plain HTTP elsewhere is checked and relayed as one
+//! request, as a plain-HTTP request to the proxy is.
 
 use sandbox_agent::egress::splice::{self, SpliceSocket};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use super::http;
 use super::sni::{FirstBytes, MAX_RECORD, inspect};
 use crate::network::policy::normalize_host;
 
@@ -53,13 +55,15 @@ where
     let mut buf = early;
     loop {
         let first = inspect(&buf);
-        if first != FirstBytes::NeedMore || buf.len() >= MAX_RECORD {
+        // Plain bytes that may yet turn out an HTTP request line are read on.
+        let undecided = first == FirstBytes::NotTls && http::starts_like_request(&buf).is_none();
+        if (first != FirstBytes::NeedMore && !undecided) || buf.len() >= MAX_RECORD {
             if let Err(why) = check_first_bytes(&first, host, port) {
                 return refuse(why);
             }
             break;
         }
-        if !buf.is_empty() && buf[0] != 0x16 {
+        if !buf.is_empty() && buf[0] != 0x16 && http::starts_like_request(&buf).is_some() {
             break;
         }
         tokio::select! {
@@ -78,6 +82,9 @@ where
             }
         }
     }
+    if http::starts_like_request(&buf) == Some(true) {
+        return http_request(client, upstream, buf, host, port).await;
+    }
     let mut out = Relayed::default();
     if !buf.is_empty() {
         if upstream.write_all(&buf).await.is_err() {
@@ -91,6 +98,57 @@ where
     }
     let _ = client.shutdown().await;
     out
+}
+
+/// Plain HTTP inside a tunnel (its first bytes a request line): the head is read whole and
+/// checked ([`http::tunnel_request`]), then the one request and its body go to the server,
+/// and only its answer comes back, as for a plain-HTTP request to the proxy.
+async fn http_request<C>(
+    mut client: C,
+    mut upstream: TcpStream,
+    mut buf: Vec<u8>,
+    host: &str,
+    port: u16,
+) -> Relayed
+where
+    C: AsyncRead + AsyncWrite + SpliceSocket + Unpin + Sync,
+{
+    let end = loop {
+        if let Some(i) = http::head_end(&buf) {
+            break i;
+        }
+        if buf.len() > http::MAX_HEAD {
+            return refuse_client(&mut client, 400, "request head too large").await;
+        }
+        match client.read_buf(&mut buf).await {
+            Ok(0) | Err(_) => return Relayed::default(),
+            Ok(_) => {}
+        }
+    };
+    let early = buf.split_off(end);
+    let (head, body) = match http::tunnel_request(&buf, host, port) {
+        Ok(checked) => checked,
+        Err(e) => return refuse_client(&mut client, e.status, &e.why).await,
+    };
+    let mut out = Relayed::default();
+    if upstream.write_all(&head).await.is_err() {
+        return out;
+    }
+    match crate::network::broker::relay::body(&mut client, early, body, &mut upstream).await {
+        Ok(sent) => out.up = head.len() as u64 + sent,
+        Err(e) => return refuse(format!("the request body: {e}")),
+    }
+    if let Ok(down) = splice::one_way(&upstream, &client).await {
+        out.down = down;
+    }
+    out
+}
+
+/// Answers a refused request inside a tunnel as the proxy answers one outside it.
+async fn refuse_client<C: AsyncWrite + Unpin>(client: &mut C, status: u16, why: &str) -> Relayed {
+    let _ = client.write_all(&http::error_response(status, why)).await;
+    let _ = client.shutdown().await;
+    refuse(why.to_string())
 }
 
 fn refuse(why: String) -> Relayed {
