@@ -167,6 +167,17 @@ pub fn looks_like_git_dir(dir: &Path) -> bool {
                 && meta("refs").is_ok_and(|m| m.is_dir())))
 }
 
+/// Whether git itself would take `dir` for a git dir: a `HEAD`, and `objects` and `refs`
+/// that are directories once links are followed (git tests them with `access`), or a
+/// `commondir`. Wider than [`looks_like_git_dir`], which follows no link: every directory that
+/// one takes, this takes too.
+pub fn git_takes_for_git_dir(dir: &Path) -> bool {
+    std::fs::symlink_metadata(dir.join("HEAD")).is_ok()
+        && (std::fs::symlink_metadata(dir.join("commondir")).is_ok()
+            || (std::fs::metadata(dir.join("objects")).is_ok_and(|m| m.is_dir())
+                && std::fs::metadata(dir.join("refs")).is_ok_and(|m| m.is_dir())))
+}
+
 /// Finds the workspace's git dirs and gitdir files (see the module docs). `skip` lists
 /// absolute directories not to enter (Cordon's own data when inside the workspace).
 pub fn survey(workspace: &Path, limits: &WalkLimits, skip: &[PathBuf]) -> Survey {

@@ -163,7 +163,7 @@ pub fn vet(record: &GuardRecord, policy: &GitPolicy) -> Vec<Finding> {
         // A `.git` directory is vetted whatever its shape: a host `git init` there later
         // keeps the hooks and configuration it finds.
         let named = dir.file_name().is_some_and(|n| n == ".git");
-        if named || gitguard::looks_like_git_dir(&dir) || git_takes_for_git_dir(&dir) {
+        if named || gitguard::git_takes_for_git_dir(&dir) {
             git_dirs.push(dir.clone());
         }
         let Ok(entries) = std::fs::read_dir(&dir) else {
@@ -206,16 +206,6 @@ pub fn vet(record: &GuardRecord, policy: &GitPolicy) -> Vec<Finding> {
         findings.extend(v.finish());
     }
     findings
-}
-
-/// Whether git itself would take `dir` for a git dir: a `HEAD`, and `objects` and `refs`
-/// that are directories once links are followed (git tests them with `access`), or a
-/// `commondir`. Wider than [`gitguard::looks_like_git_dir`], which follows no link.
-fn git_takes_for_git_dir(dir: &Path) -> bool {
-    std::fs::symlink_metadata(dir.join("HEAD")).is_ok()
-        && (std::fs::symlink_metadata(dir.join("commondir")).is_ok()
-            || (std::fs::metadata(dir.join("objects")).is_ok_and(|m| m.is_dir())
-                && std::fs::metadata(dir.join("refs")).is_ok_and(|m| m.is_dir())))
 }
 
 /// What a `.git` entry that is not a directory (a gitdir file, or a link) leads to.
@@ -420,7 +410,7 @@ impl Vetting<'_> {
                             "a link made during the session (git's prune would delete through it)",
                         );
                     }
-                } else if deep && meta.is_dir() && !git_takes_for_git_dir(&entry.path()) {
+                } else if deep && meta.is_dir() && !gitguard::git_takes_for_git_dir(&entry.path()) {
                     // A submodule's own git dir is vetted as one (its `objects` may
                     // rightly be a link); only the names leading to it are walked here.
                     queue.push_back(child);

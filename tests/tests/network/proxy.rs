@@ -326,14 +326,9 @@ fn plain_http_forwards_one_request_and_nothing_pipelined_behind_it() {
             }
         });
         let (proxy, log) = start(net::policy(&["allowed.test"], &[])).await;
-        let mut s = TcpStream::connect(proxy).await.unwrap();
-        s.write_all(
-            b"POST http://allowed.test:8081/a HTTP/1.1\r\nHost: allowed.test:8081\r\nContent-Length: 5\r\n\r\nhello\
-              GET /b HTTP/1.1\r\nHost: evil.test\r\n\r\n",
-        )
-        .await
-        .unwrap();
-        let answer = read_all(s).await;
+        let s = TcpStream::connect(proxy).await.unwrap();
+        let answer = ask(s, b"POST http://allowed.test:8081/a HTTP/1.1\r\nHost: allowed.test:8081\r\nContent-Length: 5\r\n\r\nhello\
+              GET /b HTTP/1.1\r\nHost: evil.test\r\n\r\n").await;
         assert!(
             answer.starts_with("HTTP/1.1 200") && answer.ends_with("ok"),
             "{answer}"
@@ -349,13 +344,8 @@ fn plain_http_forwards_one_request_and_nothing_pipelined_behind_it() {
         assert!(r[0].allowed, "{r:?}");
 
         let before = seen.lock().unwrap().len();
-        let mut s = TcpStream::connect(proxy).await.unwrap();
-        s.write_all(
-            b"POST http://allowed.test:8081/c HTTP/1.1\r\nHost: allowed.test:8081\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n0\r\n\r\n",
-        )
-        .await
-        .unwrap();
-        let answer = read_all(s).await;
+        let s = TcpStream::connect(proxy).await.unwrap();
+        let answer = ask(s, b"POST http://allowed.test:8081/c HTTP/1.1\r\nHost: allowed.test:8081\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n0\r\n\r\n").await;
         assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
         assert_eq!(
             seen.lock().unwrap().len(),
@@ -408,10 +398,9 @@ fn plain_http_inside_a_tunnel_has_its_host_checked() {
             b"GET / HTTP/1.1\nHost: other.test\n\n",
             b"GET http://other.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n",
         ] {
-            let (mut s, head) = connect(proxy, "allowed.test:80").await;
+            let (s, head) = connect(proxy, "allowed.test:80").await;
             assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-            s.write_all(smuggled).await.unwrap();
-            let resp = read_all(s).await;
+            let resp = ask(s, smuggled).await;
             assert!(
                 resp.starts_with("HTTP/1.1 403") || resp.starts_with("HTTP/1.1 400"),
                 "{}: {resp}",
@@ -419,19 +408,13 @@ fn plain_http_inside_a_tunnel_has_its_host_checked() {
             );
             assert!(!resp.contains("host="), "the server answered: {resp}");
         }
-        let (mut s, reply) = socks_connect(proxy, "allowed.test", 80).await;
+        let (s, reply) = socks_connect(proxy, "allowed.test", 80).await;
         assert_eq!(reply, 0);
-        s.write_all(b"GET / HTTP/1.1\r\nHost: other.test\r\n\r\n")
-            .await
-            .unwrap();
-        let resp = read_all(s).await;
+        let resp = ask(s, b"GET / HTTP/1.1\r\nHost: other.test\r\n\r\n").await;
         assert!(resp.starts_with("HTTP/1.1 403"), "{resp}");
 
-        let (mut s, _) = connect(proxy, "allowed.test:80").await;
-        s.write_all(b"GET /x HTTP/1.1\r\nHost: allowed.test\r\n\r\n")
-            .await
-            .unwrap();
-        let resp = read_all(s).await;
+        let (s, _) = connect(proxy, "allowed.test:80").await;
+        let resp = ask(s, b"GET /x HTTP/1.1\r\nHost: allowed.test\r\n\r\n").await;
         assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
         assert!(resp.ends_with("host=allowed.test path=/x"), "{resp}");
 
@@ -442,6 +425,12 @@ fn plain_http_inside_a_tunnel_has_its_host_checked() {
         assert_eq!(&back, b"SSH-2.0-test\r\n");
         assert!(echoed.load(Ordering::SeqCst) >= 14);
     });
+}
+
+/// Sends `bytes` on `s` and reads until the proxy closes.
+async fn ask(mut s: TcpStream, bytes: &[u8]) -> String {
+    s.write_all(bytes).await.unwrap();
+    read_all(s).await
 }
 
 async fn socks_connect(proxy: SocketAddr, host: &str, port: u16) -> (TcpStream, u8) {

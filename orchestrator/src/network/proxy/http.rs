@@ -189,8 +189,8 @@ pub fn starts_like_request(buf: &[u8]) -> Option<bool> {
     )
 }
 
-/// Where a request head read inside a tunnel ends: just past its blank line, whether the
-/// lines end in CRLF or a bare LF (servers accept both, so the check must too).
+/// Where a request head ends: just past its blank line, whether the lines end in CRLF or
+/// a bare LF (servers accept both, so the proxy's checks must read both alike).
 pub fn head_end(buf: &[u8]) -> Option<usize> {
     let crlf = buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4);
     let lf = buf.windows(2).position(|w| w == b"\n\n").map(|i| i + 2);
@@ -198,6 +198,32 @@ pub fn head_end(buf: &[u8]) -> Option<usize> {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     }
+}
+
+/// [`head_end`] over a buffer that grows as bytes arrive, each byte searched once: a head
+/// sent a byte at a time costs a search over it, not one per byte.
+#[derive(Debug, Default)]
+pub struct HeadSearch {
+    searched: usize,
+}
+
+impl HeadSearch {
+    /// Where the head in `buf` ends, if it has; `buf` only ever grows between calls.
+    pub fn end(&mut self, buf: &[u8]) -> Option<usize> {
+        let from = self.searched.min(buf.len());
+        let found = head_end(&buf[from..]).map(|i| from + i);
+        // The longest blank line is four bytes: three may already have come.
+        self.searched = buf.len().saturating_sub(3);
+        found
+    }
+}
+
+/// Answers `status` with `why` and closes the writing half: how every refusal the client
+/// can read is sent, outside a tunnel and inside one.
+pub async fn send_error<S: tokio::io::AsyncWrite + Unpin>(stream: &mut S, status: u16, why: &str) {
+    use tokio::io::AsyncWriteExt;
+    let _ = stream.write_all(&error_response(status, why)).await;
+    let _ = stream.shutdown().await;
 }
 
 /// Security: the origin server routes by the Host header, so a Host naming another host

@@ -208,14 +208,11 @@ impl Proxy {
         S: AsyncRead + AsyncWrite + SpliceSocket + Unpin + Sync,
     {
         let deadline = tokio::time::Instant::now() + self.head_timeout;
-        // Where the search for the blank line resumes: a head sent a byte at a time is
-        // searched once over, not once per byte.
-        let mut searched = 0;
+        let mut search = http::HeadSearch::default();
         let end = loop {
-            if let Some(i) = find_head_end(&buf[searched..]) {
-                break searched + i;
+            if let Some(i) = search.end(&buf) {
+                break i;
             }
-            searched = buf.len().saturating_sub(3);
             if buf.len() > http::MAX_HEAD {
                 return refuse_http(&mut stream, rec, 400, "request head too large").await;
             }
@@ -274,21 +271,12 @@ impl Proxy {
             }
             Some((head, body)) => {
                 let mut upstream = dialed.stream;
-                if upstream.write_all(&head).await.is_err() {
-                    return;
-                }
-                // Security: the one request's body and not a byte past it (a pipelined
-                // second request could name another Host, which no check would see);
-                // then the answer alone, until the server closes (it was asked to).
-                match broker::relay::body(&mut stream, early, body, &mut upstream).await {
-                    Ok(sent) => rec.bytes_up = head.len() as u64 + sent,
-                    Err(e) => {
+                match tunnel::one_request(&mut stream, &mut upstream, &head, early, body).await {
+                    Ok((up, down)) => (rec.bytes_up, rec.bytes_down) = (up, down),
+                    Err(tunnel::OneRequestError::Send) => {}
+                    Err(tunnel::OneRequestError::Body(e)) => {
                         rec.rule = format!("{}; the request body: {e}", rec.rule);
-                        return;
                     }
-                }
-                if let Ok(down) = sandbox_agent::egress::splice::one_way(&upstream, &stream).await {
-                    rec.bytes_down = down;
                 }
             }
         }
@@ -356,11 +344,5 @@ where
     S: AsyncWrite + Unpin,
 {
     rec.rule = why.to_string();
-    let _ = stream.write_all(&http::error_response(status, why)).await;
-    let _ = stream.shutdown().await;
-}
-
-/// Where the request head ends (just past the blank line).
-fn find_head_end(buf: &[u8]) -> Option<usize> {
-    buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4)
+    http::send_error(stream, status, why).await;
 }

@@ -63,9 +63,6 @@ where
             }
             break;
         }
-        if !buf.is_empty() && buf[0] != 0x16 && http::starts_like_request(&buf).is_some() {
-            break;
-        }
         tokio::select! {
             read = client.read_buf(&mut buf) => match read {
                 Ok(0) | Err(_) => {
@@ -101,8 +98,8 @@ where
 }
 
 /// Plain HTTP inside a tunnel (its first bytes a request line): the head is read whole and
-/// checked ([`http::tunnel_request`]), then the one request and its body go to the server,
-/// and only its answer comes back, as for a plain-HTTP request to the proxy.
+/// checked ([`http::tunnel_request`]), then it goes as the connection's one request
+/// ([`one_request`]), as a plain-HTTP request to the proxy does.
 async fn http_request<C>(
     mut client: C,
     mut upstream: TcpStream,
@@ -113,8 +110,9 @@ async fn http_request<C>(
 where
     C: AsyncRead + AsyncWrite + SpliceSocket + Unpin + Sync,
 {
+    let mut search = http::HeadSearch::default();
     let end = loop {
-        if let Some(i) = http::head_end(&buf) {
+        if let Some(i) = search.end(&buf) {
             break i;
         }
         if buf.len() > http::MAX_HEAD {
@@ -130,24 +128,56 @@ where
         Ok(checked) => checked,
         Err(e) => return refuse_client(&mut client, e.status, &e.why).await,
     };
-    let mut out = Relayed::default();
-    if upstream.write_all(&head).await.is_err() {
-        return out;
+    match one_request(&mut client, &mut upstream, &head, early, body).await {
+        Ok((up, down)) => Relayed {
+            up,
+            down,
+            ..Relayed::default()
+        },
+        Err(OneRequestError::Send) => Relayed::default(),
+        Err(OneRequestError::Body(e)) => refuse(format!("the request body: {e}")),
     }
-    match crate::network::broker::relay::body(&mut client, early, body, &mut upstream).await {
-        Ok(sent) => out.up = head.len() as u64 + sent,
-        Err(e) => return refuse(format!("the request body: {e}")),
-    }
-    if let Ok(down) = splice::one_way(&upstream, &client).await {
-        out.down = down;
-    }
-    out
+}
+
+/// Why [`one_request`] stopped before the answer.
+#[derive(Debug)]
+pub enum OneRequestError {
+    /// The head could not be sent (the server is gone): nothing was relayed.
+    Send,
+    /// The client's body was cut short or malformed, or the server stopped taking it.
+    Body(std::io::Error),
+}
+
+/// Sends `head` (checked, and asking the server to close after its answer), then the one
+/// body `body` frames, starting with `early`, and not a byte past it; then relays the
+/// server's answer alone until it closes. The bytes sent each way.
+///
+/// Security: a second request pipelined behind the first (naming another Host, which no
+/// check saw) never reaches the server; what the client sends past the body stays unread.
+pub async fn one_request<C>(
+    client: &mut C,
+    upstream: &mut TcpStream,
+    head: &[u8],
+    early: Vec<u8>,
+    body: http::Body,
+) -> Result<(u64, u64), OneRequestError>
+where
+    C: AsyncRead + AsyncWrite + SpliceSocket + Unpin,
+{
+    upstream
+        .write_all(head)
+        .await
+        .map_err(|_| OneRequestError::Send)?;
+    let sent = crate::network::broker::relay::body(client, early, body, upstream)
+        .await
+        .map_err(OneRequestError::Body)?;
+    let down = splice::one_way(&*upstream, &*client).await.unwrap_or(0);
+    Ok((head.len() as u64 + sent, down))
 }
 
 /// Answers a refused request inside a tunnel as the proxy answers one outside it.
 async fn refuse_client<C: AsyncWrite + Unpin>(client: &mut C, status: u16, why: &str) -> Relayed {
-    let _ = client.write_all(&http::error_response(status, why)).await;
-    let _ = client.shutdown().await;
+    http::send_error(client, status, why).await;
     refuse(why.to_string())
 }
 
