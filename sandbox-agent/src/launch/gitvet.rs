@@ -244,16 +244,17 @@ fn gitdir_target(file: &Path, since: (i64, i64), workspace: &Path) -> GitFile {
     let Some(named) = named else {
         return GitFile::Elsewhere("a .git entry that names no git dir".into());
     };
-    // Resolved as git resolves it (following links), then held to the workspace.
+    // Resolved as git resolves it (following links), then held to the workspace. The
+    // path is the session's text: quoted and escaped (`{:?}`) in the finding, which is
+    // logged and may be shown on a terminal.
     match std::fs::canonicalize(&named) {
         Ok(real) if real.starts_with(workspace) && real != workspace && real.is_dir() => {
             GitFile::Inside(real)
         }
         Ok(real) => GitFile::Elsewhere(format!(
-            "names {}, not a directory inside the workspace",
-            real.display()
+            "names {real:?}, not a directory inside the workspace"
         )),
-        Err(e) => GitFile::Elsewhere(format!("names {}: {e}", named.display())),
+        Err(e) => GitFile::Elsewhere(format!("names {named:?}: {e}")),
     }
 }
 

@@ -259,6 +259,13 @@ fn gitdir_files_and_linked_git_dirs_made_in_the_session_are_vetted_or_set_aside(
     std::fs::create_dir_all(ws.join("far")).unwrap();
     let far = format!("gitdir: {}\n", outside.path().display());
     std::fs::write(ws.join("far/.git"), &far).unwrap();
+    // One naming a path that carries a terminal control sequence (OSC 52: set the clipboard).
+    std::fs::create_dir_all(ws.join("osc")).unwrap();
+    std::fs::write(
+        ws.join("osc/.git"),
+        "gitdir: /nonexistent/\x1b]52;c;eA==\x07\n",
+    )
+    .unwrap();
     std::fs::create_dir_all(ws.join("linked")).unwrap();
     std::os::unix::fs::symlink(outside.path(), ws.join("linked/.git")).unwrap();
 
@@ -292,6 +299,15 @@ fn gitdir_files_and_linked_git_dirs_made_in_the_session_are_vetted_or_set_aside(
     assert_eq!(
         std::fs::read_to_string(outside.path().join("config")).unwrap(),
         "[core]\n\tfsmonitor = x\n"
+    );
+    let osc = findings
+        .iter()
+        .find(|f| f.path == ws.join("osc/.git"))
+        .expect("the control-sequence gitdir file is set aside");
+    assert!(
+        !osc.what.contains('\x1b') && !osc.what.contains('\x07'),
+        "{:?}",
+        osc.what
     );
 }
 
