@@ -81,7 +81,6 @@ pub struct WorkTreeEntry {
 pub struct WalkLimits {
     pub max_dirs: usize,
     pub max_git_dirs: usize,
-    pub vet_max_dirs: usize,
     pub why: String,
 }
 
@@ -445,6 +444,16 @@ pub fn entries(workspace: &Path, survey: &Survey, policy: &GitPolicy) -> Vec<Pro
     out.sort_by(|a, b| a.path.cmp(&b.path));
     out.dedup_by(|a, b| a.path == b.path);
     out
+}
+
+/// [`entries`] of the one git dir `git_dir` (relative to the workspace): what the start
+/// would have pinned for it, for the teardown's vetting of one it did not reach.
+pub fn entries_for(workspace: &Path, git_dir: &Path, policy: &GitPolicy) -> Vec<ProtectedPath> {
+    let survey = Survey {
+        git_dirs: vec![git_dir.to_path_buf()],
+        ..Survey::default()
+    };
+    entries(workspace, &survey, policy)
 }
 
 /// What [`super::gitvet`] needs at teardown.

@@ -147,34 +147,28 @@ pub fn vet(record: &GuardRecord, policy: &GitPolicy) -> Vec<Finding> {
     let mut git_dirs = Vec::new();
     let mut git_files = Vec::new();
     let mut queue = VecDeque::from([record.workspace.clone()]);
-    let mut visited = 0usize;
+    // No cap: a session must not be able to pad the tree past one and leave a git dir
+    // unvetted (the privilege-bit sweep walks the whole tree too). One listing per
+    // directory; a directory is stat'ed further only when its names look like a git dir.
     while let Some(dir) = queue.pop_front() {
-        visited += 1;
-        if visited > policy.walk.vet_max_dirs {
-            findings.push(Finding {
-                path: record.workspace.clone(),
-                what: format!(
-                    "stopped after {} directories: the rest was not vetted",
-                    policy.walk.vet_max_dirs
-                ),
-            });
-            break;
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        let mut names = GitNames::default();
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            names.see(&name);
+            match entry.file_type() {
+                Ok(t) if t.is_dir() => queue.push_back(entry.path()),
+                Ok(_) if name == ".git" => git_files.push(entry.path()),
+                _ => {}
+            }
         }
         // A `.git` directory is vetted whatever its shape: a host `git init` there later
         // keeps the hooks and configuration it finds.
         let named = dir.file_name().is_some_and(|n| n == ".git");
-        if named || gitguard::git_takes_for_git_dir(&dir) {
-            git_dirs.push(dir.clone());
-        }
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            match entry.file_type() {
-                Ok(t) if t.is_dir() => queue.push_back(entry.path()),
-                Ok(_) if entry.file_name() == ".git" => git_files.push(entry.path()),
-                _ => {}
-            }
+        if named || (names.may_be_git_dir() && gitguard::git_takes_for_git_dir(&dir)) {
+            git_dirs.push(dir);
         }
     }
     for file in &git_files {
@@ -198,7 +192,14 @@ pub fn vet(record: &GuardRecord, policy: &GitPolicy) -> Vec<Finding> {
             v.config("config.worktree");
             v.hooks();
             v.commondir();
+            // What its configuration points at outside it was not pinned either (a
+            // nested repository past the start's survey caps).
+            v.pointed_at();
         }
+        // In every git dir, pinned or not (refs and info stay writable): objects the
+        // host's git would show in place of others.
+        v.replace_refs();
+        v.grafts();
         v.links_in("worktrees", false);
         v.links_in("modules", true);
         v.sequencer_exec("rebase-merge", "git-rebase-todo");
@@ -282,14 +283,51 @@ fn changed_since(meta: &std::fs::Metadata, since: (i64, i64)) -> bool {
     (meta.ctime(), meta.ctime_nsec()) >= since
 }
 
+/// The names of a directory's entries that make git take it for a git dir.
+#[derive(Debug, Default)]
+struct GitNames {
+    head: bool,
+    objects: bool,
+    refs: bool,
+    commondir: bool,
+}
+
+impl GitNames {
+    fn see(&mut self, name: &std::ffi::OsStr) {
+        match name.as_encoded_bytes() {
+            b"HEAD" => self.head = true,
+            b"objects" => self.objects = true,
+            b"refs" => self.refs = true,
+            b"commondir" => self.commondir = true,
+            _ => {}
+        }
+    }
+
+    /// Whether [`gitguard::git_takes_for_git_dir`] could say yes (it needs these names).
+    fn may_be_git_dir(&self) -> bool {
+        self.head && (self.commondir || (self.objects && self.refs))
+    }
+}
+
+/// One thing the vetting takes out of place.
+struct Removed {
+    /// Its name in the quarantine (the name in the git dir, or `outside/` and its path in
+    /// the workspace for what the configuration points at).
+    name: String,
+    /// Where it is.
+    from: PathBuf,
+    why: String,
+    /// The original text of a rewritten file, kept in the quarantine.
+    original: Option<Vec<u8>>,
+}
+
 /// The vetting of one git dir; what it removes is collected, then quarantined.
 struct Vetting<'a> {
     dir: &'a Path,
     since: (i64, i64),
     policy: &'a GitPolicy,
     workspace: &'a Path,
-    /// (name in the git dir, why, the original to keep in quarantine if any).
-    removed: Vec<(String, String, Option<Vec<u8>>)>,
+    removed: Vec<Removed>,
 }
 
 impl Vetting<'_> {
@@ -391,12 +429,7 @@ impl Vetting<'_> {
     /// have a later host `git commit` (its automatic maintenance) or `git gc` empty it.
     fn links_in(&mut self, sub: &str, deep: bool) {
         let mut queue = VecDeque::from([PathBuf::from(sub)]);
-        let mut visited = 0usize;
         while let Some(rel) = queue.pop_front() {
-            visited += 1;
-            if visited > self.policy.walk.vet_max_dirs {
-                break;
-            }
             let Ok(entries) = std::fs::read_dir(self.dir.join(&rel)) else {
                 continue;
             };
@@ -444,9 +477,143 @@ impl Vetting<'_> {
         }
     }
 
+    /// What this git dir's configuration points at inside the workspace but outside the
+    /// git dir (hook directories, included files, hook managers' lists: what the start
+    /// pins for a git dir it reaches), as written during the session, leaves its place:
+    /// a file changed since the start, or each entry of a hook directory that was.
+    fn pointed_at(&mut self) {
+        let Ok(rel) = self.dir.strip_prefix(self.workspace) else {
+            return;
+        };
+        for p in gitguard::entries_for(self.workspace, rel, self.policy) {
+            let path = self.workspace.join(&p.path);
+            if path.starts_with(self.dir) {
+                continue;
+            }
+            let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                continue;
+            };
+            let label = format!("outside/{}", p.path.display());
+            if !meta.is_dir() {
+                if changed_since(&meta, self.since) {
+                    self.take_path(
+                        &path,
+                        &label,
+                        "written during the session where this git dir's configuration points",
+                    );
+                }
+                continue;
+            }
+            // A directory changes with every entry made in it: its entries are told apart.
+            let Ok(entries) = std::fs::read_dir(&path) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let Ok(m) = entry.metadata() else { continue };
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let sample = name.ends_with(".sample") && m.is_file();
+                if !sample && changed_since(&m, self.since) {
+                    self.take_path(
+                        &entry.path(),
+                        &format!("{label}/{name}"),
+                        "a hook made during the session in this git dir's hook directory",
+                    );
+                }
+            }
+        }
+    }
+
+    /// Replace refs written during the session leave `refs/replace/`, and so do their
+    /// lines in a `packed-refs` written during the session. Security: the host's git shows
+    /// a replaced object's replacement instead (another history, tree or content than the
+    /// one it would push), and the user never asked for it.
+    fn replace_refs(&mut self) {
+        let mut queue = VecDeque::from([PathBuf::from("refs/replace")]);
+        while let Some(rel) = queue.pop_front() {
+            let Ok(entries) = std::fs::read_dir(self.dir.join(&rel)) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let Ok(m) = entry.metadata() else { continue };
+                let child = rel.join(entry.file_name());
+                if m.is_dir() && !changed_since(&m, self.since) {
+                    queue.push_back(child);
+                } else if changed_since(&m, self.since) {
+                    let name = child.to_string_lossy().into_owned();
+                    self.take(&name, "a replace ref made during the session");
+                }
+            }
+        }
+        let Some(meta) = self.meta("packed-refs") else {
+            return;
+        };
+        if !meta.is_file() || !changed_since(&meta, self.since) {
+            return;
+        }
+        let Some(text) = read_nofollow(&self.dir.join("packed-refs")) else {
+            return;
+        };
+        let mut kept = String::new();
+        let mut dropped = 0usize;
+        let mut after_replace = false;
+        for line in String::from_utf8_lossy(&text).split_inclusive('\n') {
+            // A `^` line peels the ref above it: it goes with it.
+            let peel = line.starts_with('^');
+            let replace = if peel {
+                after_replace
+            } else {
+                line.split_whitespace()
+                    .nth(1)
+                    .is_some_and(|r| r.starts_with("refs/replace/"))
+            };
+            if !peel {
+                after_replace = replace;
+            }
+            if replace {
+                dropped += 1;
+            } else {
+                kept.push_str(line);
+            }
+        }
+        if dropped > 0 {
+            self.replace(
+                "packed-refs",
+                text,
+                kept,
+                "dropped replace refs written during the session",
+            );
+        }
+    }
+
+    /// An `info/grafts` written during the session leaves it: git (still) reads it to give
+    /// commits other parents than they have.
+    fn grafts(&mut self) {
+        if self
+            .meta("info/grafts")
+            .is_some_and(|m| changed_since(&m, self.since))
+        {
+            self.take("info/grafts", "grafts written during the session");
+        }
+    }
+
+    /// Records `path` (outside the git dir) for removal, kept in the quarantine as `name`.
+    fn take_path(&mut self, path: &Path, name: &str, why: &str) {
+        self.removed.push(Removed {
+            name: name.to_string(),
+            from: path.to_path_buf(),
+            why: why.to_string(),
+            original: None,
+        });
+    }
+
     /// Records `name` for removal (moved to quarantine in [`Self::finish`]).
     fn take(&mut self, name: &str, why: &str) {
-        self.removed.push((name.to_string(), why.to_string(), None));
+        self.removed.push(Removed {
+            name: name.to_string(),
+            from: self.dir.join(name),
+            why: why.to_string(),
+            original: None,
+        });
     }
 
     /// Rewrites `name` to `new`, keeping the original for the quarantine.
@@ -471,9 +638,12 @@ impl Vetting<'_> {
             })
             .and_then(|()| std::fs::rename(&tmp, &path));
         match written {
-            Ok(()) => self
-                .removed
-                .push((name.to_string(), why.to_string(), Some(original))),
+            Ok(()) => self.removed.push(Removed {
+                name: name.to_string(),
+                from: path,
+                why: why.to_string(),
+                original: Some(original),
+            }),
             Err(e) => {
                 let _ = std::fs::remove_file(&tmp);
                 self.take(name, &format!("{why} (rewriting failed: {e})"));
@@ -493,15 +663,20 @@ impl Vetting<'_> {
             && std::fs::create_dir(q.join("hooks")).is_ok();
         let mut report = String::new();
         let mut findings = Vec::new();
-        for (name, why, original) in &self.removed {
-            let path = self.dir.join(name);
-            let kept = have_q && keep(&path, &q.join(name), original.as_deref());
+        for Removed {
+            name,
+            from,
+            why,
+            original,
+        } in &self.removed
+        {
+            let kept = have_q && keep(from, &q.join(name), original.as_deref());
             if original.is_none() && !kept {
-                remove_any(&path);
+                remove_any(from);
             }
             report.push_str(&format!("{name}: {why}\n"));
             findings.push(Finding {
-                path,
+                path: from.clone(),
                 what: why.clone(),
             });
         }

@@ -374,3 +374,132 @@ fn a_rebase_whose_to_do_list_runs_commands_is_moved_out() {
         "a plain rebase stays"
     );
 }
+
+/// A record whose session began a moment ago, after `setup` made what the user had.
+fn started_after(ws: &Path, pinned: &[&str]) -> GuardRecord {
+    // ctime has a coarse clock: a session that starts well after the setup.
+    std::thread::sleep(std::time::Duration::from_millis(
+        1100 + SLACK_SECS as u64 * 1000,
+    ));
+    record(ws, pinned)
+}
+
+#[test]
+fn replace_refs_and_grafts_made_in_the_session_leave_even_a_pinned_repository() {
+    let ws = tempfile::tempdir().unwrap();
+    let ws = ws.path();
+    git(ws, &["init", "-q"]);
+    git(
+        ws,
+        &[
+            "-c",
+            "user.name=u",
+            "-c",
+            "user.email=e",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "one",
+        ],
+    );
+    git(
+        ws,
+        &[
+            "-c",
+            "user.name=u",
+            "-c",
+            "user.email=e",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "two",
+        ],
+    );
+    let g = ws.join(".git");
+    // The user's own packed refs, from before the session.
+    git(ws, &["pack-refs", "--all"]);
+    let rec = started_after(ws, &[".git"]);
+    // The session: a loose replace ref, one in packed-refs, and grafts.
+    let head = String::from_utf8(
+        std::process::Command::new("git")
+            .args(["-C", ws.to_str().unwrap(), "rev-parse", "HEAD", "HEAD~1"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let ids: Vec<&str> = head.lines().collect();
+    std::fs::create_dir_all(g.join("refs/replace")).unwrap();
+    std::fs::write(g.join("refs/replace").join(ids[0]), format!("{}\n", ids[1])).unwrap();
+    let mut packed = std::fs::read_to_string(g.join("packed-refs")).unwrap();
+    packed.push_str(&format!("{} refs/replace/{}\n", ids[0], ids[1]));
+    std::fs::write(g.join("packed-refs"), &packed).unwrap();
+    std::fs::create_dir_all(g.join("info")).unwrap();
+    std::fs::write(g.join("info/grafts"), format!("{}\n", ids[0])).unwrap();
+
+    let findings = vet(&rec, gitguard::policy().unwrap());
+    assert!(!findings.is_empty());
+    assert!(!g.join("refs/replace").join(ids[0]).exists());
+    assert!(!g.join("info/grafts").exists());
+    let packed = std::fs::read_to_string(g.join("packed-refs")).unwrap();
+    assert!(!packed.contains("refs/replace/"), "{packed}");
+    assert!(
+        packed.contains("refs/heads/"),
+        "the branches stay: {packed}"
+    );
+    // The host's git sees the history as committed.
+    let log = std::process::Command::new("git")
+        .args(["-C", ws.to_str().unwrap(), "log", "--format=%s"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&log.stdout), "two\none\n");
+    let report = std::fs::read_to_string(quarantine(&g).join("removed.txt")).unwrap();
+    assert!(
+        report.contains("replace ref") && report.contains("grafts"),
+        "{report}"
+    );
+}
+
+#[test]
+fn what_an_unpinned_repository_points_at_is_vetted_too() {
+    let ws = tempfile::tempdir().unwrap();
+    let ws = ws.path();
+    // A nested repository the start did not reach (past its caps), with a hook
+    // directory and an include in its work tree, from before the session.
+    let nested = ws.join("vendor/lib");
+    std::fs::create_dir_all(&nested).unwrap();
+    git(&nested, &["init", "-q"]);
+    git(&nested, &["config", "core.hooksPath", ".githooks"]);
+    git(&nested, &["config", "include.path", "../../../team.cfg"]);
+    std::fs::create_dir_all(nested.join(".githooks")).unwrap();
+    hook(&nested.join(".githooks/pre-push"));
+    std::fs::write(ws.join("team.cfg"), "[user]\n\tname = Team\n").unwrap();
+    let rec = started_after(ws, &[]);
+    // The session plants a hook there and an fsmonitor in the included file.
+    hook(&nested.join(".githooks/pre-commit"));
+    std::fs::write(
+        ws.join("team.cfg"),
+        "[core]\n\tfsmonitor = touch /nonexistent/x\n",
+    )
+    .unwrap();
+
+    vet(&rec, gitguard::policy().unwrap());
+    assert!(
+        !nested.join(".githooks/pre-commit").exists(),
+        "the planted hook left"
+    );
+    assert!(
+        nested.join(".githooks/pre-push").exists(),
+        "the user's own hook stays"
+    );
+    assert!(!ws.join("team.cfg").exists(), "the rewritten include left");
+    let q = quarantine(&nested.join(".git"));
+    assert!(q.join("outside/vendor/lib/.githooks/pre-commit").exists());
+    assert!(
+        std::fs::read_to_string(q.join("outside/team.cfg"))
+            .unwrap()
+            .contains("fsmonitor")
+    );
+}
