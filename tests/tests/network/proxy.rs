@@ -127,6 +127,156 @@ fn a_server_name_other_than_the_connect_host_is_cut_before_it_leaves() {
 }
 
 #[test]
+fn a_tls_hello_without_a_server_name_passes_only_to_an_address() {
+    run(|| async {
+        let seen = echo_server(443).await;
+        let (proxy, log) = start(net::policy(&["allowed.test", "203.0.113.10"], &[])).await;
+        // To a name: the server would answer as its default site, any it hosts.
+        let (mut s, head) = connect(proxy, "allowed.test:443").await;
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        s.write_all(&sample_client_hello(None)).await.unwrap();
+        assert_eq!(read_all(s).await, "");
+        assert!(
+            records(&log, 1).await[0]
+                .rule
+                .contains("without a server name"),
+            "{:?}",
+            log.records()
+        );
+        assert_eq!(seen.load(Ordering::SeqCst), 0);
+        // To an address, no name is what clients send.
+        let (mut s, head) = connect(proxy, "203.0.113.10:443").await;
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        let hello = sample_client_hello(None);
+        s.write_all(&hello).await.unwrap();
+        let mut back = vec![0u8; hello.len()];
+        s.read_exact(&mut back).await.unwrap();
+        assert_eq!(back, hello);
+    });
+}
+
+/// A server on `port` that answers the first bytes it gets with a HelloRetryRequest and
+/// counts every byte it receives after.
+async fn hello_retry_server(port: u16) -> Arc<std::sync::atomic::AtomicU64> {
+    use cordon::network::proxy::sni::sample_hello_retry;
+    let after = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let listener = TcpListener::bind(SocketAddr::new(server_ip(), port))
+        .await
+        .unwrap();
+    let counter = after.clone();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let counter = counter.clone();
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                if s.read(&mut buf).await.unwrap_or(0) == 0 {
+                    return;
+                }
+                let _ = s.write_all(&sample_hello_retry()).await;
+                while let Ok(n) = s.read(&mut buf).await {
+                    if n == 0 {
+                        break;
+                    }
+                    counter.fetch_add(n as u64, Ordering::SeqCst);
+                }
+            });
+        }
+    });
+    after
+}
+
+#[test]
+fn a_second_client_hello_after_a_hello_retry_is_checked_too() {
+    run(|| async {
+        let after = hello_retry_server(443).await;
+        let (proxy, log) = start(net::policy(&["allowed.test"], &[])).await;
+        let retry_len = cordon::network::proxy::sni::sample_hello_retry().len();
+        // The second hello names another host (after the compatibility ChangeCipherSpec
+        // a TLS 1.3 client may send first): cut before it leaves.
+        let (mut s, _) = connect(proxy, "allowed.test:443").await;
+        s.write_all(&sample_client_hello(Some("allowed.test")))
+            .await
+            .unwrap();
+        let mut retry = vec![0u8; retry_len];
+        s.read_exact(&mut retry).await.unwrap();
+        let mut second = vec![0x14, 0x03, 0x03, 0x00, 0x01, 0x01];
+        second.extend(sample_client_hello(Some("evil.test")));
+        s.write_all(&second).await.unwrap();
+        assert_eq!(read_all(s).await, "");
+        let r = &records(&log, 1).await[0];
+        assert!(!r.allowed && r.rule.contains("\"evil.test\""), "{r:?}");
+        assert_eq!(
+            after.load(Ordering::SeqCst),
+            0,
+            "the server saw the second hello"
+        );
+        // The same host again: relayed.
+        let (mut s, _) = connect(proxy, "allowed.test:443").await;
+        s.write_all(&sample_client_hello(Some("allowed.test")))
+            .await
+            .unwrap();
+        s.read_exact(&mut retry).await.unwrap();
+        let second = sample_client_hello(Some("allowed.test"));
+        s.write_all(&second).await.unwrap();
+        drop(s);
+        let r = &records(&log, 2).await[1];
+        assert!(r.allowed, "{r:?}");
+        let start = std::time::Instant::now();
+        while after.load(Ordering::SeqCst) < second.len() as u64 {
+            assert!(start.elapsed() < std::time::Duration::from_secs(10));
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    });
+}
+
+#[test]
+fn the_proxies_of_one_process_share_one_connection_budget() {
+    run(|| async {
+        let seen = echo_server(443).await;
+        // Two sessions' proxies and a budget of one connection between them.
+        let shared = Arc::new(tokio::sync::Semaphore::new(1));
+        let mut addrs = Vec::new();
+        for session in ["a", "b"] {
+            let proxy = Proxy::new(
+                session,
+                net::policy(&["allowed.test"], &[]),
+                Arc::new(names()),
+                Arc::new(MemoryLog::default()),
+            )
+            .with_shared_slots(shared.clone());
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            addrs.push(listener.local_addr().unwrap());
+            tokio::spawn(proxy.serve_tcp(listener, std::future::pending()));
+        }
+        // Session a holds the one connection open.
+        let (held, head) = connect(addrs[0], "allowed.test:443").await;
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        // Session b's client is not served while it does...
+        let mut waiting = TcpStream::connect(addrs[1]).await.unwrap();
+        waiting
+            .write_all(b"CONNECT allowed.test:443 HTTP/1.1\r\nHost: allowed.test:443\r\n\r\n")
+            .await
+            .unwrap();
+        let mut byte = [0u8; 1];
+        let early = tokio::time::timeout(
+            std::time::Duration::from_millis(300),
+            waiting.read_exact(&mut byte),
+        )
+        .await;
+        assert!(early.is_err(), "served past the shared budget");
+        // ...and is, once it is let go.
+        drop(held);
+        let head = read_head(&mut waiting).await;
+        assert!(
+            head.starts_with(b"HTTP/1.1 200"),
+            "{}",
+            String::from_utf8_lossy(&head)
+        );
+        assert_eq!(seen.load(Ordering::SeqCst), 0);
+    });
+}
+
+#[test]
 fn plain_text_on_port_443_is_cut() {
     run(|| async {
         let seen = echo_server(443).await;

@@ -40,6 +40,43 @@ pub use record::{ConnectionLog, ConnectionRecord, Protocol};
 
 /// Connections one proxy serves at once; more wait for a slot.
 const MAX_CONNECTIONS: usize = 512;
+/// Descriptors one relayed connection holds: the client's and the server's sockets, and
+/// the two pipes of the kernel relay (two ends each).
+const FDS_PER_CONNECTION: u64 = 6;
+/// Descriptors kept for everything else of this process (the server's database, its
+/// listeners, the sandboxes' sockets, logs).
+const FDS_RESERVED: u64 = 256;
+
+/// The connections every proxy of this process serves at once, together: sized from the
+/// descriptor limit (its soft value raised to the hard one first, at most 65,536), so no
+/// session at its own cap can take the descriptors the others and the server need.
+/// Security: without it one session's clients (512 connections, six descriptors each)
+/// could exhaust the process's descriptors, and every other session's proxy, the
+/// server's database and its API would fail with them.
+fn process_slots() -> Arc<Semaphore> {
+    static SLOTS: std::sync::OnceLock<Arc<Semaphore>> = std::sync::OnceLock::new();
+    SLOTS
+        .get_or_init(|| {
+            let limit = raise_nofile();
+            let n = limit.saturating_sub(FDS_RESERVED) / FDS_PER_CONNECTION;
+            Arc::new(Semaphore::new(usize::try_from(n.max(16)).unwrap_or(16)))
+        })
+        .clone()
+}
+
+/// Raises this process's soft descriptor limit towards its hard one (at most 65,536);
+/// returns the soft limit in force.
+fn raise_nofile() -> u64 {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return 1024;
+    };
+    let wanted = hard.min(65_536).max(soft);
+    if wanted > soft && setrlimit(Resource::RLIMIT_NOFILE, wanted, hard).is_ok() {
+        return wanted;
+    }
+    soft
+}
 /// How long a client has to send its first request head (or SOCKS greeting): a slot held
 /// by a client that sends nothing is given back.
 const HEAD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
@@ -54,6 +91,8 @@ pub struct Proxy {
     dialer: Dialer,
     log: Arc<dyn ConnectionLog>,
     slots: Arc<Semaphore>,
+    /// The slots every proxy of this process shares ([`process_slots`]).
+    shared: Arc<Semaphore>,
     /// The session's brokered credentials (none: every tunnel is relayed unread).
     broker: Option<Arc<Broker>>,
     /// How long a client has to send its request head ([`HEAD_TIMEOUT`]).
@@ -75,6 +114,7 @@ impl Proxy {
             },
             log,
             slots: Arc::new(Semaphore::new(MAX_CONNECTIONS)),
+            shared: process_slots(),
             broker: None,
             head_timeout: HEAD_TIMEOUT,
         }
@@ -84,6 +124,13 @@ impl Proxy {
     #[must_use]
     pub fn with_head_timeout(mut self, limit: std::time::Duration) -> Proxy {
         self.head_timeout = limit;
+        self
+    }
+
+    /// Shares `slots`, not the process's own budget, with the other proxies given it.
+    #[must_use]
+    pub fn with_shared_slots(mut self, slots: Arc<Semaphore>) -> Proxy {
+        self.shared = slots;
         self
     }
 
@@ -173,14 +220,20 @@ impl Proxy {
     where
         S: AsyncRead + AsyncWrite + SpliceSocket + Unpin + Send + Sync + 'static,
     {
-        let Ok(permit) = self.slots.clone().acquire_owned().await else {
+        // Waited for here, in the accept loop: while every slot is taken, no further
+        // connection is accepted (the kernel's backlog holds them), so waiting ones hold
+        // no descriptor of this process.
+        let Ok(own) = self.slots.clone().acquire_owned().await else {
+            return;
+        };
+        let Ok(shared) = self.shared.clone().acquire_owned().await else {
             return;
         };
         let this = self.clone();
         tokio::spawn(async move {
             let record = this.handle(stream).await;
             this.log.record(record);
-            drop(permit);
+            drop((own, shared));
         });
     }
 

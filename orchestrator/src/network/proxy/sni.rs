@@ -42,6 +42,100 @@ pub fn inspect(buf: &[u8]) -> FirstBytes {
     }
 }
 
+/// The random of a TLS 1.3 HelloRetryRequest: a ServerHello carrying it asks the client
+/// for a second ClientHello (RFC 8446, section 4.1.3).
+const HELLO_RETRY_RANDOM: [u8; 32] = [
+    0xCF, 0x21, 0xAD, 0x74, 0xE5, 0x9A, 0x61, 0x11, 0xBE, 0x1D, 0x8C, 0x02, 0x1E, 0x65, 0xB8, 0x91,
+    0xC2, 0xA2, 0x11, 0x16, 0x7A, 0xBB, 0x8C, 0x5E, 0x07, 0x9E, 0x09, 0xE2, 0xC8, 0xA8, 0x33, 0x9C,
+];
+
+/// What a server's first bytes in a TLS tunnel say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerFirst {
+    /// Too few bytes yet to tell.
+    NeedMore,
+    /// A HelloRetryRequest: the client's next flight holds a second ClientHello.
+    HelloRetry,
+    /// Anything else (a ServerHello, an alert, not TLS at all): the handshake goes on as
+    /// the first ClientHello began it.
+    Other,
+}
+
+/// Classifies a server's first bytes after the client's ClientHello: is it a
+/// HelloRetryRequest? The ServerHello's first 38 bytes (type, length, version, random)
+/// are gathered across handshake records, as a server may split it.
+pub fn server_first(buf: &[u8]) -> ServerFirst {
+    let mut handshake = Vec::new();
+    let mut rest = buf;
+    while handshake.len() < 38 {
+        match rest.first() {
+            None => return ServerFirst::NeedMore,
+            Some(0x16) => {}
+            Some(_) => return ServerFirst::Other,
+        }
+        if rest.len() < 5 {
+            return ServerFirst::NeedMore;
+        }
+        let len = usize::from(u16::from_be_bytes([rest[3], rest[4]]));
+        if rest.len() < 5 + len {
+            // Enough of this record may be here already.
+            handshake.extend_from_slice(&rest[5..]);
+            return if handshake.len() >= 38 {
+                decide(&handshake)
+            } else {
+                ServerFirst::NeedMore
+            };
+        }
+        handshake.extend_from_slice(&rest[5..5 + len]);
+        rest = &rest[5 + len..];
+        if len == 0 {
+            return ServerFirst::Other;
+        }
+    }
+    decide(&handshake)
+}
+
+fn decide(handshake: &[u8]) -> ServerFirst {
+    if handshake[0] == 2 && handshake[6..38] == HELLO_RETRY_RANDOM {
+        ServerFirst::HelloRetry
+    } else {
+        ServerFirst::Other
+    }
+}
+
+/// Classifies a client's flight after a HelloRetryRequest: [`inspect`] of what follows the
+/// ChangeCipherSpec records a TLS 1.3 client may send first (middlebox compatibility).
+pub fn second_hello(buf: &[u8]) -> FirstBytes {
+    let mut rest = buf;
+    while rest.first() == Some(&0x14) {
+        if rest.len() < 5 {
+            return FirstBytes::NeedMore;
+        }
+        let len = usize::from(u16::from_be_bytes([rest[3], rest[4]]));
+        if rest.len() < 5 + len {
+            return FirstBytes::NeedMore;
+        }
+        rest = &rest[5 + len..];
+    }
+    inspect(rest)
+}
+
+/// A HelloRetryRequest record, for tests of the tunnel's second look.
+pub fn sample_hello_retry() -> Vec<u8> {
+    let mut body = vec![0x03, 0x03];
+    body.extend(HELLO_RETRY_RANDOM);
+    body.push(0);
+    body.extend([0x13, 0x01, 0x00]);
+    body.extend([0x00, 0x06, 0x00, 0x2b, 0x00, 0x02, 0x03, 0x04]);
+    let mut msg = vec![2u8];
+    msg.extend(&u32::try_from(body.len()).unwrap_or(0).to_be_bytes()[1..]);
+    msg.extend(body);
+    let mut rec = vec![0x16, 0x03, 0x03];
+    rec.extend(u16::try_from(msg.len()).unwrap_or(0).to_be_bytes());
+    rec.extend(msg);
+    rec
+}
+
 /// A cursor that fails instead of panicking on short input.
 struct Reader<'a>(&'a [u8]);
 

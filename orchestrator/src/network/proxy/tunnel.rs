@@ -8,7 +8,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::http;
-use super::sni::{FirstBytes, MAX_RECORD, inspect};
+use super::sni::{FirstBytes, MAX_RECORD, ServerFirst, inspect, second_hello, server_first};
 use crate::network::policy::normalize_host;
 
 /// Bytes each way, why the tunnel was cut when a check refused it, and the brokered
@@ -29,6 +29,20 @@ pub fn check_first_bytes(first: &FirstBytes, host: &str, port: u16) -> Result<()
         } if normalize_host(sni) != normalize_host(host) => Err(format!(
             "TLS server name {sni:?} differs from the tunnel's host {host:?}"
         )),
+        // Security: with no name the server answers as its default site, which may be
+        // any it hosts (fronting by omission). Clients name the host they dial whenever
+        // it is a name; only a tunnel to an address goes without.
+        FirstBytes::ClientHello { server_name: None }
+            if host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .parse::<std::net::IpAddr>()
+                .is_err() =>
+        {
+            Err(format!(
+                "a TLS ClientHello without a server name, to the named host {host:?}"
+            ))
+        }
         FirstBytes::ClientHello { .. } => Ok(()),
         FirstBytes::Malformed(why) => Err(format!("TLS ClientHello refused: {why}")),
         FirstBytes::NotTls if port == 443 => Err("port 443 carries TLS only".into()),
@@ -83,18 +97,99 @@ where
         return http_request(client, upstream, buf, host, port).await;
     }
     let mut out = Relayed::default();
+    let hello = matches!(inspect(&buf), FirstBytes::ClientHello { .. });
     if !buf.is_empty() {
         if upstream.write_all(&buf).await.is_err() {
             return out;
         }
         out.up = buf.len() as u64;
     }
+    if hello {
+        match second_look(&mut client, &mut upstream, host, port).await {
+            Ok((up, down)) => {
+                out.up += up;
+                out.down += down;
+            }
+            Err(Stop::Refused(why)) => {
+                let mut refused = refuse(why);
+                refused.up = out.up;
+                return refused;
+            }
+            Err(Stop::Ended) => return out,
+        }
+    }
     if let Ok((up, down)) = splice::relay(&client, &upstream).await {
         out.up += up;
-        out.down = down;
+        out.down += down;
     }
     let _ = client.shutdown().await;
     out
+}
+
+/// Why [`second_look`] stopped the tunnel.
+enum Stop {
+    /// A check refused what the client sent.
+    Refused(String),
+    /// A side closed or failed: nothing more to relay.
+    Ended,
+}
+
+/// After the client's ClientHello went out: reads the server's first records and passes
+/// them on; when they are a HelloRetryRequest, reads the client's second ClientHello and
+/// checks it as the first was before it goes out. The bytes relayed each way.
+///
+/// Security: a second ClientHello may name another host than the first (the server
+/// asked for it again); a server that routes by it would be fronted past the first check.
+async fn second_look<C>(
+    client: &mut C,
+    upstream: &mut TcpStream,
+    host: &str,
+    port: u16,
+) -> Result<(u64, u64), Stop>
+where
+    C: AsyncRead + AsyncWrite + Unpin,
+{
+    let mut down = Vec::new();
+    let first = loop {
+        match server_first(&down) {
+            ServerFirst::NeedMore if down.len() < 2 * MAX_RECORD => {}
+            ServerFirst::NeedMore => break ServerFirst::Other,
+            decided => break decided,
+        }
+        match upstream.read_buf(&mut down).await {
+            Ok(0) | Err(_) => break ServerFirst::Other,
+            Ok(_) => {}
+        }
+    };
+    if !down.is_empty() && client.write_all(&down).await.is_err() {
+        return Err(Stop::Ended);
+    }
+    if first != ServerFirst::HelloRetry {
+        return Ok((0, down.len() as u64));
+    }
+    let mut up = Vec::new();
+    let second = loop {
+        match second_hello(&up) {
+            FirstBytes::NeedMore if up.len() < 2 * MAX_RECORD => {}
+            other => break other,
+        }
+        match client.read_buf(&mut up).await {
+            Ok(0) | Err(_) => return Err(Stop::Ended),
+            Ok(_) => {}
+        }
+    };
+    if !matches!(second, FirstBytes::ClientHello { .. }) {
+        return Err(Stop::Refused(
+            "after a HelloRetryRequest the client sent no second ClientHello".into(),
+        ));
+    }
+    check_first_bytes(&second, host, port).map_err(|why| {
+        Stop::Refused(format!(
+            "second ClientHello (after a HelloRetryRequest): {why}"
+        ))
+    })?;
+    upstream.write_all(&up).await.map_err(|_| Stop::Ended)?;
+    Ok((up.len() as u64, down.len() as u64))
 }
 
 /// Plain HTTP inside a tunnel (its first bytes a request line): the head is read whole and
