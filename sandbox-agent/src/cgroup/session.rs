@@ -196,9 +196,14 @@ impl SessionCgroup {
             enable_v2_controllers(dir)?;
         }
         for dir in self.plan.dirs() {
-            if dir.exists() {
-                // A dead session of the same id: its cgroup is empty or about to be.
-                remove_dir_tree(&dir)?;
+            // One call in the usual case (the parent is there, the id is new).
+            match std::fs::create_dir(&dir) {
+                Ok(()) => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    // A dead session of the same id: its cgroup is empty or about to be.
+                    remove_dir_tree(&dir)?;
+                }
+                Err(_) => {}
             }
             // Twice: a concurrent removal of an empty parent may win the first race.
             std::fs::create_dir_all(&dir)
@@ -308,17 +313,14 @@ impl SessionCgroup {
         Ok(())
     }
 
-    /// Kills whatever is left in the session and removes its cgroups, and the parent
-    /// when no other session is left in it. Failures are logged; a dir that stays is
-    /// removed by a later sweep.
+    /// Kills whatever is left in the session and removes its cgroups. Failures are
+    /// logged; a dir that stays is removed by a later sweep. The parent (`cordon`, one per
+    /// hierarchy) stays for the next session: making and removing it each time was four
+    /// more cgroup creations and removals per session.
     pub fn remove(&self) {
         for dir in self.plan.dirs() {
             if let Err(e) = remove_dir_tree(&dir) {
                 tracing::warn!(error = %e, "session cgroup left behind");
-            }
-            // Fails (harmlessly) while another session lives there.
-            if let Some(parent) = dir.parent() {
-                let _ = std::fs::remove_dir(parent);
             }
         }
     }
@@ -368,8 +370,12 @@ fn enable_v2_controllers(dir: &Path) -> Result<(), CgroupError> {
 /// Kills every process in `dir` and below, waits for them to exit, and removes the
 /// cgroups depth first. Missing dirs are fine.
 pub fn remove_dir_tree(dir: &Path) -> Result<(), CgroupError> {
-    if !dir.exists() {
-        return Ok(());
+    // The usual case, in one call: no process and no child cgroup is left (the kernel
+    // refuses to remove a cgroup that has either), or it is gone already.
+    match std::fs::remove_dir(dir) {
+        Ok(()) => return Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(_) => {}
     }
     kill_all_below(dir);
     let deadline = Instant::now() + DRAIN_TIMEOUT;

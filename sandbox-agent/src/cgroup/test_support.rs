@@ -31,15 +31,16 @@ impl TestCgroup {
         Some(TestCgroup { cg })
     }
 
-    /// Removes the cgroup and checks nothing of it (nor its parent) is left.
+    /// Removes the cgroup and checks nothing of it is left (the parent stays for the next
+    /// session, as Cordon's own does; the test's own parent goes with the drop).
     pub fn remove_and_check(self) {
         let dirs = self.cg.dirs();
-        drop(self);
-        for d in dirs {
+        self.cg.remove();
+        for d in &dirs {
             assert!(!d.exists(), "{} left behind", d.display());
             assert!(
-                !d.parent().unwrap().exists(),
-                "parent of {} left",
+                d.parent().unwrap().exists(),
+                "parent of {} removed",
                 d.display()
             );
         }
@@ -49,6 +50,12 @@ impl TestCgroup {
 impl Drop for TestCgroup {
     fn drop(&mut self) {
         self.cg.remove();
+        // The test's own parent (Cordon's stays for the next session).
+        for d in self.cg.dirs() {
+            if let Some(parent) = d.parent() {
+                let _ = std::fs::remove_dir(parent);
+            }
+        }
     }
 }
 

@@ -186,6 +186,9 @@ const NAMESPACE_COUNTS: [&str; 8] = [
 /// can raise them, which nothing in the sandbox has once the init dropped its
 /// capabilities. A kind this kernel does not list counts as not capped.
 pub fn namespaces_capped() -> bool {
+    if CAPPED_HERE.load(std::sync::atomic::Ordering::Relaxed) {
+        return true;
+    }
     NAMESPACE_COUNTS.iter().all(|name| {
         std::fs::read_to_string(format!("/proc/sys/user/{name}")).is_ok_and(|v| v.trim() == "0")
     })
@@ -195,12 +198,22 @@ pub fn namespaces_capped() -> bool {
 /// `CAP_SYS_RESOURCE` in it: the local backend's init, before it drops privileges).
 /// Returns the kinds that could not be capped.
 pub fn cap_namespaces() -> Vec<String> {
-    NAMESPACE_COUNTS
+    let uncapped: Vec<String> = NAMESPACE_COUNTS
         .iter()
         .filter(|name| std::fs::write(format!("/proc/sys/user/{name}"), "0").is_err())
         .map(|name| (*name).to_string())
-        .collect()
+        .collect();
+    // Every count of this process's user namespace is 0 now, and stays so: raising one
+    // needs CAP_SYS_RESOURCE in it, which nothing started here keeps (the init drops it
+    // next). Later checks in this process need not read them again.
+    if uncapped.is_empty() {
+        CAPPED_HERE.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+    uncapped
 }
+
+/// Set once [`cap_namespaces`] capped every count of this process's user namespace.
+static CAPPED_HERE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// `CLONE_INTO_CGROUP` (Linux 5.7), from `linux/sched.h`.
 pub const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
