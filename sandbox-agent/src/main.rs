@@ -27,6 +27,11 @@ struct Cli {
     /// `LaunchConfig` file, then serve inside them.
     #[arg(long, conflicts_with_all = ["config", "config_file"])]
     launch_config: Option<std::path::PathBuf>,
+    /// Reaper mode: tear down the session whose state dir this is, its launcher (the
+    /// orchestrator's own process) having died mid-run; started by that launcher's
+    /// guardian.
+    #[arg(long, hide = true, conflicts_with_all = ["config", "config_file", "launch_config"])]
+    reap: Option<std::path::PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -35,6 +40,10 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
+    if let Some(dir) = &cli.reap {
+        let code = sandbox_agent::launch::state::reap(dir);
+        return ExitCode::from(u8::try_from(code).unwrap_or(1));
+    }
     if let Some(path) = &cli.launch_config {
         // Single-threaded here: the launcher clones the sandbox's init.
         let code = sandbox_agent::launch::run_launcher(path);

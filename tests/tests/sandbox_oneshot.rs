@@ -222,3 +222,108 @@ fn on_a_terminal_the_command_still_gets_no_terminal() {
         "{screen}"
     );
 }
+
+/// `cordon sandbox` with its state in `home` (a scratch `CORDON_HOME`).
+fn sandbox_at(home: &std::path::Path, ws: &std::path::Path, script: &str) -> Command {
+    let mut cmd = Command::new(cordon_bin());
+    cmd.args(["sandbox", "--workspace"])
+        .arg(ws)
+        .args(["--", "sh", "-c", script])
+        .env("CORDON_HOME", home)
+        .env("CORDON_USER_SETTINGS", home.join("user.json"))
+        .env("CORDON_MANAGED_SETTINGS", home.join("managed.json"))
+        .stdin(Stdio::null());
+    cmd
+}
+
+/// Names in the workspace other than the test's own.
+fn leftovers(ws: &std::path::Path, own: &[&str]) -> Vec<String> {
+    std::fs::read_dir(ws)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| !own.contains(&n.as_str()))
+        .collect()
+}
+
+#[test]
+fn killed_mid_run_cordon_still_leaves_the_workspace_as_it_found_it() {
+    // cordon is the launcher itself on this path: a `kill -9` leaves its guardian, which
+    // hands the session to the reaper (the sandbox dies with cordon; placeholders, state
+    // and cgroups go).
+    let ws = Workspace::new();
+    let home = tempfile::tempdir().unwrap();
+    let n = 400_000 + unique() % 100_000;
+    let script = format!("touch started; sleep {n}");
+    let mut child = sandbox_at(home.path(), ws.path(), &script).spawn().unwrap();
+    let start = Instant::now();
+    while !ws.join("started").exists() {
+        assert!(start.elapsed() < Duration::from_secs(30), "never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        ws.join(".bashrc").exists(),
+        "a placeholder stands while it runs"
+    );
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).unwrap();
+    child.wait().unwrap();
+    wait_gone(&format!("sleep {n}"));
+    let run = home.path().join("run");
+    let start = Instant::now();
+    loop {
+        let left = leftovers(ws.path(), &["started"]);
+        let state = std::fs::read_dir(&run).map_or(0, Iterator::count);
+        if left.is_empty() && state == 0 {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "left in the workspace: {left:?}; session states left: {state}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn placeholders_come_from_and_go_back_to_a_private_stock_and_a_written_one_stays() {
+    use std::os::unix::fs::PermissionsExt;
+    let ws = Workspace::new();
+    let home = tempfile::tempdir().unwrap();
+    let out = sandbox_at(home.path(), ws.path(), "true").output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(leftovers(ws.path(), &[]), Vec::<String>::new());
+    let stock = home.path().join("placeholders");
+    let items: Vec<_> = std::fs::read_dir(&stock).unwrap().flatten().collect();
+    assert!(items.len() >= 10, "{} items in the stock", items.len());
+    for item in &items {
+        let mode = item.metadata().unwrap().permissions().mode() & 0o077;
+        assert_eq!(mode, 0, "{:?} is open to others", item.path());
+    }
+    // The next run takes them (the stock empties while it runs) and gives them back; the
+    // user writes to one on the host meanwhile: that one is the user's and stays.
+    let mut child = sandbox_at(
+        home.path(),
+        ws.path(),
+        "touch started; while [ ! -e go ]; do sleep 0.05; done",
+    )
+    .spawn()
+    .unwrap();
+    let start = Instant::now();
+    while !ws.join("started").exists() {
+        assert!(start.elapsed() < Duration::from_secs(30), "never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(std::fs::read_dir(&stock).unwrap().count() < items.len());
+    std::fs::write(ws.join(".envrc"), "export MINE=1\n").unwrap();
+    std::fs::write(ws.join("go"), "").unwrap();
+    assert!(child.wait().unwrap().success());
+    assert_eq!(
+        std::fs::read_to_string(ws.join(".envrc")).unwrap(),
+        "export MINE=1\n"
+    );
+    let mut left = leftovers(ws.path(), &["started", "go"]);
+    left.sort();
+    assert_eq!(left, vec![".envrc".to_string()]);
+    assert_eq!(std::fs::read_dir(&stock).unwrap().count(), items.len() - 1);
+}

@@ -75,6 +75,11 @@ pub fn main() -> ExitCode {
         println!("{}", cordon::version::LINE);
         return ExitCode::SUCCESS;
     }
+    // `cordon sandbox` alone is parsed alone: building the whole command line's
+    // definition (every subcommand's flags) is a tenth of a one-command sandbox's start.
+    if args.first().is_some_and(|a| a == "sandbox") {
+        return sandbox::main(sandbox::parse_alone(&args[1..]));
+    }
     let cli = Cli::parse();
     let Some(command) = cli.command else {
         let stream = cli.run.stream.input_format == stream_input::InputFormat::StreamJson;

@@ -66,10 +66,38 @@ pub struct SandboxArgs {
     command: Vec<String>,
 }
 
+/// `cordon sandbox`'s arguments parsed on their own (`rest` follows the subcommand's name):
+/// the same flags, help and errors as through the whole command line.
+pub fn parse_alone(rest: &[std::ffi::OsString]) -> SandboxArgs {
+    #[derive(clap::Parser)]
+    #[command(
+        name = "cordon sandbox",
+        about = "Run one command under exactly the confinement the Bash tool gets"
+    )]
+    struct Alone {
+        #[command(flatten)]
+        args: SandboxArgs,
+    }
+    let argv =
+        std::iter::once(std::ffi::OsString::from("cordon sandbox")).chain(rest.iter().cloned());
+    <Alone as clap::Parser>::parse_from(argv).args
+}
+
 pub fn main(args: SandboxArgs) -> ExitCode {
     if args.image.is_some() && args.backend != BackendKind::Docker {
         eprintln!("cordon: --image needs --backend docker");
         return ExitCode::from(EXIT_USAGE);
+    }
+    let planned = plan(&args);
+    // The local backend's one-shot path runs here, before any runtime (the launcher
+    // clones the sandbox's init from this process: it must have one thread).
+    if let Ok(p) = &planned
+        && args.backend == BackendKind::Local
+        && !args.via_agent
+        && !p.network.policy.grants_egress()
+        && oneshot::equivalent(&p.spec)
+    {
+        return report(run_inline(p, args.command));
     }
     let runtime = match cordon::runtime::for_one_session() {
         Ok(rt) => rt,
@@ -78,7 +106,12 @@ pub fn main(args: SandboxArgs) -> ExitCode {
             return ExitCode::from(EXIT_CORDON_FAILED);
         }
     };
-    match runtime.block_on(run(args)) {
+    report(planned.and_then(|p| runtime.block_on(run(args, p))))
+}
+
+/// The exit code for what happened; Cordon's own failure said on stderr.
+fn report(outcome: anyhow::Result<ExitCode>) -> ExitCode {
+    match outcome {
         Ok(code) => code,
         Err(e) => {
             // The error may quote the launcher's log, which names workspace paths a
@@ -92,21 +125,31 @@ pub fn main(args: SandboxArgs) -> ExitCode {
     }
 }
 
-async fn run(args: SandboxArgs) -> anyhow::Result<ExitCode> {
+/// What the command runs in, before any backend starts: the sandbox's spec from the
+/// settings (limits, additional directories, toolchains), the network policy and the
+/// working directory. No runtime is needed (nor started) for this.
+struct Plan {
+    spec: SandboxSpec,
+    settings: Settings,
+    network: cordon::network::layers::Resolved,
+    cwd: PathBuf,
+}
+
+fn plan(args: &SandboxArgs) -> anyhow::Result<Plan> {
     let workspace = super::workspace_or_cwd(args.workspace.as_deref())?;
     let session = format!("sandbox-{}", uuid::Uuid::new_v4().simple());
     let mut spec = SandboxSpec::new(session, &workspace);
     // Relative paths are taken from the workspace; the launcher refuses anything outside.
     spec.denied_read = args.deny_read.iter().map(|p| workspace.join(p)).collect();
     spec.denied_write = args.deny_write.iter().map(|p| workspace.join(p)).collect();
-    spec.image = args.image;
+    spec.image = args.image.clone();
     // One command: one per-command cgroup to make and remove, not a session's worth.
     spec.concurrent_commands = 1;
     let settings = Settings::load(
         &workspace,
         CliSettings {
             settings: args.settings.as_deref().map(SettingsArg::parse),
-            allowed_domains: args.allow_domain,
+            allowed_domains: args.allow_domain.clone(),
             ..CliSettings::default()
         },
     )
@@ -118,6 +161,50 @@ async fn run(args: SandboxArgs) -> anyhow::Result<ExitCode> {
     // The same limits and additional directories a session of `cordon run` gets.
     spec.limits = Some(settings.sandbox_limits());
     spec.additional_dirs = settings.additional_directories();
+    // The same toolchains too: `cordon sandbox -- cargo test` runs the user's cargo.
+    spec.toolchains =
+        cordon::toolchains::for_session(&settings, &cordon::paths::cordon_home()?, &workspace);
+    let network = cordon::network::layers::from_settings(&settings)
+        .context("reading the network settings")?;
+    for w in &network.warnings {
+        eprintln!("cordon: {w}");
+    }
+    // The working directory carries in when it lies inside the workspace.
+    let cwd = std::env::current_dir()
+        .ok()
+        .and_then(|d| std::fs::canonicalize(d).ok())
+        .filter(|d| d.starts_with(&workspace))
+        .unwrap_or(workspace);
+    Ok(Plan {
+        spec,
+        settings,
+        network,
+        cwd,
+    })
+}
+
+/// The one-shot path with this process as the launcher (no runtime, no launcher process:
+/// see `LocalBackend::run_oneshot_inline`).
+fn run_inline(plan: &Plan, argv: Vec<String>) -> anyhow::Result<ExitCode> {
+    let command = oneshot::Command {
+        argv,
+        cwd: plan.cwd.clone(),
+    };
+    let timeout = std::time::Duration::from_millis(MAX_EXEC_TIMEOUT_MS);
+    let ended = LocalBackend::from_env()
+        .and_then(|b| b.run_oneshot_inline(&plan.spec, &command, timeout))
+        .context("running the command")?;
+    ended_code(ended)
+}
+
+async fn run(args: SandboxArgs, plan: Plan) -> anyhow::Result<ExitCode> {
+    let Plan {
+        mut spec,
+        settings,
+        network,
+        cwd,
+    } = plan;
+    let workspace = spec.workspace.clone();
     if spec.image.is_none() && args.backend == BackendKind::Docker {
         spec.image = cordon::sandbox::docker::devcontainer::image_for_session(
             &workspace,
@@ -127,25 +214,11 @@ async fn run(args: SandboxArgs) -> anyhow::Result<ExitCode> {
         .await
         .context("the workspace's devcontainer")?;
     }
-    // The same toolchains too: `cordon sandbox -- cargo test` runs the user's cargo.
-    spec.toolchains =
-        cordon::toolchains::for_session(&settings, &cordon::paths::cordon_home()?, &workspace);
-    let network = cordon::network::layers::from_settings(&settings)
-        .context("reading the network settings")?;
-    for w in &network.warnings {
-        eprintln!("cordon: {w}");
-    }
     if network.policy.grants_egress() {
         let mut egress = EgressSpec::for_session(&spec.session_id, &network)?;
         egress.log = Arc::new(StderrRefusals);
         spec = spec.with_egress(egress);
     }
-    // The working directory carries in when it lies inside the workspace.
-    let cwd = std::env::current_dir()
-        .ok()
-        .and_then(|d| std::fs::canonicalize(d).ok())
-        .filter(|d| d.starts_with(&workspace))
-        .unwrap_or(workspace);
     if args.backend == BackendKind::Local && !args.via_agent && oneshot::equivalent(&spec) {
         return run_oneshot(&spec, args.command, cwd).await;
     }
@@ -182,6 +255,11 @@ async fn run_oneshot(
         .finish(&mut stdout, &mut stderr, timeout, interrupt)
         .await
         .context("running the command")?;
+    ended_code(ended)
+}
+
+/// The exit code of a one-shot run, as `exit_code` gives it for the agent's.
+fn ended_code(ended: Ended) -> anyhow::Result<ExitCode> {
     let status = match ended {
         Ended::Command(CommandEnd::Exited(code)) => ExitStatus {
             code: Some(code),

@@ -2,7 +2,9 @@
 //! own user, mount, pid, ipc, uts, net and cgroup namespaces, built by the agent binary
 //! itself in launcher mode (`sandbox-agent --launch-config FILE`, see
 //! `sandbox_agent::launch`): this multi-threaded process never sets up namespaces after a
-//! fork of its own.
+//! fork of its own. The one exception is a one-shot run started before any runtime or
+//! thread exists, which this process launches itself (`oneshot::run_oneshot_inline`,
+//! refused in a process with more than one thread).
 //!
 //! Limits: the launcher puts the session in its own cgroup (memory with no swap beyond
 //! it, pids, CPU; [`SandboxSpec::limits`], from `sandbox.limits`) before the sandbox's
@@ -169,6 +171,7 @@ impl LocalBackend {
             additional: additional.to_vec(),
             agent_env,
             oneshot: None,
+            placeholder_stock: Some(paths::placeholder_stock(&self.home)),
             agent: AgentConfig {
                 socket_path: Path::new(SOCKET_DIR_IN_SANDBOX).join(SOCKET_NAME),
                 workspace: workspace.to_path_buf(),
@@ -217,6 +220,22 @@ impl LocalBackend {
         spec: &SandboxSpec,
         shot: Option<&oneshot::Command>,
     ) -> Result<(LocalHandle, PathBuf, Option<oneshot::Pipes>), SandboxError> {
+        let (workspace, additional, state_dir) = self.prepare_state(spec)?;
+        let spawned = self.spawn_in(spec, &workspace, &additional, &state_dir, shot);
+        if spawned.is_err() {
+            state::cleanup_session(&state_dir);
+        }
+        spawned.map(|(handle, pipes)| (handle, state_dir.join("sock").join(SOCKET_NAME), pipes))
+    }
+
+    /// Checks the session id, the workspace and the additional directories, prepares the
+    /// data directory and creates the session's state dir (settling a previous launcher of
+    /// the same session first). The canonical workspace, the additional directories and
+    /// the state dir.
+    fn prepare_state(
+        &self,
+        spec: &SandboxSpec,
+    ) -> Result<(PathBuf, Vec<PathBuf>, PathBuf), SandboxError> {
         if !launch::valid_session_id(&spec.session_id) {
             return Err(SandboxError::Setup {
                 step: "checking the session id",
@@ -235,11 +254,32 @@ impl LocalBackend {
             .mode(0o700)
             .create(&state_dir)
             .map_err(setup("creating the session state dir"))?;
-        let spawned = self.spawn_in(spec, &workspace, &additional, &state_dir, shot);
-        if spawned.is_err() {
-            state::cleanup_session(&state_dir);
-        }
-        spawned.map(|(handle, pipes)| (handle, state_dir.join("sock").join(SOCKET_NAME), pipes))
+        Ok((workspace, additional, state_dir))
+    }
+
+    /// Records `config` in the state dir (the reaper of a dead launcher reads it there)
+    /// and opens the launcher's log beside it.
+    fn record_config(
+        config: &LaunchConfig,
+        state_dir: &Path,
+    ) -> Result<(PathBuf, std::fs::File), SandboxError> {
+        let config_path = state_dir.join(state::LAUNCH_CONFIG);
+        let json = serde_json::to_vec_pretty(config)
+            .map_err(|e| setup("encoding the launch config")(e.into()))?;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&config_path)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, &json))
+            .map_err(setup("writing the launch config"))?;
+        let log = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .open(state_dir.join("launcher.log"))
+            .map_err(setup("opening the launcher log"))?;
+        Ok((config_path, log))
     }
 
     fn spawn_in(
@@ -258,22 +298,7 @@ impl LocalBackend {
         if let Some((command, _)) = &shot {
             config.oneshot = Some(command.clone());
         }
-        let config_path = state_dir.join(state::LAUNCH_CONFIG);
-        let json = serde_json::to_vec_pretty(&config)
-            .map_err(|e| setup("encoding the launch config")(e.into()))?;
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&config_path)
-            .and_then(|mut f| std::io::Write::write_all(&mut f, &json))
-            .map_err(setup("writing the launch config"))?;
-        let log = std::fs::OpenOptions::new()
-            .append(true)
-            .create(true)
-            .mode(0o600)
-            .open(state_dir.join("launcher.log"))
-            .map_err(setup("opening the launcher log"))?;
+        let (config_path, log) = Self::record_config(&config, state_dir)?;
         // The descriptors the launcher inherits: the lifeline, and a one-shot run's pipes.
         let mut keep = [life_r.as_raw_fd(), -1, -1, -1];
         if let Some((command, _)) = &shot {

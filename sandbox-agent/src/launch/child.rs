@@ -54,6 +54,11 @@ pub(super) struct ChildCtx<'a> {
     pub alive: OwnedFd,
     /// Launcher-side fds that must not stay open in the sandbox.
     pub close: Vec<i32>,
+    /// Where the init's stderr goes (the session's log), with stdin and stdout on
+    /// /dev/null: set when the launcher runs in the orchestrator's own process, whose
+    /// standard streams (a terminal, say) are not the sandbox's to hold. `None`: the
+    /// launcher's own, already chosen so by the orchestrator.
+    pub stderr: Option<i32>,
     /// The one-shot command's pipes, when the init runs a command instead of the agent
     /// (see [`super::oneshot`]).
     pub oneshot: Option<oneshot::Fds>,
@@ -92,6 +97,12 @@ fn setup_and_serve(ctx: &mut ChildCtx) -> Result<i32, String> {
         // SAFETY: these fds belong to the launcher's copy; closing ours affects only us.
         unsafe { libc::close(*fd) };
     }
+    if let Some(log) = ctx.stderr {
+        standard_streams(log).map_err(|e| format!("setting the init's streams: {e}"))?;
+    }
+    // A session of its own: no terminal's job control reaches the init (a Ctrl-C meant for
+    // the orchestrator's process group, or a hang-up), only the launcher's kill.
+    crate::confine::sys::setsid().map_err(|e| format!("setsid: {e}"))?;
     let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
     // Raising one's own score needs no privilege; lowering it later would.
     std::fs::write("/proc/self/oom_score_adj", OOM_SCORE_ADJ)
@@ -112,9 +123,14 @@ fn setup_and_serve(ctx: &mut ChildCtx) -> Result<i32, String> {
     // Open every host source now, while this process still has the launcher's uid (which
     // can traverse e.g. a 0700 /root holding CORDON_HOME) and before /tmp is covered.
     let cfg = ctx.config;
-    let agent_exe =
-        std::env::current_exe().map_err(|e| format!("locating the agent binary: {e}"))?;
-    let agent_src = open_path(&agent_exe)?;
+    // A one-shot run starts no agent (and in the orchestrator's own process this
+    // executable is not the agent's).
+    let agent_src = if cfg.oneshot.is_some() {
+        None
+    } else {
+        let exe = std::env::current_exe().map_err(|e| format!("locating the agent binary: {e}"))?;
+        Some(open_path(&exe)?)
+    };
     let socket_src = open_path(&cfg.socket_dir())?;
     let workspace_src = open_path(&cfg.workspace)?;
     // The additional directories were opened once, when checked (see trees::prepare_additional);
@@ -174,7 +190,7 @@ fn setup_and_serve(ctx: &mut ChildCtx) -> Result<i32, String> {
         workspace: tree_mount(ctx.workspace, &workspace_src),
         additional: &additional,
         socket_src: &fd_path(&socket_src),
-        agent_src: &fd_path(&agent_src),
+        agent_src: agent_src.as_ref().map(fd_path).as_deref(),
         cgroup_src: cgroup_src.as_ref().map(fd_path).as_deref(),
         tmp_size_mib: cfg.tmp_size_mib,
         masked: &cfg.masked,
@@ -311,6 +327,26 @@ fn seeded_sources<'a>(
 
 fn fd_path(fd: &OwnedFd) -> std::path::PathBuf {
     format!("/proc/self/fd/{}", fd.as_raw_fd()).into()
+}
+
+/// Stdin and stdout on /dev/null, stderr on `log`; closes `log`'s own number.
+fn standard_streams(log: i32) -> std::io::Result<()> {
+    let null = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")?;
+    for (from, to) in [(null.as_raw_fd(), 0), (null.as_raw_fd(), 1), (log, 2)] {
+        // SAFETY: dup2 onto the standard numbers, from descriptors this process holds
+        // (the init's copies; the launcher's stay as they are).
+        if unsafe { libc::dup2(from, to) } < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    if log > 2 {
+        // SAFETY: the init's copy of the log, now duplicated onto 2.
+        unsafe { libc::close(log) };
+    }
+    Ok(())
 }
 
 fn launcher_gone(alive: &OwnedFd) -> bool {

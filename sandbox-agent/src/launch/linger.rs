@@ -16,9 +16,12 @@
 //! syncs is already in the host's filesystem, visible to everyone: only its durability
 //! waits, as it does for any program that writes without `fsync`.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::ffi::{c_int, c_void};
+use std::os::fd::{AsRawFd, OwnedFd};
 
 use nix::unistd::Pid;
+
+use super::light::Light;
 
 /// A reference to the mount namespace of `init` (a child of this process).
 pub fn hold(init: Pid) -> Option<OwnedFd> {
@@ -26,43 +29,44 @@ pub fn hold(init: Pid) -> Option<OwnedFd> {
     std::fs::File::open(path).ok().map(OwnedFd::from)
 }
 
-/// Drops `ns` in a detached grandchild, which pays for the unmount; this process goes on
-/// at once. Where the fork fails, `ns` is dropped here (the cost, not the namespace, is
-/// what changes).
+/// Drops `ns` in a detached light child (see [`super::light`]: no copy of this process's
+/// page tables), which pays for the unmount; this process goes on at once. Where the clone
+/// fails, `ns` is dropped here (the cost, not the namespace, is what changes).
 pub fn release_detached(ns: OwnedFd) {
     let Ok((ready_r, ready_w)) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) else {
         return;
     };
-    // SAFETY: the launcher is single-threaded (it clones the init, see `run_launcher`);
-    // the children only make system calls on descriptors they own, then _exit.
-    let pid = unsafe { libc::fork() };
-    if pid == 0 {
-        // SAFETY: as above; the middle child forks once more and leaves, so the
-        // grandchild is nobody's to reap here.
-        unsafe {
-            if libc::fork() == 0 {
-                grandchild(&ns, &ready_r);
-            }
-            libc::_exit(0)
-        }
-    }
-    if pid > 0 {
-        // The middle child's copies are closed once it is reaped; then this one: the
-        // grandchild's is the last, so its close is the one that unmounts.
-        let _ = nix::sys::wait::waitpid(Pid::from_raw(pid), None);
-    }
+    // Read by the child, which may outlive this process: leaked (two numbers).
+    let args = Box::leak(Box::new(Release {
+        ns: ns.as_raw_fd(),
+        ready: ready_r.as_raw_fd(),
+    }));
+    // SAFETY: `release` keeps the light-child contract (raw system calls on its own
+    // descriptors, numbered by `args`, which is never freed); the child is never waited
+    // for: it outlives this call, its stack and `args` stay mapped.
+    let _ = unsafe { Light::spawn(0, release, (&raw mut *args).cast::<c_void>()) };
+    // The child's copies of both were made by the clone (its descriptor table is a copy):
+    // this one's go now, then the byte tells the child its copy of `ns` is the last.
     drop(ns);
     drop(ready_r);
     let _ = nix::unistd::write(&ready_w, &[1]);
 }
 
-/// Waits until the launcher has closed its copy, then closes the last one and exits.
-/// Alloc-free.
-fn grandchild(ns: &OwnedFd, ready: &OwnedFd) -> ! {
-    // SAFETY: plain system calls on this process's own descriptors. Standard streams go
-    // to /dev/null and every other descriptor is closed first, so nothing the launcher's
-    // parent waits on (its output pipes, the lifeline) stays open here.
+/// What the releasing child holds, by number in its own descriptor table.
+struct Release {
+    ns: c_int,
+    ready: c_int,
+}
+
+/// Out of this process's session and streams, waits until this process has closed its
+/// copy, then closes the last one (the unmount happens here) and ends.
+extern "C" fn release(arg: *mut c_void) -> c_int {
+    // SAFETY: `arg` is the leaked `Release`; plain system calls on this child's own
+    // descriptors. Standard streams go to /dev/null and every other descriptor is closed
+    // first, so nothing the launcher's parent waits on (its output pipes, the lifeline)
+    // stays open here.
     unsafe {
+        let args = &*arg.cast::<Release>();
         libc::setsid();
         let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
         if null >= 0 {
@@ -71,16 +75,16 @@ fn grandchild(ns: &OwnedFd, ready: &OwnedFd) -> ! {
             }
         }
         let (ns_fd, ready_fd) = (3, 4);
-        libc::dup2(ns.as_raw_fd(), ns_fd);
-        libc::dup2(ready.as_raw_fd(), ready_fd);
+        libc::dup2(args.ns, ns_fd);
+        libc::dup2(args.ready, ready_fd);
         libc::syscall(libc::SYS_close_range, 5u32, u32::MAX, 0u32);
         let mut byte = 0u8;
-        while libc::read(ready_fd, (&raw mut byte).cast(), 1) < 0
-            && *libc::__errno_location() == libc::EINTR
-        {}
-        drop(OwnedFd::from_raw_fd(ns_fd));
-        libc::_exit(0)
+        // Interrupted or not, a return is the launcher's byte or its end: either way
+        // this copy is the last one once the read returns (errno is not ours to read).
+        libc::read(ready_fd, (&raw mut byte).cast(), 1);
+        libc::close(ns_fd);
     }
+    0
 }
 
 #[cfg(test)]

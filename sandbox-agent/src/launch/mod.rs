@@ -34,11 +34,14 @@ pub mod denied;
 pub mod gitguard;
 pub mod gitvet;
 pub mod host_view;
+pub mod inline;
+pub(crate) mod light;
 mod linger;
 pub mod mounts;
 pub mod oneshot;
 pub mod protected;
 pub mod state;
+pub mod stock;
 mod supervise;
 pub mod trees;
 pub mod userns;
@@ -123,6 +126,10 @@ pub struct LaunchConfig {
     /// the local backend, where that is equivalent.
     #[serde(default)]
     pub oneshot: Option<oneshot::OneShot>,
+    /// Where empty placeholders are kept between sessions (see [`stock`]); `None`: made
+    /// and removed each session.
+    #[serde(default)]
+    pub placeholder_stock: Option<PathBuf>,
 }
 
 fn default_uid_base() -> u32 {

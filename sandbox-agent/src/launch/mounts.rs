@@ -218,7 +218,9 @@ pub struct RootSpec<'a> {
     /// Sources as `/proc/self/fd/N` of O_PATH fds the init opened before any uid change
     /// (so host dirs it could not traverse later, like a 0700 `/root`, are no obstacle).
     pub socket_src: &'a Path,
-    pub agent_src: &'a Path,
+    /// The agent binary, bound read-only at [`super::AGENT_IN_SANDBOX`]; `None` for a
+    /// one-shot run, which starts no agent.
+    pub agent_src: Option<&'a Path>,
     /// The session's per-command cgroup parent, bound writable at
     /// [`crate::cgroup::EXEC_CGROUP_IN_SANDBOX`] for the agent (its commands cannot
     /// reach it: Landlock).
@@ -370,12 +372,14 @@ pub fn build_root(spec: &RootSpec) -> Result<(), String> {
             MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
         )?;
     }
-    let agent = under(root, Path::new(super::AGENT_IN_SANDBOX));
-    if let Some(parent) = agent.parent() {
-        mkdir_all(parent)?;
+    if let Some(agent_src) = spec.agent_src {
+        let agent = under(root, Path::new(super::AGENT_IN_SANDBOX));
+        if let Some(parent) = agent.parent() {
+            mkdir_all(parent)?;
+        }
+        touch(&agent)?;
+        bind(agent_src, &agent, ro)?;
     }
-    touch(&agent)?;
-    bind(spec.agent_src, &agent, ro)?;
     for tree in std::iter::once(&spec.workspace).chain(spec.additional) {
         mount_tree(root, tree)?;
     }

@@ -52,7 +52,9 @@
 //! namespace, git vetting, placeholders, setuid sweep, cgroup removal), and the
 //! orchestrator waits for it before it exits. The orchestrator bounds the run at the
 //! exec timeout ([`crate::limits::MAX_EXEC_TIMEOUT_MS`]) and ends it on interrupt by
-//! closing the lifeline, which makes the launcher kill the sandbox.
+//! closing the lifeline, which makes the launcher kill the sandbox. Where the
+//! orchestrator is itself the launcher ([`super::inline`]), its supervision watches the
+//! deadline and the signals directly and copies the output as it comes.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -93,6 +95,18 @@ pub struct Fds {
     stdout: OwnedFd,
     stderr: OwnedFd,
     status: OwnedFd,
+}
+
+impl Fds {
+    /// The write ends of a one-shot run's pipes, made in this process (the in-process
+    /// launcher's, see [`super::inline`]): the command's stdout and stderr, the status.
+    pub fn new(stdout: OwnedFd, stderr: OwnedFd, status: OwnedFd) -> Fds {
+        Fds {
+            stdout,
+            stderr,
+            status,
+        }
+    }
 }
 
 impl OneShot {
@@ -221,7 +235,8 @@ pub(super) fn run(cfg: &LaunchConfig, shot: &OneShot, fds: Fds) -> Result<(), St
     let what = Prepared::new(&shot.argv, &env, &shot.cwd, false)
         .map_err(|e| format!("preparing the command: {e}"))?;
     let setup = || confine::child_setup(&limits, &filter);
-    // SAFETY: the init is single-threaded (a clone of the single-threaded launcher).
+    // SAFETY: `setup` (rlimits, a new session, descriptors, the seccomp filter) makes
+    // only alloc-free system calls, as fork_onto's child sharing this memory needs.
     let leader = unsafe {
         clone_into::fork_onto(
             fds.stdout.as_raw_fd(),

@@ -3,6 +3,7 @@
 //! - `launch.json`: the launch config (written by the orchestrator);
 //! - `launcher.log`: the launcher's and agent's stderr;
 //! - `launcher.pid`: pid and start time of the launcher, to tell live sessions from dead;
+//! - `init.pid`: pid and start time of the sandbox's init, for [`reap`];
 //! - `placeholders.json`: placeholders created for protected paths;
 //! - `git-guard.json`: the git dirs pinned at start and when, for the teardown vetting;
 //! - `extra-<i>/`: the same two records for additional directory `i` (see
@@ -18,6 +19,7 @@ use std::time::{Duration, SystemTime};
 use super::protected;
 
 const PID_FILE: &str = "launcher.pid";
+const INIT_FILE: &str = "init.pid";
 /// The launch config's file name in the state dir.
 pub const LAUNCH_CONFIG: &str = "launch.json";
 
@@ -37,6 +39,55 @@ pub fn write_pid_file(state_dir: &Path) -> std::io::Result<()> {
         &state_dir.join(PID_FILE),
         format!("{pid} {start}\n").as_bytes(),
     )
+}
+
+/// Records `pid` as the session's init.
+pub fn write_init_file(state_dir: &Path, pid: i32) -> std::io::Result<()> {
+    let start = start_time(pid).unwrap_or(0);
+    write_private(
+        &state_dir.join(INIT_FILE),
+        format!("{pid} {start}\n").as_bytes(),
+    )
+}
+
+/// How long [`reap`] waits for the session's init to be gone.
+const REAP_WAIT: Duration = Duration::from_secs(10);
+
+/// The teardown of a session whose launcher died mid-run, done by another process: the
+/// in-process launcher's guardian execs it (`sandbox-agent --reap STATE_DIR`, see
+/// [`super::inline`]) when the orchestrator it ran in was killed. Claims the state dir
+/// (a sweep meanwhile sees a live launcher), waits until the session's init is gone (it
+/// dies with the orchestrator, by its parent-death signal; killed here too), kills and
+/// drains the session's cgroups, then sweeps, vets and cleans as [`sweep_stale`] does.
+/// Returns the process exit code.
+pub fn reap(state_dir: &Path) -> i32 {
+    if !state_dir.is_dir() {
+        return 0;
+    }
+    let _ = write_pid_file(state_dir);
+    if let Some((pid, start)) = read_pid_pair(&state_dir.join(INIT_FILE)) {
+        let deadline = std::time::Instant::now() + REAP_WAIT;
+        while start_time(pid) == Some(start) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+            if std::time::Instant::now() > deadline {
+                eprintln!("sandbox-agent reaper: the sandbox's init {pid} outlived the wait");
+                return 1;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    if let Some(id) = state_dir.file_name().and_then(|n| n.to_str())
+        && super::valid_session_id(id)
+        && let Ok(layout) = crate::cgroup::Layout::detect()
+    {
+        crate::cgroup::SessionCgroup::remove_by_id(&layout, id);
+    }
+    sweep_privilege_bits(state_dir);
+    cleanup_session(state_dir);
+    0
 }
 
 /// Writes `bytes` to `path`, a file of Cordon's data directory (run state, records),
@@ -61,11 +112,15 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 
 /// Whether the launcher recorded in `state_dir` still runs. `None`: no record.
 pub fn launcher_alive(state_dir: &Path) -> Option<bool> {
-    let text = std::fs::read_to_string(state_dir.join(PID_FILE)).ok()?;
-    let mut it = text.split_whitespace();
-    let pid: i32 = it.next()?.parse().ok()?;
-    let start: u64 = it.next()?.parse().ok()?;
+    let (pid, start) = read_pid_pair(&state_dir.join(PID_FILE))?;
     Some(start_time(pid) == Some(start))
+}
+
+/// A `pid start` record.
+fn read_pid_pair(path: &Path) -> Option<(i32, u64)> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let mut it = text.split_whitespace();
+    Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
 }
 
 /// Removes the session's placeholders and its whole state dir (socket included).
@@ -76,11 +131,15 @@ pub fn cleanup_session(state_dir: &Path) {
     // launch config records for that state dir (the workspace, an additional directory).
     match recorded_config(state_dir) {
         Some(config) => {
+            let stock = config
+                .placeholder_stock
+                .as_deref()
+                .and_then(super::stock::Stock::open);
             for (tree, state) in super::trees::all(&config) {
                 if let Some(record) = super::gitvet::take_record(&state) {
                     super::gitvet::vet_recorded(&record, &tree);
                 }
-                protected::remove_placeholders(&state, &tree);
+                protected::remove_placeholders(&state, &tree, stock.as_ref());
             }
         }
         None if !protected::load(state_dir).is_empty() => tracing::warn!(

@@ -57,39 +57,20 @@ pub fn run_launcher(config_path: &Path) -> i32 {
     if let Err(e) = state::write_pid_file(&config.state_dir) {
         eprintln!("sandbox-agent launcher: recording the launcher pid: {e}");
     }
-    let cgroup = match session_cgroup(&config) {
-        Ok(cg) => cg,
-        Err(e) => {
-            eprintln!("sandbox-agent launcher: {e}");
-            return EXIT_LAUNCH_FAILED;
-        }
+    let watch = Watch {
+        lifeline: lifeline.as_ref().map(AsRawFd::as_raw_fd),
+        ..Watch::default()
     };
-    let mut mount_ns = None;
-    let outcome = run_session(
+    let outcome = run_and_tear_down(
         &config,
-        lifeline.as_ref(),
-        cgroup.as_ref(),
-        &mut mount_ns,
+        started,
+        watch,
         oneshot,
+        InitIo::default(),
+        &mut |p| eprintln!("{STRIPPED_LOG_PREFIX}{}", p.display()),
     );
-    // Every process of the session is dead or dying with the init: kill any straggler
-    // and remove the cgroups.
-    if let Some(cg) = &cgroup {
-        cg.remove();
-    }
-    // The namespace is gone (or never was): no sandboxed process runs, nothing mounts the
-    // placeholders any more. Git dirs made during the session are vetted and privilege bits
-    // swept before the host's git can be told the session is over.
-    trees::tear_down(&config, started, |p| {
-        eprintln!("{STRIPPED_LOG_PREFIX}{}", p.display());
-    });
-    let _ = std::fs::remove_dir_all(config.socket_dir());
-    // The seeded overlays' unmount syncs their disk: off this process's exit (linger.rs).
-    if let Some(ns) = mount_ns {
-        super::linger::release_detached(ns);
-    }
     match outcome {
-        Ok(Ended { code, released }) => {
+        Ok(Ended { code, released, .. }) => {
             if released {
                 // The orchestrator let go (or died): nobody else will clean up.
                 state::cleanup_session(&config.state_dir);
@@ -101,6 +82,69 @@ pub fn run_launcher(config_path: &Path) -> i32 {
             EXIT_LAUNCH_FAILED
         }
     }
+}
+
+/// The launcher's run once its config is read and its inherited descriptors taken: the
+/// session's cgroup, the sandbox from clone to end, then the teardown. Every process of
+/// the session is dead when this returns (or none ever ran), the cgroups are gone, the
+/// git dirs made during the session are vetted and the trees swept for privilege bits
+/// (each stripped file is told to `on_stripped`), before anything can tell the host's git
+/// that the session is over. Must be called while the process is single-threaded.
+pub(super) fn run_and_tear_down(
+    config: &LaunchConfig,
+    started: std::time::SystemTime,
+    watch: Watch<'_>,
+    oneshot: Option<super::oneshot::Fds>,
+    init_io: InitIo,
+    on_stripped: &mut dyn FnMut(&Path),
+) -> Result<Ended, LaunchError> {
+    let cgroup = session_cgroup(config)?;
+    let mut mount_ns = None;
+    let outcome = run_session(
+        config,
+        watch,
+        cgroup.as_ref(),
+        &mut mount_ns,
+        oneshot,
+        init_io,
+    );
+    // Every process of the session is dead or dying with the init: kill any straggler
+    // and remove the cgroups.
+    if let Some(cg) = &cgroup {
+        cg.remove();
+    }
+    // The namespace is gone (or never was): no sandboxed process runs, nothing mounts the
+    // placeholders any more. Git dirs made during the session are vetted and privilege bits
+    // swept before the host's git can be told the session is over.
+    trees::tear_down(config, started, on_stripped);
+    let _ = std::fs::remove_dir_all(config.socket_dir());
+    // The seeded overlays' unmount syncs their disk: off this process's exit (linger.rs).
+    if let Some(ns) = mount_ns {
+        super::linger::release_detached(ns);
+    }
+    outcome
+}
+
+/// What supervision watches besides the init.
+#[derive(Default)]
+pub(super) struct Watch<'a> {
+    /// The orchestrator's lifeline: any event on it (end of file) means it let go.
+    pub lifeline: Option<RawFd>,
+    /// The output of a one-shot run inside the orchestrator's own process, copied to its
+    /// standard streams as it comes (see [`super::inline`]).
+    pub relay: Option<&'a mut super::inline::Relay>,
+    /// Past this, the init is killed (the command ran out of time).
+    pub deadline: Option<std::time::Instant>,
+}
+
+/// The init's standard streams and what else it must not keep, when the launcher runs in
+/// a process whose descriptors were not chosen for it (the orchestrator's own).
+#[derive(Debug, Default)]
+pub(super) struct InitIo {
+    /// The init's stderr (the session's log); with it, stdin and stdout become /dev/null.
+    pub stderr: Option<RawFd>,
+    /// Further descriptors of this process the init closes at once.
+    pub close: Vec<RawFd>,
 }
 
 /// Prefix of the launcher's log line for each file whose bits it stripped; the orchestrator
@@ -151,10 +195,30 @@ fn read_config(path: &Path) -> Result<LaunchConfig, LaunchError> {
     Ok(config)
 }
 
-struct Ended {
-    code: i32,
+/// How a supervised sandbox ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Ended {
+    /// The init's exit code (128+N for a signal).
+    pub code: i32,
+    /// What ended it first.
+    pub cause: Cause,
+    /// The lifeline closed at some point: the orchestrator is gone or asked for teardown.
+    pub released: bool,
+}
+
+/// Why supervision ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Cause {
+    /// The init ended on its own: the agent, or the one-shot command, is done.
+    Exited,
     /// The lifeline closed: the orchestrator is gone or asked for teardown.
-    released: bool,
+    Released,
+    /// A termination signal (SIGTERM, SIGINT, SIGHUP) came to this process.
+    Signalled,
+    /// The deadline passed.
+    TimedOut,
+    /// The one-shot output could not be written (the reader went away).
+    OutputFailed,
 }
 
 fn state_err(path: &Path) -> impl Fn(std::io::Error) -> LaunchError + '_ {
@@ -166,10 +230,11 @@ fn state_err(path: &Path) -> impl Fn(std::io::Error) -> LaunchError + '_ {
 
 fn run_session(
     cfg: &LaunchConfig,
-    lifeline: Option<&OwnedFd>,
+    watch: Watch<'_>,
     cgroup: Option<&SessionCgroup>,
     mount_ns: &mut Option<OwnedFd>,
     oneshot: Option<super::oneshot::Fds>,
+    init_io: InitIo,
 ) -> Result<Ended, LaunchError> {
     let ids = IdPlan::new(
         &cfg.session_id,
@@ -244,7 +309,14 @@ fn run_session(
     let (ret, born_inside) = clone_init(flags, entry.as_ref())?;
     if ret == 0 {
         let mut close: Vec<RawFd> = vec![go_w.as_raw_fd(), err_r.as_raw_fd(), alive_w.as_raw_fd()];
-        close.extend(lifeline.map(|l| l.as_raw_fd()));
+        close.extend(watch.lifeline);
+        close.extend(
+            watch
+                .relay
+                .as_ref()
+                .map_or(Vec::new(), |r| r.fds().to_vec()),
+        );
+        close.extend(&init_io.close);
         close.extend(
             entry
                 .as_ref()
@@ -264,10 +336,16 @@ fn run_session(
             errors: err_w,
             alive: alive_r,
             close,
+            stderr: init_io.stderr,
             oneshot,
         });
     }
     let init = Pid::from_raw(ret);
+    // For a reaper that must know when no process of the session is left (see
+    // state::reap): the init, whose death ends every other.
+    if let Err(e) = state::write_init_file(&cfg.state_dir, init.as_raw()) {
+        tracing::warn!(error = %e, "recording the sandbox's init");
+    }
     // The launcher's copies of the one-shot pipes go too: their ends are the sandbox's.
     drop((
         oneshot,
@@ -303,7 +381,7 @@ fn run_session(
     File::from(go_w)
         .write_all(&[1])
         .map_err(LaunchError::Supervise)?;
-    let ended = supervise(init, err_r, lifeline);
+    let ended = supervise(init, err_r, watch);
     drop(alive_w);
     ended
 }
@@ -370,9 +448,16 @@ fn clone_init(
     Ok((pid, false))
 }
 
-/// Waits for the init to exit; kills it when the lifeline closes or a termination signal
-/// arrives. Relays setup errors from the init to stderr.
-fn supervise(init: Pid, errors: OwnedFd, lifeline: Option<&OwnedFd>) -> Result<Ended, LaunchError> {
+/// Waits for the init to exit; kills it when the lifeline closes, a termination signal
+/// arrives, the deadline passes or the relayed output cannot be written. Relays setup
+/// errors from the init to the caller, and a one-shot run's output to this process's
+/// standard streams.
+fn supervise(init: Pid, errors: OwnedFd, watch: Watch<'_>) -> Result<Ended, LaunchError> {
+    let Watch {
+        lifeline,
+        mut relay,
+        deadline,
+    } = watch;
     let mut mask = SigSet::empty();
     for sig in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
         mask.add(sig);
@@ -394,17 +479,36 @@ fn supervise(init: Pid, errors: OwnedFd, lifeline: Option<&OwnedFd>) -> Result<E
     let pidfd = unsafe { OwnedFd::from_raw_fd(raw) };
     let mut errors = Some(File::from(errors));
     let mut message = Vec::new();
-    let mut lifeline = lifeline.map(|l| l.as_raw_fd());
+    let mut lifeline = lifeline;
     let mut released = false;
+    // The first reason to kill the init, once it is given.
+    let mut cause = None;
+    let stop = |why: Cause, cause: &mut Option<Cause>| {
+        if cause.is_none() {
+            *cause = Some(why);
+            let _ = kill(init, Signal::SIGKILL);
+        }
+    };
     loop {
+        let outputs = relay.as_ref().map_or([-1; 3], |r| r.fds());
         let mut fds = vec![
             pollfd(pidfd.as_raw_fd()),
             pollfd(sigfd.as_raw_fd()),
             pollfd(errors.as_ref().map_or(-1, |f| f.as_raw_fd())),
             pollfd(lifeline.unwrap_or(-1)),
         ];
+        fds.extend(outputs.map(pollfd));
+        let timeout = match deadline {
+            Some(_) if cause.is_some() => -1,
+            Some(d) => {
+                let left = d.saturating_duration_since(std::time::Instant::now());
+                // Rounded up, so a wait never ends just before the deadline.
+                libc::c_int::try_from(left.as_millis() + 1).unwrap_or(libc::c_int::MAX)
+            }
+            None => -1,
+        };
         // SAFETY: fds is a valid array of pollfds; negative fds are ignored by poll.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) };
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
         if n < 0 {
             let e = std::io::Error::last_os_error();
             if e.kind() == std::io::ErrorKind::Interrupted {
@@ -424,17 +528,27 @@ fn supervise(init: Pid, errors: OwnedFd, lifeline: Option<&OwnedFd>) -> Result<E
                 Ok(WaitStatus::Signaled(_, s, _)) => 128 + s as i32,
                 _ => 1,
             };
+            // Every process of the sandbox died with its init: what they wrote is all
+            // in the pipes now.
+            if let Some(r) = relay.as_deref_mut() {
+                r.drain();
+            }
             if !message.is_empty() {
                 return Err(LaunchError::Setup(
                     String::from_utf8_lossy(&message).into_owned(),
                 ));
             }
-            return Ok(Ended { code, released });
+            let cause = cause.unwrap_or(Cause::Exited);
+            return Ok(Ended {
+                code,
+                cause,
+                released,
+            });
         }
         if fds[1].revents != 0 {
             let _ = sigfd.read_signal();
             tracing::info!("termination signal: ending the sandbox");
-            let _ = kill(init, Signal::SIGKILL);
+            stop(Cause::Signalled, &mut cause);
         }
         if fds[2].revents != 0
             && let Some(f) = errors.as_mut()
@@ -448,9 +562,19 @@ fn supervise(init: Pid, errors: OwnedFd, lifeline: Option<&OwnedFd>) -> Result<E
         if fds[3].revents != 0 {
             // Any event on the lifeline (EOF, error) means the orchestrator let go.
             tracing::info!("lifeline closed: ending the sandbox");
-            released = true;
             lifeline = None;
-            let _ = kill(init, Signal::SIGKILL);
+            released = true;
+            stop(Cause::Released, &mut cause);
+        }
+        if let Some(r) = relay.as_deref_mut() {
+            for (i, fd) in fds[4..].iter().enumerate() {
+                if fd.revents != 0 && !r.ready(i) {
+                    stop(Cause::OutputFailed, &mut cause);
+                }
+            }
+        }
+        if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+            stop(Cause::TimedOut, &mut cause);
         }
     }
 }
@@ -505,7 +629,7 @@ mod tests {
             nix::sys::wait::WaitPidFlag::WEXITED | nix::sys::wait::WaitPidFlag::WNOWAIT,
         )
         .unwrap();
-        match supervise(child, r, None) {
+        match supervise(child, r, Watch::default()) {
             Err(LaunchError::Setup(m)) => assert_eq!(m, "cannot start x"),
             Err(e) => panic!("another error: {e}"),
             Ok(ended) => panic!("the error was lost (exit {})", ended.code),

@@ -19,6 +19,7 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Component, Path, PathBuf};
 
 use super::protected::{self, Plan, ProtectedPath};
+use super::stock::Stock;
 use super::userns::{self, IdPlan};
 use super::{LaunchConfig, LaunchError, gitguard, gitvet, mounts};
 use crate::hostside::{extra_dir, hardlinks, privbits};
@@ -149,7 +150,8 @@ fn prepare_tree(
     list.extend(gitguard::session_entries(path, state, skip)?);
     let plan = protected::plan(path, &list)?;
     let linked = hardlinks::read_only_names(path, hardlinks::DEFAULT_CAP)?;
-    protected::create_placeholders(state, path, &plan.placeholders, owner)?;
+    let stock = cfg.placeholder_stock.as_deref().and_then(Stock::open);
+    protected::create_placeholders(state, path, &plan.placeholders, owner, stock.as_ref())?;
     // As host root, the tree is idmapped: its owner's files appear owned by the sandbox
     // user, and the sandbox user's writes land on disk as the owner.
     let tree = match (&src, ids.privileged()) {
@@ -256,16 +258,25 @@ fn refusal(dir: &Path, why: &str) -> String {
 /// Teardown of every tree, once no sandboxed process runs: git dirs made during the
 /// session vetted, placeholders removed, privilege bits made since `started` stripped
 /// (each stripped file logged with `log_stripped`).
-pub fn tear_down(cfg: &LaunchConfig, started: std::time::SystemTime, log_stripped: fn(&Path)) {
+pub fn tear_down(
+    cfg: &LaunchConfig,
+    started: std::time::SystemTime,
+    log_stripped: &mut dyn FnMut(&Path),
+) {
+    let stock = cfg.placeholder_stock.as_deref().and_then(Stock::open);
     for (tree, state) in all(cfg) {
         gitvet::vet_session(&state, &tree);
-        protected::remove_placeholders(&state, &tree);
+        protected::remove_placeholders(&state, &tree, stock.as_ref());
         sweep_privilege_bits(&tree, started, log_stripped);
     }
 }
 
 /// The teardown backstop of "no privilege bits reach the host".
-fn sweep_privilege_bits(tree: &Path, started: std::time::SystemTime, log_stripped: fn(&Path)) {
+fn sweep_privilege_bits(
+    tree: &Path,
+    started: std::time::SystemTime,
+    log_stripped: &mut dyn FnMut(&Path),
+) {
     match privbits::sweep(tree, privbits::Keep::UnchangedSince(started)) {
         Ok(swept) => {
             for p in &swept.stripped {

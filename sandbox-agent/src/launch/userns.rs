@@ -9,12 +9,12 @@
 //! Unprivileged, the only id a process may map is its own: inside 1000 -> own uid.
 
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd};
 
-use nix::sched::CloneFlags;
-use nix::unistd::{ForkResult, Pid};
+use nix::unistd::Pid;
 
+use super::light::Light;
 use super::{LaunchError, SANDBOX_GID, SANDBOX_UID};
 
 /// Number of per-session ranges; keeps `base + slots * 65536` below 2^31.
@@ -128,51 +128,57 @@ pub fn for_owner(owner: (u32, u32), to: (u32, u32)) -> Result<OwnedFd, LaunchErr
 }
 
 /// Creates a user namespace with the given maps and returns an fd to it (used as the
-/// idmap of an idmapped mount). A short-lived helper child holds the namespace while the
-/// maps are written. The child only makes raw syscalls, so this is sound in any process.
+/// idmap of an idmapped mount). A light child (see [`super::light`]: it shares this
+/// process's memory, so no page table is copied) is born in the namespace and holds it
+/// while the maps are written; it only waits on a pipe, so this is sound in any process.
 pub fn new_userns_fd(uid_map: &str, gid_map: &str) -> Result<OwnedFd, LaunchError> {
     let err = |what: &str, e: &dyn std::fmt::Display| LaunchError::UserNs(format!("{what}: {e}"));
-    let (ready_r, ready_w) =
-        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| err("pipe", &e))?;
     let (go_r, go_w) =
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| err("pipe", &e))?;
-    // SAFETY: the child makes only async-signal-safe raw syscalls (unshare, write, read,
-    // _exit) and never returns into Rust code that could touch locks held by other threads.
-    match unsafe { nix::unistd::fork() }.map_err(|e| err("fork", &e))? {
-        ForkResult::Child => {
-            let ok = nix::sched::unshare(CloneFlags::CLONE_NEWUSER).is_ok();
-            let byte = [u8::from(ok)];
-            // SAFETY: raw write/read/_exit on fds this process owns; no allocation.
-            unsafe {
-                libc::write(ready_w.as_raw_fd(), byte.as_ptr().cast(), 1);
-                let mut b = [0u8; 1];
-                libc::read(go_r.as_raw_fd(), b.as_mut_ptr().cast(), 1);
-                libc::_exit(0);
-            }
-        }
-        ForkResult::Parent { child } => {
-            drop(ready_w);
-            drop(go_r);
-            let result = (|| {
-                let mut b = [0u8; 1];
-                File::from(ready_r)
-                    .read_exact(&mut b)
-                    .map_err(|e| err("helper", &e))?;
-                if b[0] != 1 {
-                    return Err(LaunchError::UserNs(
-                        "unshare(CLONE_NEWUSER) refused by the kernel".into(),
-                    ));
-                }
-                write_maps(child, uid_map, gid_map, nix::unistd::geteuid().is_root())?;
-                File::open(format!("/proc/{child}/ns/user"))
-                    .map(OwnedFd::from)
-                    .map_err(|e| err("opening the namespace", &e))
-            })();
-            let _ = File::from(go_w).write_all(&[0]);
-            let _ = nix::sys::wait::waitpid(child, None);
-            result
-        }
+    let mut holder = Holder {
+        go: go_r.as_raw_fd(),
+    };
+    // SAFETY: `hold` keeps the light-child contract (one read, then return); `holder`
+    // lives on this frame until the child is reaped below.
+    let child = unsafe {
+        Light::spawn(
+            libc::CLONE_NEWUSER,
+            hold,
+            (&raw mut holder).cast::<std::ffi::c_void>(),
+        )
     }
+    .map_err(|e| err("creating a user namespace (refused by the kernel?)", &e))?;
+    let pid = Pid::from_raw(child.pid());
+    let result =
+        write_maps(pid, uid_map, gid_map, nix::unistd::geteuid().is_root()).and_then(|()| {
+            File::open(format!("/proc/{pid}/ns/user"))
+                .map(OwnedFd::from)
+                .map_err(|e| err("opening the namespace", &e))
+        });
+    // The child holds a copy of the write end too (its descriptor table is a copy of
+    // this one): it is woken by a byte, not by an end of file.
+    let _ = File::from(go_w).write_all(&[0]);
+    let _ = child.wait();
+    drop(go_r);
+    result
+}
+
+/// What the namespace holder waits on.
+struct Holder {
+    go: std::ffi::c_int,
+}
+
+/// The holder's whole life: one read of the go pipe (a byte, or an error), then it ends,
+/// and the namespace with it unless an fd to it was opened.
+extern "C" fn hold(arg: *mut std::ffi::c_void) -> std::ffi::c_int {
+    // SAFETY: `arg` is the `Holder` `new_userns_fd` keeps alive until this child is
+    // reaped; a raw read into a stack byte.
+    unsafe {
+        let holder = &*arg.cast::<Holder>();
+        let mut b = 0u8;
+        libc::read(holder.go, (&raw mut b).cast(), 1);
+    }
+    0
 }
 
 #[cfg(test)]

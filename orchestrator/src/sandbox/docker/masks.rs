@@ -104,6 +104,7 @@ pub fn prepare_tree(
         workspace,
         &plan.placeholders,
         (meta.uid(), meta.gid()),
+        None,
     )
     .map_err(launch_err)?;
     make_masks(run_dir)?;
@@ -203,7 +204,7 @@ fn make_masks(run_dir: &Path) -> Result<(), SandboxError> {
 /// beneath `workspace` (the session's, as recorded): see
 /// [`protected::remove_placeholders`].
 pub fn remove_placeholders(run_dir: &Path, workspace: &Path) {
-    protected::remove_placeholders(run_dir, workspace);
+    protected::remove_placeholders(run_dir, workspace, None);
 }
 
 /// Vets the git dirs made during the session (see `sandbox_agent::launch::gitvet`), when

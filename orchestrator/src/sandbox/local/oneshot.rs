@@ -16,6 +16,11 @@
 //! timeout or an interrupt closes the lifeline first: the launcher kills the sandbox,
 //! then tears down the same way. Unlike an exec through the agent, the output is never
 //! capped: it goes to the user's terminal, not to a model's context.
+//!
+//! `cordon sandbox` takes [`LocalBackend::run_oneshot_inline`]: the same run with this
+//! process as the launcher, before any runtime starts (`sandbox_agent::launch::inline`):
+//! no launcher process to start, which was a fifth of the whole. [`Run`] (a launcher
+//! process, output copied on a runtime) serves callers that already run one.
 
 use std::future::Future;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -24,6 +29,7 @@ use std::time::Duration;
 
 use sandbox_agent::exec::read_some;
 use sandbox_agent::launch::oneshot::{CommandEnd, OneShot};
+use sandbox_agent::launch::{LaunchError, inline};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::net::unix::pipe;
 
@@ -53,6 +59,14 @@ pub(super) struct Ends {
 }
 
 impl Ends {
+    /// The read ends and the write ends, for a launcher in this very process.
+    fn into_inline(self) -> inline::Pipes {
+        inline::Pipes {
+            read: self.read,
+            write: self._write,
+        }
+    }
+
     pub(super) fn into_read_ends(self) -> Pipes {
         let [stdout, stderr, status] = self.read;
         Pipes {
@@ -128,6 +142,67 @@ impl LocalBackend {
             super::setup("starting the command")(std::io::Error::other("no pipes"))
         })?;
         Ok(Run { handle, pipes })
+    }
+}
+
+impl LocalBackend {
+    /// Runs `command` under `spec` with this process as the sandbox's launcher: no
+    /// launcher process and no runtime (`sandbox_agent::launch::inline` says how, and what
+    /// stands in for the launcher should this process die). The command's output goes to
+    /// this process's stdout and stderr as it comes; past `timeout`, or on SIGINT, SIGTERM
+    /// or SIGHUP, the sandbox is killed. Returns once the teardown is done and the
+    /// session's state is gone.
+    ///
+    /// This process must have one thread (refused otherwise): call it before any runtime
+    /// starts. The caller checked [`equivalent`].
+    pub fn run_oneshot_inline(
+        &self,
+        spec: &SandboxSpec,
+        command: &Command,
+        timeout: Duration,
+    ) -> Result<Ended, SandboxError> {
+        let (workspace, additional, state_dir) = self.prepare_state(spec)?;
+        let mut config = self.launch_config(spec, &workspace, &additional, &state_dir);
+        let ran = command.pipes().and_then(|(shot, ends)| {
+            config.oneshot = Some(shot);
+            let (_, log) = Self::record_config(&config, &state_dir)?;
+            let mut stripped = |p: &std::path::Path| {
+                tracing::warn!(
+                    path = %p.display(),
+                    "stripped a setuid/setgid bit made during the session"
+                );
+            };
+            inline::run(
+                &config,
+                ends.into_inline(),
+                &OwnedFd::from(log),
+                &self.agent_bin,
+                timeout,
+                &mut stripped,
+            )
+            .map_err(launch_error)
+        });
+        match &ran {
+            // The teardown ran in full: only the records and the log are left.
+            Ok(_) => {
+                let _ = std::fs::remove_dir_all(&state_dir);
+            }
+            Err(_) => sandbox_agent::launch::state::cleanup_session(&state_dir),
+        }
+        ran.map(|end| match end {
+            inline::End::Command(end) => Ended::Command(end),
+            inline::End::TimedOut => Ended::TimedOut,
+            inline::End::Interrupted => Ended::Interrupted,
+        })
+    }
+}
+
+/// What a failed in-process launch says: the sandbox's own setup error (a program that
+/// does not exist, say) as the command's failure, anything else as the start's.
+fn launch_error(e: LaunchError) -> SandboxError {
+    match e {
+        LaunchError::Setup(why) => super::setup("running the command")(std::io::Error::other(why)),
+        e => super::setup("starting the sandbox")(std::io::Error::other(e.to_string())),
     }
 }
 
