@@ -101,12 +101,6 @@ pub fn run_dir(home: &Path) -> PathBuf {
     home.join("run")
 }
 
-/// Where the local backend keeps empty placeholders between sessions
-/// (`sandbox_agent::launch::stock`).
-pub fn placeholder_stock(home: &Path) -> PathBuf {
-    home.join("placeholders")
-}
-
 /// The agent binary: `$CORDON_AGENT_BIN`, else next to the running executable (also one
 /// level up when that is cargo's `deps/`, as for test binaries), else on `PATH`.
 pub fn find_agent_binary() -> Result<PathBuf, PathsError> {

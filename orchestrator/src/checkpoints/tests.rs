@@ -290,7 +290,7 @@ fn a_docker_sessions_placeholders_and_masks_are_never_recorded() {
                 content: None,
             })
             .collect();
-    sandbox_agent::launch::protected::create_placeholders(&run, &ws, &placeholders, (0, 0), None)
+    sandbox_agent::launch::protected::create_placeholders(&run, &ws, &placeholders, (0, 0))
         .unwrap();
     let store = f.store();
     let cp = store.snapshot("m1").unwrap();
@@ -316,7 +316,7 @@ fn a_docker_sessions_placeholders_and_masks_are_never_recorded() {
         Err(CheckpointError::SandboxRunning(_))
     ));
     // The session ends: placeholders go, the run directory with them.
-    sandbox_agent::launch::protected::remove_placeholders(&run, &ws, None);
+    sandbox_agent::launch::protected::remove_placeholders(&run, &ws);
     std::fs::remove_dir_all(&run).unwrap();
     let report = store.rewind_idle("m1").unwrap();
     for absent in [".bashrc", ".envrc", ".mcp.json"] {

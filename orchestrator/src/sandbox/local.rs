@@ -171,7 +171,6 @@ impl LocalBackend {
             additional: additional.to_vec(),
             agent_env,
             oneshot: None,
-            placeholder_stock: Some(paths::placeholder_stock(&self.home)),
             agent: AgentConfig {
                 socket_path: Path::new(SOCKET_DIR_IN_SANDBOX).join(SOCKET_NAME),
                 workspace: workspace.to_path_buf(),

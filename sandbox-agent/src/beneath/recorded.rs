@@ -85,19 +85,6 @@ impl RecordedWorkspace {
         id: Option<(u64, u64)>,
         expect: Expect<'_>,
     ) -> Result<bool, RecordedError> {
-        self.remove_if_else(path, id, expect, &|_, _, _| false)
-    }
-
-    /// [`Self::remove_if`], offering the entry, once checked, to `elsewhere` first (its
-    /// parent, its name, its stat): true when it took the entry away itself (moved it to
-    /// a stock of placeholders, say), else it is removed here.
-    pub fn remove_if_else(
-        &self,
-        path: &Path,
-        id: Option<(u64, u64)>,
-        expect: Expect<'_>,
-        elsewhere: &dyn Fn(&OwnedFd, &std::ffi::OsStr, &FileStat) -> bool,
-    ) -> Result<bool, RecordedError> {
         let rel = self.relative(path)?;
         let io = |e: Errno| RecordedError::Io {
             path: path.to_path_buf(),
@@ -125,9 +112,6 @@ impl RecordedWorkspace {
         };
         if !still_the_placeholder(&stat, id, expect) || !holds(dir, name, &stat, expect) {
             return Ok(false);
-        }
-        if elsewhere(dir, name, &stat) {
-            return Ok(true);
         }
         let how = match expect {
             Expect::File(_) => UnlinkatFlags::NoRemoveDir,

@@ -99,6 +99,10 @@ fn setup_and_serve(ctx: &mut ChildCtx) -> Result<i32, String> {
     }
     if let Some(log) = ctx.stderr {
         standard_streams(log).map_err(|e| format!("setting the init's streams: {e}"))?;
+        // In the orchestrator's own process, whose command line is not the sandbox's
+        // to read (`/proc/1/cmdline` is readable inside, dumpable or not: an inline
+        // `--settings` JSON would be there).
+        blank_cmdline();
     }
     // A session of its own: no terminal's job control reaches the init (a Ctrl-C meant for
     // the orchestrator's process group, or a hang-up), only the launcher's kill.
@@ -327,6 +331,33 @@ fn seeded_sources<'a>(
 
 fn fd_path(fd: &OwnedFd) -> std::path::PathBuf {
     format!("/proc/self/fd/{}", fd.as_raw_fd()).into()
+}
+
+/// Zeroes this process's argument area, so the kernel shows an empty command line for it.
+/// Called in the init only, which never reads its arguments again.
+fn blank_cmdline() {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return;
+    };
+    // Fields after the command name, which is in parentheses and may hold spaces:
+    // arg_start and arg_end are fields 48 and 49 of the line.
+    let Some(rest) = stat.rfind(')').and_then(|i| stat.get(i + 2..)) else {
+        return;
+    };
+    let fields: Vec<usize> = rest
+        .split_whitespace()
+        .skip(45)
+        .take(2)
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    if let [start, end] = fields[..]
+        && end > start
+    {
+        // SAFETY: [arg_start, arg_end) is this process's own argument strings, mapped
+        // writable on its initial stack since exec; nothing here reads them after this
+        // (the init is a copy of the launcher that never asks for its arguments again).
+        unsafe { std::ptr::write_bytes(start as *mut u8, 0, end - start) };
+    }
 }
 
 /// Stdin and stdout on /dev/null, stderr on `log`; closes `log`'s own number.

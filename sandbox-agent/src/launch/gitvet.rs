@@ -428,6 +428,20 @@ impl Vetting<'_> {
     /// without looking at what it is, so a link to a directory outside the workspace would
     /// have a later host `git commit` (its automatic maintenance) or `git gc` empty it.
     fn links_in(&mut self, sub: &str, deep: bool) {
+        // The root itself a link: taken (if made during the session), never walked: a
+        // walk through it would act on links anywhere it leads.
+        if self.meta(sub).is_some_and(|m| m.file_type().is_symlink()) {
+            if self
+                .meta(sub)
+                .is_some_and(|m| changed_since(&m, self.since))
+            {
+                self.take(
+                    sub,
+                    "a link made during the session (git's prune would delete through it)",
+                );
+            }
+            return;
+        }
         let mut queue = VecDeque::from([PathBuf::from(sub)]);
         while let Some(rel) = queue.pop_front() {
             let Ok(entries) = std::fs::read_dir(self.dir.join(&rel)) else {
@@ -487,7 +501,11 @@ impl Vetting<'_> {
         };
         for p in gitguard::entries_for(self.workspace, rel, self.policy) {
             let path = self.workspace.join(&p.path);
-            if path.starts_with(self.dir) {
+            // Security: the configuration (a repository's own, from before the session) and
+            // the tree are the repository's: a link on the way (`u -> ../..`) would have
+            // the moves below act on host files outside the workspace. Only what is
+            // reached through real directories is looked at.
+            if path.starts_with(self.dir) || !no_link_on_the_way(self.workspace, &p.path) {
                 continue;
             }
             let Ok(meta) = std::fs::symlink_metadata(&path) else {
@@ -528,6 +546,13 @@ impl Vetting<'_> {
     /// a replaced object's replacement instead (another history, tree or content than the
     /// one it would push), and the user never asked for it.
     fn replace_refs(&mut self) {
+        // Security: `refs` and `refs/replace` are entered only as the real directories
+        // they should be; a link made during the session is taken itself (git follows it,
+        // and the moves below would act on whatever it names, outside the workspace).
+        if !self.real_dir_or_take("refs") || !self.real_dir_or_take("refs/replace") {
+            self.packed_replace_refs();
+            return;
+        }
         let mut queue = VecDeque::from([PathBuf::from("refs/replace")]);
         while let Some(rel) = queue.pop_front() {
             let Ok(entries) = std::fs::read_dir(self.dir.join(&rel)) else {
@@ -538,12 +563,21 @@ impl Vetting<'_> {
                 let child = rel.join(entry.file_name());
                 if m.is_dir() && !changed_since(&m, self.since) {
                     queue.push_back(child);
+                } else if m.is_dir() {
+                    // Made during the session, with whatever it holds.
+                    let name = child.to_string_lossy().into_owned();
+                    self.take(&name, "replace refs made during the session");
                 } else if changed_since(&m, self.since) {
                     let name = child.to_string_lossy().into_owned();
                     self.take(&name, "a replace ref made during the session");
                 }
             }
         }
+        self.packed_replace_refs();
+    }
+
+    /// Replace refs in a `packed-refs` written during the session (see [`Self::replace_refs`]).
+    fn packed_replace_refs(&mut self) {
         let Some(meta) = self.meta("packed-refs") else {
             return;
         };
@@ -593,6 +627,22 @@ impl Vetting<'_> {
             .is_some_and(|m| changed_since(&m, self.since))
         {
             self.take("info/grafts", "grafts written during the session");
+        }
+    }
+
+    /// Whether `name` (below the git dir, its parents checked before) is a real directory
+    /// to walk; a link there made during the session is taken (the link, never what it
+    /// names), one from before is left and not walked.
+    fn real_dir_or_take(&mut self, name: &str) -> bool {
+        match self.meta(name) {
+            Some(m) if m.file_type().is_symlink() => {
+                if changed_since(&m, self.since) {
+                    self.take(name, "a link made during the session where git reads refs");
+                }
+                false
+            }
+            Some(m) => m.is_dir(),
+            None => false,
         }
     }
 
@@ -657,10 +707,10 @@ impl Vetting<'_> {
         if self.removed.is_empty() {
             return Vec::new();
         }
-        let stamp = self.since.0 + SLACK_SECS;
-        let q = self.dir.join(format!("cordon-quarantine-{stamp}"));
-        let have_q = std::fs::DirBuilder::new().mode(0o700).create(&q).is_ok()
-            && std::fs::create_dir(q.join("hooks")).is_ok();
+        // Without a quarantine (none could be made) what is taken is removed rather than
+        // left in place.
+        let q = fresh_quarantine(self.dir, self.since.0 + SLACK_SECS).unwrap_or_default();
+        let have_q = !q.as_os_str().is_empty() && std::fs::create_dir(q.join("hooks")).is_ok();
         let mut report = String::new();
         let mut findings = Vec::new();
         for Removed {
@@ -689,6 +739,39 @@ impl Vetting<'_> {
         }
         findings
     }
+}
+
+/// A quarantine dir made fresh in `git_dir` (mode 0700): `cordon-quarantine-<stamp>`, or
+/// with a suffix of the clock's nanoseconds when that name is taken. Security: a name the
+/// session could make first would turn the keeping below into removal.
+fn fresh_quarantine(git_dir: &Path, stamp: i64) -> Option<PathBuf> {
+    let plain = git_dir.join(format!("cordon-quarantine-{stamp}"));
+    let make = |p: &Path| std::fs::DirBuilder::new().mode(0o700).create(p).is_ok();
+    if make(&plain) {
+        return Some(plain);
+    }
+    (0..16).find_map(|_| {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let p = git_dir.join(format!("cordon-quarantine-{stamp}-{nanos:09}"));
+        make(&p).then_some(p)
+    })
+}
+
+/// Whether no component of `rel` below `workspace` but the last is a link (each an
+/// existing real directory); the last may be anything.
+fn no_link_on_the_way(workspace: &Path, rel: &Path) -> bool {
+    let mut at = workspace.to_path_buf();
+    let parts: Vec<_> = rel.components().collect();
+    for c in parts.iter().take(parts.len().saturating_sub(1)) {
+        at.push(c);
+        match std::fs::symlink_metadata(&at) {
+            Ok(m) if m.is_dir() => {}
+            _ => return false,
+        }
+    }
+    true
 }
 
 /// Keeps a removed entry in the quarantine: the original text of a rewritten file, or the

@@ -338,8 +338,15 @@ struct GuardArgs {
     reap: CString,
     dir: CString,
     argv: [*const c_char; 4],
-    envp: [*const c_char; 1],
+    /// What of this process's environment the reaper's git vetting reads (where the
+    /// user's own git configuration is), as `NAME=value`.
+    env: Vec<CString>,
+    envp: Vec<*const c_char>,
 }
+
+/// The variables the reaper keeps: the user's git configuration is found through them,
+/// and a relative `core.hooksPath` there applies to every repository it vets.
+const REAPER_ENV: [&str; 3] = ["HOME", "XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL"];
 
 impl Guardian {
     fn spawn(reaper: &Path, state_dir: &Path) -> io::Result<Guardian> {
@@ -352,7 +359,16 @@ impl Guardian {
             reap: c(b"--reap")?,
             dir: c(state_dir.as_os_str().as_bytes())?,
             argv: [std::ptr::null(); 4],
-            envp: [std::ptr::null()],
+            env: REAPER_ENV
+                .iter()
+                .filter_map(|name| {
+                    let value = std::env::var_os(name)?;
+                    let mut kv = format!("{name}=").into_bytes();
+                    kv.extend(value.as_bytes());
+                    CString::new(kv).ok()
+                })
+                .collect(),
+            envp: Vec::new(),
         });
         args.argv = [
             args.path.as_ptr(),
@@ -360,6 +376,8 @@ impl Guardian {
             args.dir.as_ptr(),
             std::ptr::null(),
         ];
+        args.envp = args.env.iter().map(|v| v.as_ptr()).collect();
+        args.envp.push(std::ptr::null());
         let arg = (&raw mut *args).cast::<c_void>();
         // SAFETY: `guard` keeps the light-child contract (raw system calls on `args`, then
         // exec or _exit); `args` is boxed (it does not move) and outlives the child: freed
@@ -414,7 +432,7 @@ extern "C" fn guard(arg: *mut c_void) -> c_int {
         // Only the pipe stays open: a copy of anything else of the orchestrator's (its
         // output pipes, the sandbox's) would keep it from ending.
         libc::dup2(args.watch, 3);
-        libc::syscall(libc::SYS_close_range, 4u32, u32::MAX, 0u32);
+        super::light::close_range(4, u32::MAX);
         let mut byte = 0u8;
         loop {
             match libc::read(3, (&raw mut byte).cast(), 1) {

@@ -109,6 +109,36 @@ impl Light {
     }
 }
 
+/// Closes every descriptor of the calling process but `keep` (alloc-free: for a light
+/// child, whose table is a copy of its parent's).
+pub fn close_all_but(keep: c_int) {
+    let Ok(keep) = u32::try_from(keep) else {
+        return close_range(0, u32::MAX);
+    };
+    if keep > 0 {
+        close_range(0, keep - 1);
+    }
+    close_range(keep.saturating_add(1), u32::MAX);
+}
+
+/// Closes descriptors `first..=last` of the calling process (alloc-free): `close_range`
+/// where the kernel has it (5.9), else one by one up to 65,535.
+pub fn close_range(first: u32, last: u32) {
+    if first > last {
+        return;
+    }
+    // SAFETY: close_range takes integers and acts on this process's own table.
+    if unsafe { libc::syscall(libc::SYS_close_range, first, last, 0u32) } == 0 {
+        return;
+    }
+    for fd in first..=last.min(65_535) {
+        if let Ok(fd) = c_int::try_from(fd) {
+            // SAFETY: close of a number in this process's own table.
+            unsafe { libc::close(fd) };
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

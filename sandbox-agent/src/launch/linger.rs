@@ -77,7 +77,7 @@ extern "C" fn release(arg: *mut c_void) -> c_int {
         let (ns_fd, ready_fd) = (3, 4);
         libc::dup2(args.ns, ns_fd);
         libc::dup2(args.ready, ready_fd);
-        libc::syscall(libc::SYS_close_range, 5u32, u32::MAX, 0u32);
+        super::light::close_range(5, u32::MAX);
         let mut byte = 0u8;
         // Interrupted or not, a return is the launcher's byte or its end: either way
         // this copy is the last one once the read returns (errno is not ours to read).

@@ -41,7 +41,6 @@ pub mod mounts;
 pub mod oneshot;
 pub mod protected;
 pub mod state;
-pub mod stock;
 mod supervise;
 pub mod trees;
 pub mod userns;
@@ -126,10 +125,6 @@ pub struct LaunchConfig {
     /// the local backend, where that is equivalent.
     #[serde(default)]
     pub oneshot: Option<oneshot::OneShot>,
-    /// Where empty placeholders are kept between sessions (see [`stock`]); `None`: made
-    /// and removed each session.
-    #[serde(default)]
-    pub placeholder_stock: Option<PathBuf>,
 }
 
 fn default_uid_base() -> u32 {

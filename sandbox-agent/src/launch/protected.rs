@@ -16,14 +16,12 @@
 
 use std::collections::BTreeSet;
 use std::io::ErrorKind;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
 
-use nix::sys::stat::FileStat;
 use serde::{Deserialize, Serialize};
 
 use super::LaunchError;
-use super::stock::Stock;
 use crate::beneath;
 
 /// What kind of entry a protected path is (and what placeholder stands in for it).
@@ -210,16 +208,11 @@ pub fn load(state_dir: &Path) -> Vec<PlaceholderRecord> {
 /// an unrecorded one (a record without an id still names a path to clean). Two writes of
 /// the record in all, not one per placeholder: a session start creates a dozen. They belong
 /// to `owner` (the workspace's owner), so a leftover is the user's to delete.
-///
-/// With a `stock` on the workspace's filesystem, empty placeholders are taken from it
-/// where it has one of their kind and owner (a rename, see [`super::stock`]), and the
-/// ones made afresh are private (0600, 0700), fit to go into it at teardown.
 pub fn create_placeholders(
     state_dir: &Path,
     workspace: &Path,
     placeholders: &[Placeholder],
     owner: (u32, u32),
-    stock: Option<&Stock>,
 ) -> Result<(), LaunchError> {
     if placeholders.is_empty() {
         return Ok(());
@@ -233,28 +226,20 @@ pub fn create_placeholders(
         content: ph.content.clone(),
     }));
     save(state_dir, &records)?;
-    let stock = stock.filter(|s| s.serves(workspace));
-    let (file_mode, dir_mode) = if stock.is_some() {
-        (0o600, 0o700)
-    } else {
-        (0o644, 0o755)
-    };
     for (i, ph) in placeholders.iter().enumerate() {
         let path = workspace.join(&ph.rel);
-        let stocked = ph.content.is_none() && stock.is_some_and(|s| s.take(ph.kind, &path, owner));
         let made = match ph.kind {
-            _ if stocked => Ok(()),
             EntryKind::File => std::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
-                .mode(file_mode)
+                .mode(0o644)
                 .custom_flags(libc::O_NOFOLLOW)
                 .open(&path)
                 .and_then(|mut f| {
                     let content = ph.content.as_deref().unwrap_or("");
                     std::io::Write::write_all(&mut f, content.as_bytes())
                 }),
-            EntryKind::Dir => std::fs::DirBuilder::new().mode(dir_mode).create(&path),
+            EntryKind::Dir => std::fs::create_dir(&path),
         };
         let fail = |why: String| LaunchError::Protected {
             path: ph.rel.clone(),
@@ -268,8 +253,8 @@ pub fn create_placeholders(
         }
         let mut meta = std::fs::symlink_metadata(&path)
             .map_err(|e| fail(format!("stat of its placeholder: {e}")))?;
-        // Its owner's already (Cordon runs as the workspace's owner, or the stock's item
-        // was the owner's): no chown, which would cost a journalled inode update.
+        // Its owner's already (Cordon runs as the workspace's owner): no chown, which would
+        // cost a journalled inode update.
         if (meta.uid(), meta.gid()) != owner {
             std::os::unix::fs::lchown(&path, Some(owner.0), Some(owner.1))
                 .map_err(|e| fail(format!("chown of its placeholder: {e}")))?;
@@ -287,9 +272,7 @@ pub fn create_placeholders(
 /// `workspace` is the workspace the session's state records (its launch config, its
 /// session record): a record naming a path outside it, or reaching it through a link, is
 /// ignored with a warning, never acted on ([`crate::beneath::recorded`]).
-///
-/// With a `stock`, each empty one goes into it where it can (see [`super::stock`]).
-pub fn remove_placeholders(state_dir: &Path, workspace: &Path, stock: Option<&Stock>) {
+pub fn remove_placeholders(state_dir: &Path, workspace: &Path) {
     let records = load(state_dir);
     if records.is_empty() {
         let _ = std::fs::remove_file(state_dir.join(RECORD));
@@ -310,11 +293,7 @@ pub fn remove_placeholders(state_dir: &Path, workspace: &Path, stock: Option<&St
             },
             EntryKind::Dir => beneath::Expect::Dir,
         };
-        let to_stock = |dir: &std::os::fd::OwnedFd, name: &std::ffi::OsStr, st: &FileStat| {
-            rec.content.is_none()
-                && stock.is_some_and(|s| s.put(dir, name, rec.kind, (st.st_uid, st.st_gid)))
-        };
-        if let Err(e) = ws.remove_if_else(&rec.path, rec.id, expect, &to_stock) {
+        if let Err(e) = ws.remove_if(&rec.path, rec.id, expect) {
             tracing::warn!(path = %rec.path.display(), "placeholder left in place: {e}");
         }
     }
@@ -431,7 +410,7 @@ mod tests {
             nix::unistd::getgid().as_raw(),
         );
         let root = ws.path().canonicalize().unwrap();
-        create_placeholders(state.path(), &root, &phs, owner, None).unwrap();
+        create_placeholders(state.path(), &root, &phs, owner).unwrap();
         assert!(ws.path().join(".bashrc").is_file());
         assert_eq!(
             std::fs::read_to_string(ws.path().join("commondir")).unwrap(),
@@ -439,7 +418,7 @@ mod tests {
         );
         std::fs::write(ws.path().join(".envrc"), "user data").unwrap();
         std::fs::write(ws.path().join("changed"), "..\n").unwrap();
-        remove_placeholders(state.path(), &root, None);
+        remove_placeholders(state.path(), &root);
         assert!(!ws.path().join(".bashrc").exists());
         assert!(
             !ws.path().join("commondir").exists(),
@@ -448,6 +427,6 @@ mod tests {
         assert!(ws.path().join("changed").exists(), "changed content kept");
         assert!(!ws.path().join(".claude").exists());
         assert!(ws.path().join(".envrc").exists(), "user content kept");
-        remove_placeholders(state.path(), &root, None);
+        remove_placeholders(state.path(), &root);
     }
 }

@@ -131,15 +131,11 @@ pub fn cleanup_session(state_dir: &Path) {
     // launch config records for that state dir (the workspace, an additional directory).
     match recorded_config(state_dir) {
         Some(config) => {
-            let stock = config
-                .placeholder_stock
-                .as_deref()
-                .and_then(super::stock::Stock::open);
             for (tree, state) in super::trees::all(&config) {
                 if let Some(record) = super::gitvet::take_record(&state) {
                     super::gitvet::vet_recorded(&record, &tree);
                 }
-                protected::remove_placeholders(&state, &tree, stock.as_ref());
+                protected::remove_placeholders(&state, &tree);
             }
         }
         None if !protected::load(state_dir).is_empty() => tracing::warn!(

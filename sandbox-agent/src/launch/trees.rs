@@ -19,7 +19,6 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Component, Path, PathBuf};
 
 use super::protected::{self, Plan, ProtectedPath};
-use super::stock::Stock;
 use super::userns::{self, IdPlan};
 use super::{LaunchConfig, LaunchError, gitguard, gitvet, mounts};
 use crate::hostside::{extra_dir, hardlinks, privbits};
@@ -150,8 +149,7 @@ fn prepare_tree(
     list.extend(gitguard::session_entries(path, state, skip)?);
     let plan = protected::plan(path, &list)?;
     let linked = hardlinks::read_only_names(path, hardlinks::DEFAULT_CAP)?;
-    let stock = cfg.placeholder_stock.as_deref().and_then(Stock::open);
-    protected::create_placeholders(state, path, &plan.placeholders, owner, stock.as_ref())?;
+    protected::create_placeholders(state, path, &plan.placeholders, owner)?;
     // As host root, the tree is idmapped: its owner's files appear owned by the sandbox
     // user, and the sandbox user's writes land on disk as the owner.
     let tree = match (&src, ids.privileged()) {
@@ -263,10 +261,9 @@ pub fn tear_down(
     started: std::time::SystemTime,
     log_stripped: &mut dyn FnMut(&Path),
 ) {
-    let stock = cfg.placeholder_stock.as_deref().and_then(Stock::open);
     for (tree, state) in all(cfg) {
         gitvet::vet_session(&state, &tree);
-        protected::remove_placeholders(&state, &tree, stock.as_ref());
+        protected::remove_placeholders(&state, &tree);
         sweep_privilege_bits(&tree, started, log_stripped);
     }
 }

@@ -175,6 +175,10 @@ extern "C" fn hold(arg: *mut std::ffi::c_void) -> std::ffi::c_int {
     // reaped; a raw read into a stack byte.
     unsafe {
         let holder = &*arg.cast::<Holder>();
+        // Nothing but its read end: a copy of any other descriptor of the launcher's
+        // (the write end of this very pipe, a guardian's pipe) would keep it, or a
+        // guardian, waiting should the launcher die before the byte.
+        super::light::close_all_but(holder.go);
         let mut b = 0u8;
         libc::read(holder.go, (&raw mut b).cast(), 1);
     }

@@ -210,6 +210,18 @@ fn a_second_client_hello_after_a_hello_retry_is_checked_too() {
             0,
             "the server saw the second hello"
         );
+        // Both hellos in the first flight (the second for the server to read after its
+        // retry request): refused before anything leaves.
+        let (mut s, _) = connect(proxy, "allowed.test:443").await;
+        let mut both = sample_client_hello(Some("allowed.test"));
+        both.extend(sample_client_hello(Some("evil.test")));
+        s.write_all(&both).await.unwrap();
+        assert_eq!(read_all(s).await, "");
+        let r = &records(&log, 2).await[1];
+        assert!(
+            !r.allowed && r.rule.contains("more than one handshake"),
+            "{r:?}"
+        );
         // The same host again: relayed.
         let (mut s, _) = connect(proxy, "allowed.test:443").await;
         s.write_all(&sample_client_hello(Some("allowed.test")))
@@ -219,7 +231,7 @@ fn a_second_client_hello_after_a_hello_retry_is_checked_too() {
         let second = sample_client_hello(Some("allowed.test"));
         s.write_all(&second).await.unwrap();
         drop(s);
-        let r = &records(&log, 2).await[1];
+        let r = &records(&log, 3).await[2];
         assert!(r.allowed, "{r:?}");
         let start = std::time::Instant::now();
         while after.load(Ordering::SeqCst) < second.len() as u64 {

@@ -53,15 +53,22 @@ const FDS_RESERVED: u64 = 256;
 /// Security: without it one session's clients (512 connections, six descriptors each)
 /// could exhaust the process's descriptors, and every other session's proxy, the
 /// server's database and its API would fail with them.
-fn process_slots() -> Arc<Semaphore> {
-    static SLOTS: std::sync::OnceLock<Arc<Semaphore>> = std::sync::OnceLock::new();
+fn process_slots() -> (Arc<Semaphore>, usize) {
+    static SLOTS: std::sync::OnceLock<(Arc<Semaphore>, usize)> = std::sync::OnceLock::new();
     SLOTS
         .get_or_init(|| {
             let limit = raise_nofile();
             let n = limit.saturating_sub(FDS_RESERVED) / FDS_PER_CONNECTION;
-            Arc::new(Semaphore::new(usize::try_from(n.max(16)).unwrap_or(16)))
+            let n = usize::try_from(n.max(16)).unwrap_or(16);
+            (Arc::new(Semaphore::new(n)), n)
         })
         .clone()
+}
+
+/// One session's own cap: [`MAX_CONNECTIONS`], and at most a quarter of the process's
+/// budget, so a few sessions holding idle tunnels cannot starve every other one.
+fn session_cap(shared_total: usize) -> usize {
+    MAX_CONNECTIONS.min((shared_total / 4).max(16))
 }
 
 /// Raises this process's soft descriptor limit towards its hard one (at most 65,536);
@@ -106,6 +113,7 @@ impl Proxy {
         resolver: Arc<dyn Resolve>,
         log: Arc<dyn ConnectionLog>,
     ) -> Proxy {
+        let (shared, shared_total) = process_slots();
         Proxy {
             session: session.into(),
             dialer: Dialer {
@@ -113,8 +121,8 @@ impl Proxy {
                 resolver,
             },
             log,
-            slots: Arc::new(Semaphore::new(MAX_CONNECTIONS)),
-            shared: process_slots(),
+            slots: Arc::new(Semaphore::new(session_cap(shared_total))),
+            shared,
             broker: None,
             head_timeout: HEAD_TIMEOUT,
         }

@@ -31,24 +31,29 @@ pub fn check_first_bytes(first: &FirstBytes, host: &str, port: u16) -> Result<()
         )),
         // Security: with no name the server answers as its default site, which may be
         // any it hosts (fronting by omission). Clients name the host they dial whenever
-        // it is a name; only a tunnel to an address goes without.
-        FirstBytes::ClientHello { server_name: None }
-            if host
-                .trim_start_matches('[')
-                .trim_end_matches(']')
-                .parse::<std::net::IpAddr>()
-                .is_err() =>
-        {
-            Err(format!(
-                "a TLS ClientHello without a server name, to the named host {host:?}"
-            ))
-        }
+        // it is a dotted name; only a tunnel to an address or a single label goes
+        // without.
+        FirstBytes::ClientHello { server_name: None } if named_host(host) => Err(format!(
+            "a TLS ClientHello without a server name, to the named host {host:?}"
+        )),
         FirstBytes::ClientHello { .. } => Ok(()),
         FirstBytes::Malformed(why) => Err(format!("TLS ClientHello refused: {why}")),
         FirstBytes::NotTls if port == 443 => Err("port 443 carries TLS only".into()),
         FirstBytes::NotTls | FirstBytes::NeedMore => Ok(()),
     }
 }
+
+/// Whether `host` is a name that clients send in SNI: a dotted name, not an address. Java
+/// and others send none for a single label (`nexus`), which names no site of a shared
+/// server either.
+fn named_host(host: &str) -> bool {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    bare.parse::<std::net::IpAddr>().is_err() && bare.trim_end_matches('.').contains('.')
+}
+
+/// How long the server's first answer and a second ClientHello may take: a slot held by a
+/// handshake that never goes on is given back.
+const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Reads the client's first bytes (starting with `early`, already read), checks them, then
 /// relays both ways until each side closed (in the kernel: [`splice`]).
@@ -98,6 +103,12 @@ where
     }
     let mut out = Relayed::default();
     let hello = matches!(inspect(&buf), FirstBytes::ClientHello { .. });
+    // Security: a second ClientHello sent ahead, in the first flight, would reach a server
+    // that asks for one again (a HelloRetryRequest) unread: only the first hello and
+    // non-handshake records (early data) may come before the server answers.
+    if hello && more_handshake_after_first(&buf) {
+        return refuse("more than one handshake record before the server's answer".into());
+    }
     if !buf.is_empty() {
         if upstream.write_all(&buf).await.is_err() {
             return out;
@@ -124,6 +135,22 @@ where
     }
     let _ = client.shutdown().await;
     out
+}
+
+/// Whether `buf` (a first TLS record, a ClientHello, and what came with it) holds a
+/// further handshake record.
+fn more_handshake_after_first(buf: &[u8]) -> bool {
+    let mut rest = buf;
+    let mut first = true;
+    while rest.len() >= 5 {
+        if rest[0] == 0x16 && !first {
+            return true;
+        }
+        first = false;
+        let len = usize::from(u16::from_be_bytes([rest[3], rest[4]]));
+        rest = rest.get(5 + len..).unwrap_or_default();
+    }
+    false
 }
 
 /// Why [`second_look`] stopped the tunnel.
@@ -156,9 +183,10 @@ where
             ServerFirst::NeedMore => break ServerFirst::Other,
             decided => break decided,
         }
-        match upstream.read_buf(&mut down).await {
-            Ok(0) | Err(_) => break ServerFirst::Other,
-            Ok(_) => {}
+        match tokio::time::timeout(HANDSHAKE_TIMEOUT, upstream.read_buf(&mut down)).await {
+            Ok(Ok(0) | Err(_)) => break ServerFirst::Other,
+            Err(_) => return Err(Stop::Ended),
+            Ok(Ok(_)) => {}
         }
     };
     if !down.is_empty() && client.write_all(&down).await.is_err() {
@@ -173,9 +201,9 @@ where
             FirstBytes::NeedMore if up.len() < 2 * MAX_RECORD => {}
             other => break other,
         }
-        match client.read_buf(&mut up).await {
-            Ok(0) | Err(_) => return Err(Stop::Ended),
-            Ok(_) => {}
+        match tokio::time::timeout(HANDSHAKE_TIMEOUT, client.read_buf(&mut up)).await {
+            Ok(Ok(0) | Err(_)) | Err(_) => return Err(Stop::Ended),
+            Ok(Ok(_)) => {}
         }
     };
     if !matches!(second, FirstBytes::ClientHello { .. }) {

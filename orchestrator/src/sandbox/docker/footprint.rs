@@ -63,7 +63,7 @@ mod tests {
             kind: protected::EntryKind::File,
             content: None,
         };
-        protected::create_placeholders(&dir, ws.path(), &[ph], (0, 0), None).unwrap();
+        protected::create_placeholders(&dir, ws.path(), &[ph], (0, 0)).unwrap();
         let f = footprint(home.path(), "s1");
         assert_eq!(f.placeholders, vec![ws.path().join(".mcp.json")]);
         assert_eq!(f.masks, vec![ws.path().join(".env")]);

@@ -104,7 +104,6 @@ pub fn prepare_tree(
         workspace,
         &plan.placeholders,
         (meta.uid(), meta.gid()),
-        None,
     )
     .map_err(launch_err)?;
     make_masks(run_dir)?;
@@ -204,7 +203,7 @@ fn make_masks(run_dir: &Path) -> Result<(), SandboxError> {
 /// beneath `workspace` (the session's, as recorded): see
 /// [`protected::remove_placeholders`].
 pub fn remove_placeholders(run_dir: &Path, workspace: &Path) {
-    protected::remove_placeholders(run_dir, workspace, None);
+    protected::remove_placeholders(run_dir, workspace);
 }
 
 /// Vets the git dirs made during the session (see `sandbox_agent::launch::gitvet`), when

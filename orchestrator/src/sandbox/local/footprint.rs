@@ -64,7 +64,7 @@ mod tests {
             kind: sandbox_agent::launch::protected::EntryKind::File,
             content: None,
         };
-        protected::create_placeholders(&dir, ws.path(), &[ph], (0, 0), None).unwrap();
+        protected::create_placeholders(&dir, ws.path(), &[ph], (0, 0)).unwrap();
         std::fs::write(
             dir.join("launch.json"),
             serde_json::json!({"denied_read": [ws.path().join(".env")]}).to_string(),

@@ -423,8 +423,9 @@ fn replace_refs_and_grafts_made_in_the_session_leave_even_a_pinned_repository() 
     let rec = started_after(ws, &[".git"]);
     // The session: a loose replace ref, one in packed-refs, and grafts.
     let head = String::from_utf8(
-        std::process::Command::new("git")
-            .args(["-C", ws.to_str().unwrap(), "rev-parse", "HEAD", "HEAD~1"])
+        crate::hostgit::command(Path::new("/nonexistent"))
+            .current_dir(ws)
+            .args(["rev-parse", "HEAD", "HEAD~1"])
             .output()
             .unwrap()
             .stdout,
@@ -450,8 +451,9 @@ fn replace_refs_and_grafts_made_in_the_session_leave_even_a_pinned_repository() 
         "the branches stay: {packed}"
     );
     // The host's git sees the history as committed.
-    let log = std::process::Command::new("git")
-        .args(["-C", ws.to_str().unwrap(), "log", "--format=%s"])
+    let log = crate::hostgit::command(Path::new("/nonexistent"))
+        .current_dir(ws)
+        .args(["log", "--format=%s"])
         .output()
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&log.stdout), "two\none\n");
@@ -502,4 +504,73 @@ fn what_an_unpinned_repository_points_at_is_vetted_too() {
             .unwrap()
             .contains("fsmonitor")
     );
+}
+
+#[test]
+fn links_where_git_reads_refs_or_modules_are_taken_never_walked() {
+    let ws = tempfile::tempdir().unwrap();
+    let ws = ws.path();
+    git(ws, &["init", "-q"]);
+    let g = ws.join(".git");
+    // The host's files, outside the workspace, some changed during the session.
+    let outside = tempfile::tempdir().unwrap();
+    let rec = started_after(ws, &[".git"]);
+    std::fs::write(outside.path().join("notes.txt"), "the user's").unwrap();
+    std::os::unix::fs::symlink("/nonexistent", outside.path().join("lock")).unwrap();
+    // The session points refs/replace and modules at them.
+    std::fs::create_dir_all(g.join("refs")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), g.join("refs/replace")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), g.join("modules")).unwrap();
+    vet(&rec, gitguard::policy().unwrap());
+    assert_eq!(
+        std::fs::read_to_string(outside.path().join("notes.txt")).unwrap(),
+        "the user's"
+    );
+    assert!(std::fs::symlink_metadata(outside.path().join("lock")).is_ok());
+    assert!(std::fs::symlink_metadata(g.join("refs/replace")).is_err());
+    assert!(std::fs::symlink_metadata(g.join("modules")).is_err());
+}
+
+#[test]
+fn what_a_configuration_points_at_through_a_link_is_never_acted_on() {
+    let ws = tempfile::tempdir().unwrap();
+    let ws = ws.path();
+    let outside = tempfile::tempdir().unwrap();
+    // The repository ships a bare-looking git dir whose hooks path goes through a link
+    // out of the workspace.
+    let bare = ws.join("fx/bare.git");
+    git(&bare, &["init", "-q", "--bare"]);
+    git(&bare, &["config", "core.worktree", ".."]);
+    git(&bare, &["config", "core.hooksPath", "u/hooks"]);
+    std::os::unix::fs::symlink(outside.path(), ws.join("fx/u")).unwrap();
+    std::fs::create_dir(outside.path().join("hooks")).unwrap();
+    let rec = started_after(ws, &[]);
+    std::fs::write(outside.path().join("hooks/history"), "the user's").unwrap();
+    vet(&rec, gitguard::policy().unwrap());
+    assert_eq!(
+        std::fs::read_to_string(outside.path().join("hooks/history")).unwrap(),
+        "the user's"
+    );
+}
+
+#[test]
+fn a_quarantine_name_made_first_does_not_turn_keeping_into_removal() {
+    let ws = tempfile::tempdir().unwrap();
+    let ws = ws.path();
+    let rec = record(ws, &[]);
+    git(ws, &["init", "-q"]);
+    let g = ws.join(".git");
+    hook(&g.join("hooks/pre-commit"));
+    // The session made the quarantine's plain name first (and more besides).
+    let stamp = rec.started.0;
+    for s in stamp - 2..stamp + 3 {
+        std::fs::create_dir(g.join(format!("cordon-quarantine-{s}"))).unwrap();
+    }
+    vet(&rec, gitguard::policy().unwrap());
+    assert!(!g.join("hooks/pre-commit").exists());
+    let kept = std::fs::read_dir(&g)
+        .unwrap()
+        .flatten()
+        .any(|e| e.path().join("hooks/pre-commit").exists());
+    assert!(kept, "the hook is kept in a quarantine of its own");
 }
