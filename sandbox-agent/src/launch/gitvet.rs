@@ -428,43 +428,46 @@ impl Vetting<'_> {
     /// without looking at what it is, so a link to a directory outside the workspace would
     /// have a later host `git commit` (its automatic maintenance) or `git gc` empty it.
     fn links_in(&mut self, sub: &str, deep: bool) {
-        // The root itself a link: taken (if made during the session), never walked: a
-        // walk through it would act on links anywhere it leads.
-        if self.meta(sub).is_some_and(|m| m.file_type().is_symlink()) {
+        let why = "a link made during the session (git's prune would delete through it)";
+        // Security: the root is walked where it really is, and only inside the workspace
+        // (git follows a link there; a walk through one to elsewhere would act on links
+        // anywhere it leads). A link to elsewhere made during the session is taken.
+        let Some(root) = self.resolved_inside(sub) else {
             if self
                 .meta(sub)
-                .is_some_and(|m| changed_since(&m, self.since))
+                .is_some_and(|m| m.file_type().is_symlink() && changed_since(&m, self.since))
             {
-                self.take(
-                    sub,
-                    "a link made during the session (git's prune would delete through it)",
-                );
+                self.take(sub, why);
             }
             return;
-        }
-        let mut queue = VecDeque::from([PathBuf::from(sub)]);
-        while let Some(rel) = queue.pop_front() {
-            let Ok(entries) = std::fs::read_dir(self.dir.join(&rel)) else {
+        };
+        let mut queue = VecDeque::from([(root, PathBuf::from(sub))]);
+        while let Some((dir, label)) = queue.pop_front() {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
                 continue;
             };
             for entry in entries.flatten() {
                 let Ok(meta) = entry.metadata() else { continue };
-                let child = rel.join(entry.file_name());
+                let child = label.join(entry.file_name());
                 if meta.file_type().is_symlink() {
                     if changed_since(&meta, self.since) {
-                        let name = child.to_string_lossy().into_owned();
-                        self.take(
-                            &name,
-                            "a link made during the session (git's prune would delete through it)",
-                        );
+                        self.take_path(&entry.path(), &child.to_string_lossy(), why);
                     }
                 } else if deep && meta.is_dir() && !gitguard::git_takes_for_git_dir(&entry.path()) {
                     // A submodule's own git dir is vetted as one (its `objects` may
                     // rightly be a link); only the names leading to it are walked here.
-                    queue.push_back(child);
+                    queue.push_back((entry.path(), child));
                 }
             }
         }
+    }
+
+    /// Where git finds `name` of this git dir (links followed, as git follows them), when
+    /// that is a directory inside the workspace: the only place a session could have
+    /// written to. Walked from there on without following a link.
+    fn resolved_inside(&self, name: &str) -> Option<PathBuf> {
+        let real = std::fs::canonicalize(self.dir.join(name)).ok()?;
+        (real.starts_with(self.workspace) && real.is_dir()).then_some(real)
     }
 
     /// An unfinished rebase's (or cherry-pick's) state whose to-do list was written during
@@ -546,30 +549,34 @@ impl Vetting<'_> {
     /// a replaced object's replacement instead (another history, tree or content than the
     /// one it would push), and the user never asked for it.
     fn replace_refs(&mut self) {
-        // Security: `refs` and `refs/replace` are entered only as the real directories
-        // they should be; a link made during the session is taken itself (git follows it,
-        // and the moves below would act on whatever it names, outside the workspace).
-        if !self.real_dir_or_take("refs") || !self.real_dir_or_take("refs/replace") {
-            self.packed_replace_refs();
-            return;
-        }
-        let mut queue = VecDeque::from([PathBuf::from("refs/replace")]);
-        while let Some(rel) = queue.pop_front() {
-            let Ok(entries) = std::fs::read_dir(self.dir.join(&rel)) else {
-                continue;
-            };
-            for entry in entries.flatten() {
-                let Ok(m) = entry.metadata() else { continue };
-                let child = rel.join(entry.file_name());
-                if m.is_dir() && !changed_since(&m, self.since) {
-                    queue.push_back(child);
-                } else if m.is_dir() {
-                    // Made during the session, with whatever it holds.
+        // Looked for where git finds them (a submodule's `refs` may rightly be a link),
+        // only inside the workspace, and never through a link from there on.
+        if let Some(root) = self.resolved_inside("refs/replace") {
+            let mut queue = VecDeque::from([(root, PathBuf::from("refs/replace"))]);
+            while let Some((dir, label)) = queue.pop_front() {
+                let Ok(entries) = std::fs::read_dir(&dir) else {
+                    continue;
+                };
+                for entry in entries.flatten() {
+                    let Ok(m) = entry.metadata() else { continue };
+                    let child = label.join(entry.file_name());
                     let name = child.to_string_lossy().into_owned();
-                    self.take(&name, "replace refs made during the session");
-                } else if changed_since(&m, self.since) {
-                    let name = child.to_string_lossy().into_owned();
-                    self.take(&name, "a replace ref made during the session");
+                    if m.is_dir() && !changed_since(&m, self.since) {
+                        queue.push_back((entry.path(), child));
+                    } else if m.is_dir() {
+                        // Made during the session, with whatever it holds.
+                        self.take_path(
+                            &entry.path(),
+                            &name,
+                            "replace refs made during the session",
+                        );
+                    } else if changed_since(&m, self.since) {
+                        self.take_path(
+                            &entry.path(),
+                            &name,
+                            "a replace ref made during the session",
+                        );
+                    }
                 }
             }
         }
@@ -630,23 +637,8 @@ impl Vetting<'_> {
         }
     }
 
-    /// Whether `name` (below the git dir, its parents checked before) is a real directory
-    /// to walk; a link there made during the session is taken (the link, never what it
-    /// names), one from before is left and not walked.
-    fn real_dir_or_take(&mut self, name: &str) -> bool {
-        match self.meta(name) {
-            Some(m) if m.file_type().is_symlink() => {
-                if changed_since(&m, self.since) {
-                    self.take(name, "a link made during the session where git reads refs");
-                }
-                false
-            }
-            Some(m) => m.is_dir(),
-            None => false,
-        }
-    }
-
-    /// Records `path` (outside the git dir) for removal, kept in the quarantine as `name`.
+    /// Records `path` (outside the git dir, or reached through a link git follows) for
+    /// removal, kept in the quarantine as `name`.
     fn take_path(&mut self, path: &Path, name: &str, why: &str) {
         self.removed.push(Removed {
             name: name.to_string(),

@@ -527,8 +527,23 @@ fn links_where_git_reads_refs_or_modules_are_taken_never_walked() {
         "the user's"
     );
     assert!(std::fs::symlink_metadata(outside.path().join("lock")).is_ok());
-    assert!(std::fs::symlink_metadata(g.join("refs/replace")).is_err());
+    // The link to elsewhere, made in the session where git's prune acts, is taken.
     assert!(std::fs::symlink_metadata(g.join("modules")).is_err());
+}
+
+#[test]
+fn replace_refs_reached_through_a_link_inside_the_workspace_are_vetted_there() {
+    let ws = tempfile::tempdir().unwrap();
+    let ws = ws.path();
+    git(ws, &["init", "-q"]);
+    let g = ws.join(".git");
+    let rec = started_after(ws, &[".git"]);
+    // The session keeps refs/replace in a plain directory of the tree and links to it.
+    std::fs::create_dir_all(ws.join("stash/replace-here")).unwrap();
+    std::fs::write(ws.join("stash/replace-here/0123"), "4567\n").unwrap();
+    std::os::unix::fs::symlink(ws.join("stash/replace-here"), g.join("refs/replace")).unwrap();
+    vet(&rec, gitguard::policy().unwrap());
+    assert!(!ws.join("stash/replace-here/0123").exists());
 }
 
 #[test]
