@@ -41,7 +41,7 @@ enum Command {
     Run(Box<run::RunArgs>),
     /// List a session's checkpoints, or restore the workspace to before a user message.
     Rewind(rewind::RewindArgs),
-    /// Run one command under exactly the confinement the Bash tool gets.
+    #[command(about = sandbox::ABOUT)]
     Sandbox(sandbox::SandboxArgs),
     /// What this host supports, and whether the chosen backend can confine.
     Doctor(doctor::DoctorArgs),

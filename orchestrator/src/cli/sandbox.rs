@@ -21,7 +21,7 @@ use anyhow::{Context, bail};
 use cordon::network::EgressSpec;
 use cordon::network::proxy::record::{ConnectionLog, ConnectionRecord, TracingLog};
 use cordon::sandbox::local::LocalBackend;
-use cordon::sandbox::local::oneshot::{self, Ended};
+use cordon::sandbox::local::oneshot::{self, End};
 use cordon::sandbox::{BackendKind, Sandbox, SandboxSpec};
 use cordon::settings::{CliSettings, Settings, SettingsArg};
 use futures::StreamExt;
@@ -66,14 +66,14 @@ pub struct SandboxArgs {
     command: Vec<String>,
 }
 
+/// What `cordon sandbox` does, in its help (alone and in `cordon --help`).
+pub const ABOUT: &str = "Run one command under exactly the confinement the Bash tool gets";
+
 /// `cordon sandbox`'s arguments parsed on their own (`rest` follows the subcommand's name):
 /// the same flags, help and errors as through the whole command line.
 pub fn parse_alone(rest: &[std::ffi::OsString]) -> SandboxArgs {
     #[derive(clap::Parser)]
-    #[command(
-        name = "cordon sandbox",
-        about = "Run one command under exactly the confinement the Bash tool gets"
-    )]
+    #[command(name = "cordon sandbox", about = ABOUT)]
     struct Alone {
         #[command(flatten)]
         args: SandboxArgs,
@@ -219,9 +219,6 @@ async fn run(args: SandboxArgs, plan: Plan) -> anyhow::Result<ExitCode> {
         egress.log = Arc::new(StderrRefusals);
         spec = spec.with_egress(egress);
     }
-    if args.backend == BackendKind::Local && !args.via_agent && oneshot::equivalent(&spec) {
-        return run_oneshot(&spec, args.command, cwd).await;
-    }
     let sandbox = cordon::sandbox::start(args.backend, &spec)
         .await
         .context("starting the sandbox")?;
@@ -232,48 +229,22 @@ async fn run(args: SandboxArgs, plan: Plan) -> anyhow::Result<ExitCode> {
     Ok(exit_code(&status))
 }
 
-/// The local backend without the agent: the sandbox's init runs the command itself,
-/// under the same confinement (see `cordon::sandbox::local::oneshot`).
-async fn run_oneshot(
-    spec: &SandboxSpec,
-    argv: Vec<String>,
-    cwd: PathBuf,
-) -> anyhow::Result<ExitCode> {
-    let run = LocalBackend::from_env()
-        .and_then(|b| b.start_oneshot(spec, &oneshot::Command { argv, cwd }))
-        .context("starting the sandbox")?;
-    let interrupt = async {
-        // A runtime that cannot listen for Ctrl-C never interrupts (the default action
-        // still ends this process, and the launcher sees its lifeline close).
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
-    let timeout = std::time::Duration::from_millis(MAX_EXEC_TIMEOUT_MS);
-    let (mut stdout, mut stderr) = (tokio::io::stdout(), tokio::io::stderr());
-    let ended = run
-        .finish(&mut stdout, &mut stderr, timeout, interrupt)
-        .await
-        .context("running the command")?;
-    ended_code(ended)
-}
-
 /// The exit code of a one-shot run, as `exit_code` gives it for the agent's.
-fn ended_code(ended: Ended) -> anyhow::Result<ExitCode> {
+fn ended_code(ended: End) -> anyhow::Result<ExitCode> {
     let status = match ended {
-        Ended::Command(CommandEnd::Exited(code)) => ExitStatus {
+        End::Command(CommandEnd::Exited(code)) => ExitStatus {
             code: Some(code),
             ..Default::default()
         },
-        Ended::Command(CommandEnd::Signaled(signal)) => ExitStatus {
+        End::Command(CommandEnd::Signaled(signal)) => ExitStatus {
             signal: Some(signal),
             ..Default::default()
         },
-        Ended::TimedOut => ExitStatus {
+        End::TimedOut => ExitStatus {
             timed_out: true,
             ..Default::default()
         },
-        Ended::Interrupted => bail!("interrupted"),
+        End::Interrupted => bail!("interrupted"),
     };
     Ok(exit_code(&status))
 }

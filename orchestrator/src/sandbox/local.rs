@@ -212,19 +212,14 @@ impl LocalBackend {
         }
     }
 
-    /// Creates the state dir, writes the config and spawns the launcher; with `shot`, a
-    /// launcher whose init runs that command instead of the agent (see [`oneshot`]).
-    fn spawn(
-        &self,
-        spec: &SandboxSpec,
-        shot: Option<&oneshot::Command>,
-    ) -> Result<(LocalHandle, PathBuf, Option<oneshot::Pipes>), SandboxError> {
+    /// Creates the state dir, writes the config and spawns the launcher.
+    fn spawn(&self, spec: &SandboxSpec) -> Result<(LocalHandle, PathBuf), SandboxError> {
         let (workspace, additional, state_dir) = self.prepare_state(spec)?;
-        let spawned = self.spawn_in(spec, &workspace, &additional, &state_dir, shot);
+        let spawned = self.spawn_in(spec, &workspace, &additional, &state_dir);
         if spawned.is_err() {
             state::cleanup_session(&state_dir);
         }
-        spawned.map(|(handle, pipes)| (handle, state_dir.join("sock").join(SOCKET_NAME), pipes))
+        spawned.map(|handle| (handle, state_dir.join("sock").join(SOCKET_NAME)))
     }
 
     /// Checks the session id, the workspace and the additional directories, prepares the
@@ -287,22 +282,14 @@ impl LocalBackend {
         workspace: &Path,
         additional: &[PathBuf],
         state_dir: &Path,
-        shot: Option<&oneshot::Command>,
-    ) -> Result<(LocalHandle, Option<oneshot::Pipes>), SandboxError> {
+    ) -> Result<LocalHandle, SandboxError> {
         let (life_r, life_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
             .map_err(|e| setup("creating the lifeline")(e.into()))?;
         let mut config = self.launch_config(spec, workspace, additional, state_dir);
         config.lifeline_fd = Some(life_r.as_raw_fd());
-        let shot = shot.map(oneshot::Command::pipes).transpose()?;
-        if let Some((command, _)) = &shot {
-            config.oneshot = Some(command.clone());
-        }
         let (config_path, log) = Self::record_config(&config, state_dir)?;
-        // The descriptors the launcher inherits: the lifeline, and a one-shot run's pipes.
-        let mut keep = [life_r.as_raw_fd(), -1, -1, -1];
-        if let Some((command, _)) = &shot {
-            keep[1..].copy_from_slice(&[command.stdout_fd, command.stderr_fd, command.status_fd]);
-        }
+        // The one descriptor the launcher inherits.
+        let lifeline = life_r.as_raw_fd();
         let mut cmd = Command::new(&self.agent_bin);
         cmd.arg("--launch-config")
             .arg(&config_path)
@@ -323,29 +310,22 @@ impl LocalBackend {
         // (fcntl) on fd numbers captured by value.
         unsafe {
             cmd.pre_exec(move || {
-                // Only this child may inherit the lifeline's read end and the one-shot
-                // pipes' write ends (all made close-on-exec, so no other child of this
-                // process ever holds them).
-                for fd in keep.into_iter().filter(|&fd| fd >= 0) {
-                    if libc::fcntl(fd, libc::F_SETFD, 0) < 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
+                // Only this child may inherit the lifeline's read end (made close-on-exec,
+                // so no other child of this process ever holds it).
+                if libc::fcntl(lifeline, libc::F_SETFD, 0) < 0 {
+                    return Err(std::io::Error::last_os_error());
                 }
                 Ok(())
             });
         }
         let child = cmd.spawn().map_err(setup("spawning the launcher"))?;
         drop(life_r);
-        // The write ends are the launcher's now: holding them here would keep the pipes
-        // from ever reaching end of file.
-        let pipes = shot.map(|(_, ends)| ends.into_read_ends());
-        let handle = LocalHandle {
+        Ok(LocalHandle {
             child: Mutex::new(Some(child)),
             lifeline: Mutex::new(Some(life_w)),
             state_dir: state_dir.to_path_buf(),
             proxy: None,
-        };
-        Ok((handle, pipes))
+        })
     }
 }
 
@@ -356,7 +336,7 @@ impl Backend for LocalBackend {
     }
 
     async fn start(&self, spec: &SandboxSpec) -> Result<Sandbox, SandboxError> {
-        let (mut handle, socket, _) = self.spawn(spec, None)?;
+        let (mut handle, socket) = self.spawn(spec)?;
         let started = Instant::now();
         // Poll every millisecond (the timer's grain) while a sandbox usually comes up,
         // then back off: a coarser interval adds about half of itself to every start (the

@@ -92,19 +92,8 @@ impl LandlockPolicy {
     }
 
     pub fn default_policy() -> Result<Self, ConfineError> {
-        // Parsed and checked once per process (the one-shot init confines itself and
-        // compiles the children's filter from the same policy).
-        static PARSED: std::sync::OnceLock<Result<LandlockPolicy, String>> =
-            std::sync::OnceLock::new();
-        PARSED
-            .get_or_init(|| {
-                Self::parse(DEFAULT_POLICY).map_err(|e| match e {
-                    ConfineError::LandlockPolicy(why) => why,
-                    other => other.to_string(),
-                })
-            })
-            .clone()
-            .map_err(ConfineError::LandlockPolicy)
+        static PARSED: std::sync::OnceLock<Option<LandlockPolicy>> = std::sync::OnceLock::new();
+        super::parsed_once(&PARSED, || Self::parse(DEFAULT_POLICY))
     }
 }
 

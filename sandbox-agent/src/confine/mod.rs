@@ -59,6 +59,19 @@ pub enum ConfineError {
     Incomplete(String),
 }
 
+/// `parse()` once per process, a copy of it after (the one-shot init confines itself and
+/// compiles the children's filter from the same policies). A failure (an embedded policy
+/// that does not parse: a bug of the build) is not kept: parsed again, it says so again.
+fn parsed_once<T: Clone>(
+    cell: &std::sync::OnceLock<Option<T>>,
+    parse: impl Fn() -> Result<T, ConfineError>,
+) -> Result<T, ConfineError> {
+    match cell.get_or_init(|| parse().ok()) {
+        Some(parsed) => Ok(parsed.clone()),
+        None => parse(),
+    }
+}
+
 /// The children-only filter matching what [`confine_self`] enforced: the compiled
 /// children rules when the agent's own filter is installed, nothing when it is not (with
 /// `best_effort`, a kernel without seccomp: the child could not install it either).

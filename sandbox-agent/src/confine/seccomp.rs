@@ -189,19 +189,8 @@ impl SeccompPolicy {
 
     /// The embedded default policy.
     pub fn default_policy() -> Result<Self, ConfineError> {
-        // Parsed and checked once per process (the one-shot init confines itself and
-        // compiles the children's filter from the same policy).
-        static PARSED: std::sync::OnceLock<Result<SeccompPolicy, String>> =
-            std::sync::OnceLock::new();
-        PARSED
-            .get_or_init(|| {
-                Self::parse(DEFAULT_POLICY).map_err(|e| match e {
-                    ConfineError::SeccompPolicy(why) => why,
-                    other => other.to_string(),
-                })
-            })
-            .clone()
-            .map_err(ConfineError::SeccompPolicy)
+        static PARSED: std::sync::OnceLock<Option<SeccompPolicy>> = std::sync::OnceLock::new();
+        super::parsed_once(&PARSED, || Self::parse(DEFAULT_POLICY))
     }
 
     fn validate(&self) -> Result<(), ConfineError> {

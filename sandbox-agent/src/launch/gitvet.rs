@@ -441,23 +441,14 @@ impl Vetting<'_> {
             }
             return;
         };
-        let mut queue = VecDeque::from([(root, PathBuf::from(sub))]);
-        while let Some((dir, label)) = queue.pop_front() {
-            let Ok(entries) = std::fs::read_dir(&dir) else {
-                continue;
-            };
-            for entry in entries.flatten() {
-                let Ok(meta) = entry.metadata() else { continue };
-                let child = label.join(entry.file_name());
-                if meta.file_type().is_symlink() {
-                    if changed_since(&meta, self.since) {
-                        self.take_path(&entry.path(), &child.to_string_lossy(), why);
-                    }
-                } else if deep && meta.is_dir() && !gitguard::git_takes_for_git_dir(&entry.path()) {
-                    // A submodule's own git dir is vetted as one (its `objects` may
-                    // rightly be a link); only the names leading to it are walked here.
-                    queue.push_back((entry.path(), child));
-                }
+        // A submodule's own git dir is vetted as one (its `objects` may rightly be a
+        // link); only the names leading to it are walked here.
+        let descend = |m: &std::fs::Metadata, p: &Path| {
+            deep && m.is_dir() && !gitguard::git_takes_for_git_dir(p)
+        };
+        for (path, label, meta) in entries_below(root, PathBuf::from(sub), descend) {
+            if meta.file_type().is_symlink() && changed_since(&meta, self.since) {
+                self.take_path(&path, &label.to_string_lossy(), why);
             }
         }
     }
@@ -552,32 +543,19 @@ impl Vetting<'_> {
         // Looked for where git finds them (a submodule's `refs` may rightly be a link),
         // only inside the workspace, and never through a link from there on.
         if let Some(root) = self.resolved_inside("refs/replace") {
-            let mut queue = VecDeque::from([(root, PathBuf::from("refs/replace"))]);
-            while let Some((dir, label)) = queue.pop_front() {
-                let Ok(entries) = std::fs::read_dir(&dir) else {
+            // A directory made during the session goes whole, with whatever it holds.
+            let since = self.since;
+            let descend = |m: &std::fs::Metadata, _: &Path| m.is_dir() && !changed_since(m, since);
+            for (path, label, m) in entries_below(root, PathBuf::from("refs/replace"), descend) {
+                if !changed_since(&m, since) {
                     continue;
-                };
-                for entry in entries.flatten() {
-                    let Ok(m) = entry.metadata() else { continue };
-                    let child = label.join(entry.file_name());
-                    let name = child.to_string_lossy().into_owned();
-                    if m.is_dir() && !changed_since(&m, self.since) {
-                        queue.push_back((entry.path(), child));
-                    } else if m.is_dir() {
-                        // Made during the session, with whatever it holds.
-                        self.take_path(
-                            &entry.path(),
-                            &name,
-                            "replace refs made during the session",
-                        );
-                    } else if changed_since(&m, self.since) {
-                        self.take_path(
-                            &entry.path(),
-                            &name,
-                            "a replace ref made during the session",
-                        );
-                    }
                 }
+                let why = if m.is_dir() {
+                    "replace refs made during the session"
+                } else {
+                    "a replace ref made during the session"
+                };
+                self.take_path(&path, &label.to_string_lossy(), why);
             }
         }
         self.packed_replace_refs();
@@ -731,6 +709,31 @@ impl Vetting<'_> {
         }
         findings
     }
+}
+
+/// Every entry below the directory `root` (its path, its `label` joined with its name, and
+/// its metadata, never following a link), entering the directories `descend` takes.
+fn entries_below(
+    root: PathBuf,
+    label: PathBuf,
+    descend: impl Fn(&std::fs::Metadata, &Path) -> bool,
+) -> Vec<(PathBuf, PathBuf, std::fs::Metadata)> {
+    let mut found = Vec::new();
+    let mut queue = VecDeque::from([(root, label)]);
+    while let Some((dir, label)) = queue.pop_front() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let Ok(meta) = entry.metadata() else { continue };
+            let (path, child) = (entry.path(), label.join(entry.file_name()));
+            if descend(&meta, &path) {
+                queue.push_back((path.clone(), child.clone()));
+            }
+            found.push((path, child, meta));
+        }
+    }
+    found
 }
 
 /// A quarantine dir made fresh in `git_dir` (mode 0700): `cordon-quarantine-<stamp>`, or

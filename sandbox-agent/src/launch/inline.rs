@@ -40,11 +40,11 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
-use nix::sys::signal::{SigSet, SigmaskHow, Signal};
+use nix::sys::signal::{SigSet, SigmaskHow};
 
 use super::light::Light;
 use super::oneshot::{CommandEnd, Fds};
-use super::supervise::{Cause, InitIo, Watch, run_and_tear_down};
+use super::supervise::{Cause, InitIo, Watch, run_and_tear_down, termination_signals};
 use super::{LaunchConfig, LaunchError, state};
 
 /// The longest status line the init writes, with room to spare.
@@ -102,13 +102,11 @@ pub fn run(
             "in-process: this process has more than one thread".into(),
         ));
     }
-
     let blocked = Blocked::termination_signals()?;
     let guardian = Guardian::spawn(reaper, &config.state_dir).map_err(LaunchError::Supervise)?;
     if let Err(e) = state::write_pid_file(&config.state_dir) {
         tracing::warn!(error = %e, "recording the launcher pid");
     }
-
     let Pipes { read, write } = pipes;
     let [out_w, err_w, status_w] = write;
     let mut relay = Relay::new(read).map_err(LaunchError::Supervise)?;
@@ -125,7 +123,6 @@ pub fn run(
     let outcome = run_and_tear_down(config, started, watch, Some(fds), init_io, on_stripped);
     // The teardown is done (or never had anything to do): the guardian may go.
     guardian.dismiss();
-
     drop(blocked);
     let ended = outcome?;
     match ended.cause {
@@ -158,11 +155,8 @@ struct Blocked(SigSet);
 
 impl Blocked {
     fn termination_signals() -> Result<Blocked, LaunchError> {
-        let mut set = SigSet::empty();
-        for sig in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
-            set.add(sig);
-        }
         let mut old = SigSet::empty();
+        let set = termination_signals();
         nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&set), Some(&mut old))
             .map_err(|e| LaunchError::Supervise(e.into()))?;
         Ok(Blocked(old))
@@ -422,17 +416,9 @@ extern "C" fn guard(arg: *mut c_void) -> c_int {
     // descriptors or on those strings, and the exec's arrays are null-terminated.
     unsafe {
         let args = &*arg.cast::<GuardArgs>();
-        libc::setsid();
-        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
-        if null >= 0 {
-            for fd in 0..3 {
-                libc::dup2(null, fd);
-            }
-        }
-        // Only the pipe stays open: a copy of anything else of the orchestrator's (its
-        // output pipes, the sandbox's) would keep it from ending.
-        libc::dup2(args.watch, 3);
-        super::light::close_range(4, u32::MAX);
+        // Only the pipe stays open (as 3): a copy of anything else of the orchestrator's
+        // (its output pipes, the sandbox's) would keep it from ending.
+        super::light::detach(&[args.watch]);
         let mut byte = 0u8;
         loop {
             match libc::read(3, (&raw mut byte).cast(), 1) {

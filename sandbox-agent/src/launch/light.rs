@@ -109,6 +109,37 @@ impl Light {
     }
 }
 
+/// For a light child that outlives its parent: a session of its own (no terminal's
+/// signal reaches it), /dev/null as its standard streams, `keep` (at most four) moved to 3,
+/// 4, ... in order and every other descriptor closed, so no copy of its parent's (a pipe
+/// somebody waits on for its end) stays open in it. Alloc-free.
+pub fn detach(keep: &[c_int]) {
+    let kept = keep.len().min(4);
+    // Out of the way first, above every target (3 .. 3 + kept) and the standard streams: a
+    // kept number may be the target of another's move. Not some high number: F_DUPFD
+    // refuses one at or above the soft RLIMIT_NOFILE, often 1024.
+    let first_free: c_int = 3 + c_int::try_from(kept).unwrap_or(4);
+    let mut high = [-1; 4];
+    // SAFETY: setsid, open, fcntl, dup2 and close on this child's own descriptor table,
+    // with a NUL-terminated literal path.
+    unsafe {
+        libc::setsid();
+        for (slot, &fd) in high.iter_mut().zip(keep) {
+            *slot = libc::fcntl(fd, libc::F_DUPFD, first_free);
+        }
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+        if null >= 0 {
+            for fd in 0..3 {
+                libc::dup2(null, fd);
+            }
+        }
+        for (to, &fd) in (3..).zip(high.iter().take(kept)) {
+            libc::dup2(fd, to);
+        }
+    }
+    close_range(first_free.unsigned_abs(), u32::MAX);
+}
+
 /// Closes every descriptor of the calling process but `keep` (alloc-free: for a light
 /// child, whose table is a copy of its parent's).
 pub fn close_all_but(keep: c_int) {
@@ -144,6 +175,18 @@ mod tests {
     use super::*;
     use std::os::fd::AsRawFd;
 
+    /// Runs `f(arg)` as a light child, waits for it and checks it ended with 7 (the test
+    /// children's "all went well").
+    ///
+    /// # Safety
+    /// As [`Light::spawn`]; `arg` outlives this call.
+    unsafe fn run_to_seven(f: extern "C" fn(*mut c_void) -> c_int, arg: *mut c_void) {
+        // SAFETY: forwarded from the caller.
+        let child = unsafe { Light::spawn(0, f, arg) }.unwrap();
+        let status = child.wait().unwrap();
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 7);
+    }
+
     struct Echo {
         from: c_int,
         to: c_int,
@@ -171,13 +214,54 @@ mod tests {
             from: a_r.as_raw_fd(),
             to: b_w.as_raw_fd(),
         };
-        // SAFETY: `echo` keeps the contract; `args` outlives the child (waited below).
-        let child = unsafe { Light::spawn(0, echo, (&raw mut args).cast()) }.unwrap();
         nix::unistd::write(&a_w, &[41]).unwrap();
+        // SAFETY: `echo` keeps the contract; `args` outlives the child (waited in there).
+        unsafe { run_to_seven(echo, (&raw mut args).cast()) };
         let mut got = [0u8; 1];
         nix::unistd::read(&b_r, &mut got).unwrap();
         assert_eq!(got[0], 42);
-        let status = child.wait().unwrap();
-        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 7);
+    }
+
+    struct Crossed {
+        first: c_int,
+        second: c_int,
+    }
+
+    extern "C" fn crossed(arg: *mut c_void) -> c_int {
+        // SAFETY: the test keeps `Crossed` alive until the child is reaped; dup2, write and
+        // fcntl on this child's own table.
+        unsafe {
+            let c = &*arg.cast::<Crossed>();
+            // Each kept descriptor sits where the other is to go.
+            libc::dup2(c.first, 4);
+            libc::dup2(c.second, 3);
+            detach(&[4, 3]);
+            if libc::write(3, b"a".as_ptr().cast(), 1) != 1
+                || libc::write(4, b"b".as_ptr().cast(), 1) != 1
+            {
+                return 3;
+            }
+            if libc::fcntl(5, libc::F_GETFD) != -1 {
+                return 4;
+            }
+        }
+        7
+    }
+
+    #[test]
+    fn detach_moves_crossed_descriptors_in_order_and_closes_the_rest() {
+        let (one_r, one_w) = nix::unistd::pipe().unwrap();
+        let (two_r, two_w) = nix::unistd::pipe().unwrap();
+        let mut args = Crossed {
+            first: one_w.as_raw_fd(),
+            second: two_w.as_raw_fd(),
+        };
+        // SAFETY: `crossed` keeps the contract; `args` outlives the child (waited in there).
+        unsafe { run_to_seven(crossed, (&raw mut args).cast()) };
+        let mut got = [0u8; 1];
+        nix::unistd::read(&one_r, &mut got).unwrap();
+        assert_eq!(&got, b"a", "the descriptor kept first (at 4) went to 3");
+        nix::unistd::read(&two_r, &mut got).unwrap();
+        assert_eq!(&got, b"b", "the descriptor kept second (at 3) went to 4");
     }
 }

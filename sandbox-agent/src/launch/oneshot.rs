@@ -28,37 +28,34 @@
 //! The command never sees the host's terminal (no TIOCSTI or TIOCLINUX injection, no job
 //! control): stdin is /dev/null, as an exec request without stdin gets it, and stdout and
 //! stderr are the write ends of two pipes the orchestrator made and copies to its own
-//! streams. They reach the init as inherited descriptors named in [`OneShot`]: the
-//! orchestrator clears close-on-exec on them for the launcher alone, the launcher marks
-//! them close-on-exec again at once (it execs nothing, and the init is a clone, which
-//! inherits them regardless), and the command's child part moves them onto 1 and 2 and
-//! marks everything from 3 up close-on-exec: after exec the command holds its three
-//! standard streams and nothing else. The launcher drops its copies right after the
-//! clone, the init its copies right after the exec: the pipes reach end of file when the
-//! last process of the sandbox is gone.
+//! streams. The orchestrator is the launcher here ([`super::inline`]): the init, its
+//! clone, inherits them (close-on-exec: no exec of the orchestrator's passes them on),
+//! and the command's child part moves them onto 1 and 2 and marks everything from 3 up
+//! close-on-exec: after exec the command holds its three standard streams and nothing
+//! else. The launcher drops its copies right after the clone, the init its copies right
+//! after the exec: the pipes reach end of file when the last process of the sandbox is
+//! gone.
 //!
 //! # Exit status
 //!
 //! When the command's leader ends the init writes one [`CommandEnd`] line to the status
 //! pipe (`exit N` or `signal N`) and exits; the kernel then kills everything left in the
-//! pid namespace. An empty status pipe means the command never ran: the launcher's log
-//! says why and its exit code is its own ([`super::supervise::EXIT_LAUNCH_FAILED`]). So a
-//! command's own exit code 125 is never taken for a launcher failure, nor a signal for an
-//! exit code.
+//! pid namespace. An empty status pipe means the command never ran: the init's setup
+//! error says why. So a command's own exit code 125 is never taken for a launcher
+//! failure, nor a signal for an exit code.
 //!
 //! # Teardown and timeout
 //!
 //! The launcher supervises and tears down exactly as for an agent (kill of the pid
-//! namespace, git vetting, placeholders, setuid sweep, cgroup removal), and the
-//! orchestrator waits for it before it exits. The orchestrator bounds the run at the
-//! exec timeout ([`crate::limits::MAX_EXEC_TIMEOUT_MS`]) and ends it on interrupt by
-//! closing the lifeline, which makes the launcher kill the sandbox. Where the
-//! orchestrator is itself the launcher ([`super::inline`]), its supervision watches the
-//! deadline and the signals directly and copies the output as it comes.
+//! namespace, git vetting, placeholders, setuid sweep, cgroup removal) before it says
+//! how the command ended; its supervision bounds the run at the exec timeout
+//! ([`crate::limits::MAX_EXEC_TIMEOUT_MS`]), ends it on SIGINT, SIGTERM or SIGHUP, and
+//! copies the output as it comes ([`super::inline`]). The launcher binary
+//! (`--launch-config`) refuses a one-shot config: it has no output to copy to.
 
 use std::collections::HashMap;
 use std::io::Write;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 
 use nix::sys::wait::WaitStatus;
@@ -89,7 +86,7 @@ pub struct OneShot {
     pub status_fd: RawFd,
 }
 
-/// The launcher's copies of the inherited descriptors.
+/// The launcher's copies of the write ends: the command's stdout and stderr, the status.
 #[derive(Debug)]
 pub struct Fds {
     stdout: OwnedFd,
@@ -139,29 +136,6 @@ impl OneShot {
             return refuse("the descriptors must be distinct, above 2 and not the lifeline");
         }
         Ok(())
-    }
-
-    /// Takes the inherited descriptors, close-on-exec. Call once, at the launcher's
-    /// start (the config was validated: they are distinct and not the lifeline).
-    pub fn take_fds(&self) -> Result<Fds, LaunchError> {
-        let take = |fd: RawFd| {
-            // Only an open descriptor may become an OwnedFd: F_SETFD fails on any other.
-            // SAFETY: fcntl with integer arguments only.
-            if unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) } < 0 {
-                return Err(LaunchError::Config(format!(
-                    "one-shot: descriptor {fd}: {}",
-                    std::io::Error::last_os_error()
-                )));
-            }
-            // SAFETY: the orchestrator passed this open, inherited fd to this process
-            // alone, by contract; nothing else here owns it (validate: distinct numbers).
-            Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-        };
-        Ok(Fds {
-            stdout: take(self.stdout_fd)?,
-            stderr: take(self.stderr_fd)?,
-            status: take(self.status_fd)?,
-        })
     }
 }
 

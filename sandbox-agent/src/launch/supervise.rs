@@ -45,15 +45,12 @@ pub fn run_launcher(config_path: &Path) -> i32 {
         );
         fd
     });
-    // The one-shot command's pipes: taken now (close-on-exec) so that no failure below
-    // leaves them open; the init inherits them through the clone.
-    let oneshot = match config.oneshot.as_ref().map(|s| s.take_fds()).transpose() {
-        Ok(fds) => fds,
-        Err(e) => {
-            eprintln!("sandbox-agent launcher: {e}");
-            return EXIT_LAUNCH_FAILED;
-        }
-    };
+    // A one-shot run is launched by the orchestrator itself (see inline), which copies
+    // its output; this process would have nowhere to copy it.
+    if config.oneshot.is_some() {
+        eprintln!("sandbox-agent launcher: a one-shot run is launched in-process");
+        return EXIT_LAUNCH_FAILED;
+    }
     if let Err(e) = state::write_pid_file(&config.state_dir) {
         eprintln!("sandbox-agent launcher: recording the launcher pid: {e}");
     }
@@ -61,14 +58,9 @@ pub fn run_launcher(config_path: &Path) -> i32 {
         lifeline: lifeline.as_ref().map(AsRawFd::as_raw_fd),
         ..Watch::default()
     };
-    let outcome = run_and_tear_down(
-        &config,
-        started,
-        watch,
-        oneshot,
-        InitIo::default(),
-        &mut |p| eprintln!("{STRIPPED_LOG_PREFIX}{}", p.display()),
-    );
+    let outcome = run_and_tear_down(&config, started, watch, None, InitIo::default(), &mut |p| {
+        eprintln!("{STRIPPED_LOG_PREFIX}{}", p.display())
+    });
     match outcome {
         Ok(Ended { code, released, .. }) => {
             if released {
@@ -458,10 +450,7 @@ fn supervise(init: Pid, errors: OwnedFd, watch: Watch<'_>) -> Result<Ended, Laun
         mut relay,
         deadline,
     } = watch;
-    let mut mask = SigSet::empty();
-    for sig in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
-        mask.add(sig);
-    }
+    let mask = termination_signals();
     mask.thread_block()
         .map_err(|e| LaunchError::Supervise(e.into()))?;
     let sigfd = SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
@@ -577,6 +566,16 @@ fn supervise(init: Pid, errors: OwnedFd, watch: Watch<'_>) -> Result<Ended, Laun
             stop(Cause::TimedOut, &mut cause);
         }
     }
+}
+
+/// The signals that end a sandbox when they come to its launcher: SIGTERM, SIGINT and
+/// SIGHUP, read from a signalfd (so blocked) while it supervises.
+pub(super) fn termination_signals() -> SigSet {
+    let mut set = SigSet::empty();
+    for sig in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+        set.add(sig);
+    }
+    set
 }
 
 /// Reads what `f` holds now, to its end or until it would block (a process other than

@@ -389,34 +389,13 @@ fn replace_refs_and_grafts_made_in_the_session_leave_even_a_pinned_repository() 
     let ws = tempfile::tempdir().unwrap();
     let ws = ws.path();
     git(ws, &["init", "-q"]);
-    git(
-        ws,
-        &[
-            "-c",
-            "user.name=u",
-            "-c",
-            "user.email=e",
-            "commit",
-            "-q",
-            "--allow-empty",
-            "-m",
-            "one",
-        ],
-    );
-    git(
-        ws,
-        &[
-            "-c",
-            "user.name=u",
-            "-c",
-            "user.email=e",
-            "commit",
-            "-q",
-            "--allow-empty",
-            "-m",
-            "two",
-        ],
-    );
+    for message in ["one", "two"] {
+        let who = ["-c", "user.name=u", "-c", "user.email=e"];
+        git(
+            ws,
+            &[&who[..], &["commit", "-q", "--allow-empty", "-m", message]].concat(),
+        );
+    }
     let g = ws.join(".git");
     // The user's own packed refs, from before the session.
     git(ws, &["pack-refs", "--all"]);
