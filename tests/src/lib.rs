@@ -324,8 +324,13 @@ pub fn sandbox_with(backend: Backend, ws: &Path, flags: &[&str], argv: &[&str]) 
     Run::from(out)
 }
 
-/// Processes on the host whose command line contains `marker`.
+/// Processes on the host whose command line contains `marker`, but for the launcher's
+/// own child that drops a finished sandbox's mount namespace: it shares the launcher's
+/// memory, so its command line reads as the launcher's (`cordon sandbox ... marker`) for
+/// as long as that unmount takes, after the launcher has ended; it holds no process of
+/// the sandbox (there are none left by then) and names itself so.
 pub fn host_processes_matching(marker: &str) -> Vec<(u32, String)> {
+    let release = sandbox_agent::launch::RELEASE_NAME.to_bytes();
     let mut found = Vec::new();
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return found;
@@ -338,7 +343,8 @@ pub fn host_processes_matching(marker: &str) -> Vec<(u32, String)> {
             continue;
         };
         let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        if cmdline.contains(marker) {
+        let comm = std::fs::read(entry.path().join("comm")).unwrap_or_default();
+        if cmdline.contains(marker) && comm.trim_ascii_end() != release {
             found.push((pid, cmdline));
         }
     }

@@ -52,6 +52,10 @@ pub fn release_detached(ns: OwnedFd) {
     let _ = nix::unistd::write(&ready_w, &[1]);
 }
 
+/// The releasing child's name (its `comm`, what `ps -e` and `pgrep` show): it may outlive
+/// the launcher by the unmount's sync, showing the launcher's command line.
+pub const RELEASE_NAME: &std::ffi::CStr = c"cordon-unmount";
+
 /// What the releasing child holds, by number in its own descriptor table.
 struct Release {
     ns: c_int,
@@ -67,17 +71,11 @@ extern "C" fn release(arg: *mut c_void) -> c_int {
     // stays open here.
     unsafe {
         let args = &*arg.cast::<Release>();
-        libc::setsid();
-        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
-        if null >= 0 {
-            for fd in 0..3 {
-                libc::dup2(null, fd);
-            }
-        }
         let (ns_fd, ready_fd) = (3, 4);
-        libc::dup2(args.ns, ns_fd);
-        libc::dup2(args.ready, ready_fd);
-        super::light::close_range(5, u32::MAX);
+        super::light::detach(&[args.ns, args.ready]);
+        // It shares the launcher's memory, so `ps` shows the launcher's command line for
+        // it, possibly after the launcher has ended: its own name says what it is.
+        libc::prctl(libc::PR_SET_NAME, RELEASE_NAME.as_ptr());
         let mut byte = 0u8;
         // Interrupted or not, a return is the launcher's byte or its end: either way
         // this copy is the last one once the read returns (errno is not ours to read).

@@ -45,6 +45,7 @@ mod supervise;
 pub mod trees;
 pub mod userns;
 
+pub use linger::RELEASE_NAME;
 pub use protected::{EntryKind, ProtectedPath};
 pub use supervise::{STRIPPED_LOG_PREFIX, run_launcher};
 
