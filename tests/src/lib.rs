@@ -328,9 +328,12 @@ pub fn sandbox_with(backend: Backend, ws: &Path, flags: &[&str], argv: &[&str]) 
 /// own child that drops a finished sandbox's mount namespace: it shares the launcher's
 /// memory, so its command line reads as the launcher's (`cordon sandbox ... marker`) for
 /// as long as that unmount takes, after the launcher has ended; it holds no process of
-/// the sandbox (there are none left by then) and names itself so.
+/// the sandbox (there are none left by then) and names itself so. The name alone is not
+/// trusted (a sandboxed process may take it): its executable must be one of the built
+/// launchers too, as seen from the host.
 pub fn host_processes_matching(marker: &str) -> Vec<(u32, String)> {
     let release = sandbox_agent::launch::RELEASE_NAME.to_bytes();
+    let launchers = [cordon_bin(), built_binary("sandbox-agent")];
     let mut found = Vec::new();
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return found;
@@ -344,7 +347,10 @@ pub fn host_processes_matching(marker: &str) -> Vec<(u32, String)> {
         };
         let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
         let comm = std::fs::read(entry.path().join("comm")).unwrap_or_default();
-        if cmdline.contains(marker) && comm.trim_ascii_end() != release {
+        let is_release = comm.trim_ascii_end() == release
+            && std::fs::read_link(entry.path().join("exe"))
+                .is_ok_and(|exe| launchers.contains(&exe));
+        if cmdline.contains(marker) && !is_release {
             found.push((pid, cmdline));
         }
     }
