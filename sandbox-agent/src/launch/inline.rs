@@ -418,7 +418,10 @@ extern "C" fn guard(arg: *mut c_void) -> c_int {
         let args = &*arg.cast::<GuardArgs>();
         // Only the pipe stays open (as 3): a copy of anything else of the orchestrator's
         // (its output pipes, the sandbox's) would keep it from ending.
-        super::light::detach(&[args.watch]);
+        if !super::light::detach(&[args.watch]) {
+            // Nothing to watch: no guardian, as when its clone fails.
+            libc::_exit(0);
+        }
         let mut byte = 0u8;
         loop {
             match libc::read(3, (&raw mut byte).cast(), 1) {

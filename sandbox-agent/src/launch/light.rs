@@ -112,8 +112,11 @@ impl Light {
 /// For a light child that outlives its parent: a session of its own (no terminal's
 /// signal reaches it), /dev/null as its standard streams, `keep` (at most four) moved to 3,
 /// 4, ... in order and every other descriptor closed, so no copy of its parent's (a pipe
-/// somebody waits on for its end) stays open in it. Alloc-free.
-pub fn detach(keep: &[c_int]) {
+/// somebody waits on for its end) stays open in it. Alloc-free. False when a kept
+/// descriptor could not be moved (the table was full): its number then holds nothing, and
+/// the child should end rather than act on it.
+#[must_use]
+pub fn detach(keep: &[c_int]) -> bool {
     let kept = keep.len().min(4);
     // Out of the way first, above every target (3 .. 3 + kept) and the standard streams: a
     // kept number may be the target of another's move. Not some high number: F_DUPFD
@@ -134,10 +137,14 @@ pub fn detach(keep: &[c_int]) {
             }
         }
         for (to, &fd) in (3..).zip(high.iter().take(kept)) {
-            libc::dup2(fd, to);
+            if fd < 0 || libc::dup2(fd, to) != to {
+                close_range(0, u32::MAX);
+                return false;
+            }
         }
     }
     close_range(first_free.unsigned_abs(), u32::MAX);
+    true
 }
 
 /// Closes every descriptor of the calling process but `keep` (alloc-free: for a light
@@ -235,7 +242,9 @@ mod tests {
             // Each kept descriptor sits where the other is to go.
             libc::dup2(c.first, 4);
             libc::dup2(c.second, 3);
-            detach(&[4, 3]);
+            if !detach(&[4, 3]) {
+                return 5;
+            }
             if libc::write(3, b"a".as_ptr().cast(), 1) != 1
                 || libc::write(4, b"b".as_ptr().cast(), 1) != 1
             {

@@ -72,7 +72,11 @@ extern "C" fn release(arg: *mut c_void) -> c_int {
     unsafe {
         let args = &*arg.cast::<Release>();
         let (ns_fd, ready_fd) = (3, 4);
-        super::light::detach(&[args.ns, args.ready]);
+        if !super::light::detach(&[args.ns, args.ready]) {
+            // Every descriptor here is closed: the namespace goes with the launcher's own
+            // copy, as where the clone fails.
+            return 0;
+        }
         // It shares the launcher's memory, so `ps` shows the launcher's command line for
         // it, possibly after the launcher has ended: its own name says what it is.
         libc::prctl(libc::PR_SET_NAME, RELEASE_NAME.as_ptr());
