@@ -20,6 +20,7 @@
 //! - [`cgroup`]: session cgroups (limits) and per-command cgroups (the kill that cannot be outrun).
 //! - [`egress`]: the loopback bridge to the egress proxy, the DNS stub, the shared policy.
 //! - [`launch`]: the local backend's namespace launcher (user, mount, pid, ipc, uts, net).
+//! - [`affinity`]: a session's round trip on one CPU (its two waiting ends pinned, nothing else).
 //!
 //! # Example
 //!
@@ -32,6 +33,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod affinity;
 pub mod beneath;
 pub mod cgroup;
 pub mod client;

@@ -47,6 +47,7 @@ impl Agent {
             disk_budget_bytes: None,
             exec_cgroup: None,
             require_outside_peer: false,
+            serve_on_cpu: None,
         };
         let child = Command::new(env!("CARGO_BIN_EXE_sandbox-agent"))
             .arg("--config")

@@ -2,7 +2,8 @@
 //! 1. Read of a 4 KiB file through the client over the socket, confinement on (local
 //!    backend: namespaces, Landlock, seccomp), p50 / p99; baseline: std::fs::read.
 //! 2. exec of `true` through the agent vs plain fork/exec on the host, p50.
-//!    Both on the runtime `cordon run` serves a session with, and on a 2-worker one.
+//!    Both on the runtime `cordon run` serves a session with (pinned), and on the same
+//!    runtime unpinned.
 //! 3. `cordon sandbox -- true`, whole process (the one-shot path, and `--via-agent`), vs
 //!    `bwrap --unshare-all --ro-bind / / true`.
 //! 4. start, exec `true` and teardown through the library, with and without the
@@ -160,27 +161,34 @@ fn main() {
     let line = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcde\n";
     std::fs::write(&file, line.repeat(4096 / line.len())).unwrap();
 
-    // Sections 1 and 2 on the runtime `cordon run` serves a session with, then on one
-    // with a worker per core (the 2 cores here): what a second worker costs a round trip.
+    // Sections 1 and 2 on the runtime `cordon run` serves a session with (its async
+    // threads and the agent's serving thread pinned to one CPU), then on the same runtime
+    // unpinned, built and driven from a thread that keeps every CPU (as before the pin).
     let session_rt = cordon::runtime::for_one_session().unwrap();
-    let two_workers = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
     let len = 4096 / line.len() * line.len();
     for round in 0..2 {
         println!("-- round {round}");
         rpc_figures(
-            "the session runtime (one worker)",
+            "the session runtime (pinned)",
             &session_rt,
             ws.path(),
             &file,
             len,
         );
-        rpc_figures("baseline: two workers", &two_workers, ws.path(), &file, len);
+        let (w, f) = (ws.path().to_path_buf(), file.clone());
+        std::thread::spawn(move || {
+            sandbox_agent::affinity::unpin_current_thread();
+            let free = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .on_thread_start(sandbox_agent::affinity::unpin_current_thread)
+                .build()
+                .unwrap();
+            rpc_figures("baseline: the same runtime, unpinned", &free, &w, &f, len);
+        })
+        .join()
+        .unwrap();
     }
-    drop(two_workers);
     let rt = session_rt;
     rt.block_on(async {
         let backend = LocalBackend::from_env().expect("local backend");
@@ -214,6 +222,9 @@ fn main() {
         );
     });
 
+    // The processes below start on every CPU, as from a user's shell.
+    drop(rt);
+    sandbox_agent::affinity::unpin_current_thread();
     println!("== 3. whole process `cordon sandbox -- true` (target: <= 1.5x bwrap)");
     let ws_path = ws.path().to_path_buf();
     // The default path (the one-shot init runs the command) and the agent's (`--via-agent`:

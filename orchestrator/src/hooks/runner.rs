@@ -139,6 +139,14 @@ impl HookRunner {
             // Its own group, so the timeout kills everything it started.
             .process_group(0)
             .kill_on_drop(true);
+        // An operator's hook runs on every CPU this process was given, not on the pin of
+        // the session thread that starts it.
+        if let Some(cpus) = sandbox_agent::affinity::original() {
+            // SAFETY: `restore` is one system call on a mask the closure owns.
+            unsafe {
+                cmd.pre_exec(move || sandbox_agent::affinity::restore(&cpus));
+            }
+        }
         let mut child = match cmd.spawn() {
             Ok(child) => child,
             Err(e) => return failed(format!("cannot start /bin/sh: {e}")),

@@ -208,6 +208,9 @@ impl LocalBackend {
                 // The orchestrator is outside the sandbox's pid namespace: any visible
                 // peer is a sandboxed process knocking on the socket.
                 require_outside_peer: true,
+                // The agent serves on the CPU this session's threads are pinned to, if
+                // they are (`cordon run`'s runtime pins them; the team server does not).
+                serve_on_cpu: sandbox_agent::affinity::pinned_cpu(),
             },
         }
     }
@@ -306,14 +309,20 @@ impl LocalBackend {
         for name in spec.egress.iter().flat_map(|e| e.secret_variables()) {
             cmd.env_remove(name);
         }
+        // The launcher, and so the sandbox and every command in it, gets every CPU this
+        // process was given, not the pin of the thread that spawns it.
+        let cpus = sandbox_agent::affinity::original();
         // SAFETY: the closure runs between fork and exec and makes async-signal-safe calls
-        // (fcntl) on fd numbers captured by value.
+        // (fcntl, sched_setaffinity) on an fd number and a mask captured by value.
         unsafe {
             cmd.pre_exec(move || {
                 // Only this child may inherit the lifeline's read end (made close-on-exec,
                 // so no other child of this process ever holds it).
                 if libc::fcntl(lifeline, libc::F_SETFD, 0) < 0 {
                     return Err(std::io::Error::last_os_error());
+                }
+                if let Some(cpus) = &cpus {
+                    sandbox_agent::affinity::restore(cpus)?;
                 }
                 Ok(())
             });

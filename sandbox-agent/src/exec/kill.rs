@@ -301,6 +301,8 @@ pub fn start_reaper() {
         let spawned = std::thread::Builder::new()
             .name("cordon-reaper".into())
             .spawn(|| {
+                // Started from the serving thread: not on its pin.
+                crate::affinity::unpin_current_thread();
                 let mut seen = HashSet::new();
                 loop {
                     std::thread::sleep(REAP_INTERVAL);

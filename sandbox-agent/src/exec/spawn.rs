@@ -191,15 +191,20 @@ fn command_for(spec: &SpawnSpec) -> Command {
     let limits = spec.limits;
     let filter = spec.child_filter.clone();
     let cgroup = spec.slot.as_ref().map(|s| s.entry_fd());
+    // Every CPU the agent was given, even when the thread that forks is the pinned one.
+    let cpus = crate::affinity::original();
     // SAFETY: the hook runs between fork and exec; it makes only alloc-free system calls
-    // (write to the cgroup's procs, setsid, setrlimit, close_range, seccomp) on data
-    // prepared before fork (the filter is only read through the Arc, never cloned or
-    // dropped in the child). The cgroup comes first: every process the command starts is
-    // born inside.
+    // (write to the cgroup's procs, sched_setaffinity, setsid, setrlimit, close_range,
+    // seccomp) on data prepared before fork (the filter is only read through the Arc,
+    // never cloned or dropped in the child). The cgroup comes first: every process the
+    // command starts is born inside.
     unsafe {
         cmd.pre_exec(move || {
             if let Some(fd) = cgroup {
                 slots::enter(fd)?;
+            }
+            if let Some(cpus) = &cpus {
+                crate::affinity::restore(cpus)?;
             }
             confine::child_setup(&limits, &filter)
         });

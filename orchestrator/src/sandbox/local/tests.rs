@@ -438,3 +438,65 @@ async fn the_session_cgroup_holds_the_sandbox_and_goes_with_it() {
         "{dirs:?} left behind"
     );
 }
+
+/// `Cpus_allowed_list` in a /proc status text.
+fn cpus_allowed(status: &str) -> String {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .map(|v| v.trim().to_string())
+        .unwrap_or_default()
+}
+
+// On `cordon run`'s runtime the session's threads are pinned, and the agent serves on
+// their CPU; a command, and the launcher and init it descends from, keep every CPU.
+#[test]
+fn the_agent_serves_on_the_sessions_cpu_and_commands_keep_every_cpu() {
+    // A thread of its own: the runtime pins the thread that builds it.
+    std::thread::spawn(|| {
+        let every = cpus_allowed(&std::fs::read_to_string("/proc/thread-self/status").unwrap());
+        let runtime = crate::runtime::for_one_session().unwrap();
+        let Some(cpu) = sandbox_agent::affinity::pinned_cpu() else {
+            eprintln!("one CPU only ({every}): nothing is pinned");
+            return;
+        };
+        runtime.block_on(async {
+            let f = fixture();
+            let Sandbox {
+                mut client, handle, ..
+            } = f.backend.start(&spec(&f)).await.unwrap();
+            let (out, status) = client
+                .exec_collect(ExecRequest {
+                    exec_id: "cpus".into(),
+                    argv: vec!["cat".into(), "/proc/self/status".into()],
+                    ..Default::default()
+                })
+                .await
+                .unwrap();
+            assert_eq!(status.code, Some(0));
+            assert_eq!(cpus_allowed(&String::from_utf8_lossy(&out)), every);
+
+            // On the host: the agent's serving (main) thread is on the session's CPU,
+            // every other process of the sandbox has them all.
+            let launcher = f.backend_pid_of(&*handle);
+            let mut serving = 0;
+            for (pid, _) in std::iter::once((launcher as i32, 0)).chain(descendants(launcher)) {
+                let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+                    continue;
+                };
+                let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+                let mask = cpus_allowed(&status);
+                if mask == cpu.to_string() && comm.trim() == "sandbox-agent" {
+                    serving += 1;
+                } else {
+                    assert_eq!(mask, every, "pid {pid} ({}) is pinned", comm.trim());
+                }
+            }
+            assert_eq!(serving, 1, "one agent serves on CPU {cpu}");
+            let _ = client.shutdown().await;
+            handle.destroy().await.unwrap();
+        });
+    })
+    .join()
+    .unwrap();
+}
