@@ -486,7 +486,7 @@ fn println_json(value: &serde_json::Value) {
 
 /// Starts [`print_events`] on the blocking pool: its writes to stdout are synchronous, so
 /// a reader that stops reading (a paused pager, a full pipe) holds up that thread alone,
-/// never the session's one worker (see `cordon::runtime`).
+/// never the session's one async thread (see `cordon::runtime`).
 pub(super) fn spawn_printer(
     rx: mpsc::UnboundedReceiver<LoopEvent>,
     format: OutputFormat,
