@@ -1084,3 +1084,60 @@ async fn nothing_in_the_container_runs_while_it_is_frozen() {
     let _ = writer.await;
     sup.destroy().await.unwrap();
 }
+
+// On `cordon run`'s runtime (its one thread pinned) the container's agent serves on the
+// session's CPU, and a command in the container keeps every CPU.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pinned_session_pins_the_containers_serving_thread_only() {
+    require_docker!();
+    let every = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("Cpus_allowed_list:")
+                .map(|v| v.trim().to_string())
+        })
+        .unwrap();
+    let seen = tokio::task::spawn_blocking(|| {
+        let runtime = cordon::runtime::for_one_session().unwrap();
+        let cpu = sandbox_agent::affinity::pinned_cpu()?;
+        Some(runtime.block_on(async move {
+            let f = fixture(0).await;
+            let ws = tempfile::tempdir().unwrap();
+            let Sandbox {
+                mut client, handle, ..
+            } = f
+                .backend
+                .start(&SandboxSpec::new(session_id("pin"), ws.path()))
+                .await
+                .unwrap();
+            let (out, code) = sh(
+                &mut client,
+                "for p in /proc/[0-9]*; do \
+                 echo \"$(cat $p/comm 2>/dev/null):$(grep Cpus_allowed_list $p/status 2>/dev/null | cut -f2)\"; \
+                 done",
+            )
+            .await
+            .unwrap();
+            let _ = client.shutdown().await;
+            handle.destroy().await.unwrap();
+            (cpu, out, code)
+        }))
+    })
+    .await
+    .unwrap();
+    let Some((cpu, out, code)) = seen else {
+        eprintln!("one CPU only ({every}): nothing is pinned");
+        return;
+    };
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.lines().any(|l| l == format!("sandbox-agent:{cpu}")),
+        "the agent serves on CPU {cpu}: {out}"
+    );
+    // The shell, its loop's children, anything else in the container: every CPU.
+    for line in out.lines().filter(|l| !l.starts_with("sandbox-agent:")) {
+        let (_, list) = line.split_once(':').unwrap();
+        assert!(list.is_empty() || list == every, "{line} in {out}");
+    }
+}

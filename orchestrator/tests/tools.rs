@@ -58,7 +58,6 @@ impl Session {
             disk_budget_bytes: None,
             exec_cgroup: None,
             require_outside_peer: false,
-            serve_on_cpu: None,
         };
         let child = Command::new(agent_binary())
             .arg("--config")

@@ -82,6 +82,8 @@ impl AgentClient {
             HandshakeRequest {
                 protocol_version: version,
                 controller: format!("cordon {}", crate::AGENT_VERSION),
+                // The calling thread's pin, if the session runtime pinned it.
+                serve_on_cpu: crate::affinity::pinned_cpu().and_then(|c| u32::try_from(c).ok()),
             },
             DEFAULT_CALL_DEADLINE,
         );

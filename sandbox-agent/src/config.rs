@@ -57,11 +57,6 @@ pub struct AgentConfig {
     /// agent in its own pid namespace, where the orchestrator is never visible).
     #[serde(default)]
     pub require_outside_peer: bool,
-    /// The CPU the controller's session threads are pinned to: the agent serves on it, so
-    /// a round trip's wake-ups stay on one CPU (see [`crate::affinity`]). Commands and
-    /// the agent's other threads keep every CPU. `None`: the agent is not pinned.
-    #[serde(default)]
-    pub serve_on_cpu: Option<usize>,
 }
 
 impl AgentConfig {

@@ -98,16 +98,8 @@ fn run(cli: Cli) -> Result<(), String> {
     // One async thread: the agent serves one controller, its async work is short (file
     // work beyond a small Read and every fork go to the blocking pool), and a call then
     // never waits for a wake-up on another thread, which costs more here than the work.
-    // Serving on the controller's CPU (its session threads are pinned there): a call's
-    // wake-ups stay on one CPU. Only this thread: the blocking pool, and so every
-    // command, keeps all the CPUs.
-    if let Some(cpu) = config.serve_on_cpu
-        && let Err(e) = sandbox_agent::affinity::pin_to(cpu)
-    {
-        report
-            .notes
-            .push(format!("serving unpinned: CPU {cpu}: {e}"));
-    }
+    // This thread serves every call, and the handshake may pin it to the controller's
+    // CPU (`sandbox_agent::affinity`); the threads it starts keep every CPU.
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .on_thread_start(sandbox_agent::affinity::unpin_current_thread)

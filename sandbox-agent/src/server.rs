@@ -136,6 +136,14 @@ impl SandboxAgent for AgentService {
             )
             .into());
         }
+        // The serving thread (this one: the agent's runtime has one) joins the
+        // controller's CPU. Refused (a CPU outside this container's or process's set), it
+        // serves unpinned: slower, never wrong.
+        if let Some(cpu) = req.serve_on_cpu
+            && let Err(e) = crate::affinity::pin_to(cpu as usize)
+        {
+            tracing::info!(cpu, "serving unpinned: {e}");
+        }
         self.handshaken.store(true, Ordering::Release);
         tracing::info!(controller = %req.controller, "handshake accepted");
         Ok(Response::new(HandshakeResponse {

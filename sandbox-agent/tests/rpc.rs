@@ -47,7 +47,6 @@ impl Agent {
             disk_budget_bytes: None,
             exec_cgroup: None,
             require_outside_peer: false,
-            serve_on_cpu: None,
         };
         let child = Command::new(env!("CARGO_BIN_EXE_sandbox-agent"))
             .arg("--config")
@@ -104,9 +103,18 @@ async fn handshake(
     raw: &mut SandboxAgentClient<tonic::transport::Channel>,
     version: u32,
 ) -> Result<HandshakeResponse, tonic::Status> {
+    handshake_on(raw, version, None).await
+}
+
+async fn handshake_on(
+    raw: &mut SandboxAgentClient<tonic::transport::Channel>,
+    version: u32,
+    serve_on_cpu: Option<u32>,
+) -> Result<HandshakeResponse, tonic::Status> {
     let req = HandshakeRequest {
         protocol_version: version,
         controller: "test".into(),
+        serve_on_cpu,
     };
     raw.handshake(with_deadline(req, DEFAULT_CALL_DEADLINE))
         .await
@@ -118,6 +126,83 @@ fn read_req(path: &Path) -> ReadRequest {
         path: path.display().to_string(),
         ..Default::default()
     }
+}
+
+/// `Cpus_allowed_list` of one thread of `pid`, or of each.
+fn cpus_of(pid: u32) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+    {
+        let status = std::fs::read_to_string(task.path().join("status")).unwrap_or_default();
+        let list = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .unwrap_or_default()
+            .trim()
+            .to_string();
+        out.push((task.file_name().to_string_lossy().into_owned(), list));
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_handshake_that_names_a_cpu_pins_the_serving_thread_and_nothing_else() {
+    let every = cpus_of(std::process::id())[0].1.clone();
+    if every.len() == 1 {
+        eprintln!("one CPU only ({every}): nothing to pin");
+        return;
+    }
+    let mut agent = Agent::start();
+    let mut raw = agent.raw().await;
+    // A CPU this machine does not have: refused by the kernel, the agent serves
+    // unpinned and the handshake goes through.
+    handshake_on(&mut raw, PROTOCOL_VERSION, Some(1023))
+        .await
+        .unwrap();
+    let pid = agent.child.id();
+    assert!(
+        cpus_of(pid).iter().all(|(_, l)| *l == every),
+        "{:?}",
+        cpus_of(pid)
+    );
+    handshake_on(&mut raw, PROTOCOL_VERSION, Some(1))
+        .await
+        .unwrap();
+    let main = pid.to_string();
+    for (tid, list) in cpus_of(pid) {
+        let want = if tid == main { "1" } else { every.as_str() };
+        assert_eq!(list, want, "thread {tid}");
+    }
+    // A command started after the pin has every CPU, not the serving thread's.
+    let req = sandbox_agent::proto::ExecRequest {
+        exec_id: "cpus".into(),
+        argv: vec![
+            "grep".into(),
+            "Cpus_allowed_list".into(),
+            "/proc/self/status".into(),
+        ],
+        ..Default::default()
+    };
+    let mut events = raw
+        .exec(with_deadline(req, DEFAULT_CALL_DEADLINE))
+        .await
+        .unwrap()
+        .into_inner();
+    let mut out = Vec::new();
+    while let Some(event) = events.message().await.unwrap() {
+        if let Some(sandbox_agent::proto::exec_event::Event::Output(chunk)) = event.event {
+            out.extend_from_slice(&chunk.data);
+        }
+    }
+    let out = String::from_utf8_lossy(&out);
+    assert_eq!(
+        out.split(':').nth(1).map(str::trim),
+        Some(every.as_str()),
+        "{out}"
+    );
+    assert!(!agent.exited_within(Duration::ZERO).await);
 }
 
 #[tokio::test]

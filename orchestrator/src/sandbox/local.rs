@@ -208,9 +208,6 @@ impl LocalBackend {
                 // The orchestrator is outside the sandbox's pid namespace: any visible
                 // peer is a sandboxed process knocking on the socket.
                 require_outside_peer: true,
-                // The agent serves on the CPU this session's threads are pinned to, if
-                // they are (`cordon run`'s runtime pins them; the team server does not).
-                serve_on_cpu: sandbox_agent::affinity::pinned_cpu(),
             },
         }
     }

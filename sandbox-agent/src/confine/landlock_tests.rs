@@ -38,7 +38,6 @@ fn fixture(network: bool) -> Fixture {
         disk_budget_bytes: None,
         exec_cgroup: None,
         require_outside_peer: false,
-        serve_on_cpu: None,
     };
     Fixture {
         _dir: dir,

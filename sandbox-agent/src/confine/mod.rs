@@ -232,7 +232,6 @@ mod tests {
             disk_budget_bytes: None,
             exec_cgroup: None,
             require_outside_peer: false,
-            serve_on_cpu: None,
         };
         let script = format!(
             "set -e; echo hi > made.txt; ls /usr >/dev/null; cat made.txt | tr a-z A-Z; \

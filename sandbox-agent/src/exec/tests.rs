@@ -37,7 +37,6 @@ fn fx() -> Fx {
         disk_budget_bytes: None,
         exec_cgroup: None,
         require_outside_peer: false,
-        serve_on_cpu: None,
     };
     Fx {
         exec: Executor::new(&config),

@@ -327,7 +327,6 @@ impl Session {
             // The orchestrator is outside the container's pid namespace: any peer whose
             // pid the agent can see is a process inside the sandbox, never the controller.
             require_outside_peer: true,
-            serve_on_cpu: None,
         }
     }
 
