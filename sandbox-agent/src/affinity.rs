@@ -93,10 +93,28 @@ pub fn original() -> Option<CpuSet> {
     ORIGINAL.get().copied()
 }
 
-/// Sets the calling thread's mask to `set`. Async-signal-safe (one system call on a
-/// value the caller owns), so it may run in a `pre_exec` closure.
-pub fn restore(set: &CpuSet) -> std::io::Result<()> {
-    sched_setaffinity(this_thread(), set).map_err(std::io::Error::from)
+/// Sets the calling thread's mask to `set`, best effort: a mask the kernel refuses (its
+/// CPUs all gone from the cpuset since) leaves the thread as it was, which runs slower,
+/// never wrong. Async-signal-safe (one system call on a value the caller owns), so it may
+/// run in a `pre_exec` closure.
+pub fn restore(set: &CpuSet) {
+    let _ = sched_setaffinity(this_thread(), set);
+}
+
+/// Makes `cmd`'s child start with every CPU this process was given, whatever the pin of
+/// the thread that spawns it. A no-op in a process that never pinned.
+pub fn unpinned_child(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    if let Some(set) = original() {
+        // SAFETY: the closure runs between fork and exec and makes one system call
+        // (sched_setaffinity) on a mask it owns: no allocation, no lock.
+        unsafe {
+            cmd.pre_exec(move || {
+                restore(&set);
+                Ok(())
+            });
+        }
+    }
 }
 
 #[cfg(test)]

@@ -49,7 +49,10 @@ fn a_pin_holds_the_thread_and_nothing_it_starts_keeps_it() {
                 let set = original().unwrap();
                 // SAFETY: `restore` is one system call on a value owned by the closure.
                 unsafe {
-                    cmd.pre_exec(move || restore(&set));
+                    cmd.pre_exec(move || {
+                        restore(&set);
+                        Ok(())
+                    });
                 }
             }
             allowed_list(&String::from_utf8(cmd.output().unwrap().stdout).unwrap())

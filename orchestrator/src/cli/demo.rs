@@ -31,7 +31,9 @@ pub fn main(args: DemoArgs) -> ExitCode {
             return ExitCode::from(super::EXIT_CORDON_FAILED);
         }
     };
-    match runtime.block_on(demo(args)) {
+    let result = runtime.block_on(demo(args));
+    cordon::runtime::finish(runtime);
+    match result {
         Ok(code) => code,
         Err(e) => {
             eprintln!("cordon demo: {e:#}");

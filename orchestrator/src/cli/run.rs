@@ -89,8 +89,8 @@ pub fn main(args: RunArgs) -> ExitCode {
         }
     };
     let result = runtime.block_on(run(args));
-    // Do not wait for a blocked stdin reader (stream-json input) at exit.
-    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    // Last-resort cleanups run; a blocked stdin reader (stream-json input) is not waited for.
+    cordon::runtime::finish(runtime);
     match result {
         Ok(code) => code,
         Err(e) => {

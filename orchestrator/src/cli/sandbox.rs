@@ -106,7 +106,9 @@ pub fn main(args: SandboxArgs) -> ExitCode {
             return ExitCode::from(EXIT_CORDON_FAILED);
         }
     };
-    report(planned.and_then(|p| runtime.block_on(run(args, p))))
+    let outcome = planned.and_then(|p| runtime.block_on(run(args, p)));
+    cordon::runtime::finish(runtime);
+    report(outcome)
 }
 
 /// The exit code for what happened; Cordon's own failure said on stderr.

@@ -141,12 +141,7 @@ impl HookRunner {
             .kill_on_drop(true);
         // An operator's hook runs on every CPU this process was given, not on the pin of
         // the session thread that starts it.
-        if let Some(cpus) = sandbox_agent::affinity::original() {
-            // SAFETY: `restore` is one system call on a mask the closure owns.
-            unsafe {
-                cmd.pre_exec(move || sandbox_agent::affinity::restore(&cpus));
-            }
-        }
+        sandbox_agent::affinity::unpinned_child(cmd.as_std_mut());
         let mut child = match cmd.spawn() {
             Ok(child) => child,
             Err(e) => return failed(format!("cannot start /bin/sh: {e}")),

@@ -319,7 +319,7 @@ impl LocalBackend {
                     return Err(std::io::Error::last_os_error());
                 }
                 if let Some(cpus) = &cpus {
-                    sandbox_agent::affinity::restore(cpus)?;
+                    sandbox_agent::affinity::restore(cpus);
                 }
                 Ok(())
             });

@@ -191,7 +191,8 @@ fn command_for(spec: &SpawnSpec) -> Command {
     let limits = spec.limits;
     let filter = spec.child_filter.clone();
     let cgroup = spec.slot.as_ref().map(|s| s.entry_fd());
-    // Every CPU the agent was given, even when the thread that forks is the pinned one.
+    // Every CPU the agent was given. Forks run on the blocking pool, which is never
+    // pinned; this holds should one ever run on the serving thread.
     let cpus = crate::affinity::original();
     // SAFETY: the hook runs between fork and exec; it makes only alloc-free system calls
     // (write to the cgroup's procs, sched_setaffinity, setsid, setrlimit, close_range,
@@ -204,7 +205,7 @@ fn command_for(spec: &SpawnSpec) -> Command {
                 slots::enter(fd)?;
             }
             if let Some(cpus) = &cpus {
-                crate::affinity::restore(cpus)?;
+                crate::affinity::restore(cpus);
             }
             confine::child_setup(&limits, &filter)
         });

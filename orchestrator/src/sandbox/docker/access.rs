@@ -167,7 +167,10 @@ pub fn revoke_legacy(workspace: &Path, uid: u32) -> Result<(), SandboxError> {
 }
 
 fn setfacl(args: &[&str], path: &Path) -> Result<(), SandboxError> {
-    let out = Command::new("setfacl")
+    let mut setfacl = Command::new("setfacl");
+    // A recursive walk of the workspace: every CPU, not the session thread's pin.
+    sandbox_agent::affinity::unpinned_child(&mut setfacl);
+    let out = setfacl
         .args(args)
         .arg(path)
         .output()

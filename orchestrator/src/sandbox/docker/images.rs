@@ -500,7 +500,10 @@ fn dev_rootfs(progress: &mut impl FnMut(String)) -> Result<PathBuf, SandboxError
             source,
         })?;
     }
-    let status = std::process::Command::new("bash")
+    let mut build = std::process::Command::new("bash");
+    // Minutes of work: every CPU, not the session thread's pin.
+    sandbox_agent::affinity::unpinned_child(&mut build);
+    let status = build
         .arg(&*script)
         .arg(&dir)
         .status()

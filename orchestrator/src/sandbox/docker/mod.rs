@@ -574,13 +574,15 @@ impl Drop for DockerSandboxHandle {
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             let docker = self.docker.clone();
             let id = self.container_id.clone();
-            rt.spawn(async move {
+            // A session command's exit waits for it (its runtime runs a task only while
+            // it is driven).
+            crate::runtime::finish_before_exit(rt.spawn(async move {
                 if container::remove(&docker, &id).await.is_ok() {
                     for (record, tree) in &records {
                         sandbox_agent::launch::gitvet::vet_recorded(record, tree);
                     }
                 }
-            });
+            }));
         }
         session.cleanup();
     }
