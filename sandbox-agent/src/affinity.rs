@@ -12,8 +12,10 @@
 //! What is pinned: the threads that wait on each other and do only short work (a session
 //! runtime's async threads, the agent's serving thread). What is not: a runtime's
 //! blocking pool (its `on_thread_start` calls [`unpin_current_thread`]) and every process
-//! started from a pinned thread ([`restore`] between fork and exec): commands, builds and
-//! hooks run wherever the scheduler puts them, on every CPU the process was given.
+//! started from a pinned thread ([`restore`] between fork and exec where the spawn forks
+//! anyway, [`with_every_cpu`] around it where it must stay `posix_spawn`): commands,
+//! builds, git and hooks run wherever the scheduler puts them, on every CPU the process
+//! was given.
 //!
 //! A process that never pins (the team server, the tests) is untouched: nothing here
 //! acts before [`pin_to`] or [`pin_here`] was called once.
@@ -101,19 +103,24 @@ pub fn restore(set: &CpuSet) {
     let _ = sched_setaffinity(this_thread(), set);
 }
 
-/// Makes `cmd`'s child start with every CPU this process was given, whatever the pin of
-/// the thread that spawns it. A no-op in a process that never pinned.
-pub fn unpinned_child(cmd: &mut std::process::Command) {
-    use std::os::unix::process::CommandExt;
-    if let Some(set) = original() {
-        // SAFETY: the closure runs between fork and exec and makes one system call
-        // (sched_setaffinity) on a mask it owns: no allocation, no lock.
-        unsafe {
-            cmd.pre_exec(move || {
-                restore(&set);
-                Ok(())
-            });
+/// Runs `f` (a spawn, or a short wait on a child) with the calling thread given back every
+/// CPU this process was started with, then pins it again: a child started in `f` inherits
+/// the wide mask. For spawns that must stay `posix_spawn`: a `pre_exec` closure would make
+/// the standard library fork this whole process instead (a copy of its page tables, some
+/// milliseconds here). A no-op wrapper on a thread this process did not pin.
+pub fn with_every_cpu<R>(f: impl FnOnce() -> R) -> R {
+    let Some(original) = ORIGINAL.get() else {
+        return f();
+    };
+    match sched_getaffinity(this_thread()) {
+        Ok(pinned) if pinned != *original => {
+            restore(original);
+            let result = f();
+            // The same mask again; refused (its CPU gone), the thread stays unpinned.
+            restore(&pinned);
+            result
         }
+        _ => f(),
     }
 }
 

@@ -72,8 +72,23 @@ fn a_pin_holds_the_thread_and_nothing_it_starts_keeps_it() {
                 .sum::<usize>()
         );
 
+        // A plain spawn (posix_spawn, no pre_exec) inside `with_every_cpu` has every
+        // CPU, and the thread is pinned again after.
+        let plain = with_every_cpu(|| {
+            std::process::Command::new("cat")
+                .arg("/proc/self/status")
+                .output()
+                .unwrap()
+        });
+        assert_eq!(
+            allowed_list(&String::from_utf8(plain.stdout).unwrap()),
+            child_list(true)
+        );
+        assert_eq!(pinned_cpu(), Some(cpu));
+
         unpin_current_thread();
         assert_eq!(pinned_cpu(), None);
+        assert_eq!(with_every_cpu(pinned_cpu), None);
     })
     .join()
     .unwrap();

@@ -90,9 +90,6 @@ pub const ENV: &[(&str, &str)] = &[
 pub fn command(untrusted: &Path) -> Command {
     let path = safe_path(std::env::var_os("PATH").as_deref(), untrusted);
     let mut cmd = Command::new(find_git(&path));
-    // Every git the host runs (the prompt's `git status` on a large tree among them) has
-    // every CPU, not the pin of the session thread that may start it.
-    crate::affinity::unpinned_child(&mut cmd);
     cmd.env_clear();
     if let Ok(joined) = std::env::join_paths(&path) {
         cmd.env("PATH", joined);

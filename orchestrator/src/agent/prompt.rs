@@ -181,6 +181,11 @@ pub fn environment(cwd: &Path, today: &str) -> String {
 }
 
 fn git_summary(cwd: &Path) -> Option<(String, String)> {
+    // Git on a large tree may work a while: on every CPU, not the session thread's pin.
+    sandbox_agent::affinity::with_every_cpu(|| git_summary_of(cwd))
+}
+
+fn git_summary_of(cwd: &Path) -> Option<(String, String)> {
     // The repository is untrusted (a session or a downloaded archive may have written its
     // control files): read it only through the hardened helper, which never lets git see
     // the repository's own configuration, hooks or attributes.

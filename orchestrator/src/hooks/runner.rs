@@ -141,8 +141,7 @@ impl HookRunner {
             .kill_on_drop(true);
         // An operator's hook runs on every CPU this process was given, not on the pin of
         // the session thread that starts it.
-        sandbox_agent::affinity::unpinned_child(cmd.as_std_mut());
-        let mut child = match cmd.spawn() {
+        let mut child = match sandbox_agent::affinity::with_every_cpu(|| cmd.spawn()) {
             Ok(child) => child,
             Err(e) => return failed(format!("cannot start /bin/sh: {e}")),
         };

@@ -167,17 +167,14 @@ pub fn revoke_legacy(workspace: &Path, uid: u32) -> Result<(), SandboxError> {
 }
 
 fn setfacl(args: &[&str], path: &Path) -> Result<(), SandboxError> {
-    let mut setfacl = Command::new("setfacl");
     // A recursive walk of the workspace: every CPU, not the session thread's pin.
-    sandbox_agent::affinity::unpinned_child(&mut setfacl);
-    let out = setfacl
-        .args(args)
-        .arg(path)
-        .output()
-        .map_err(|source| SandboxError::Setup {
-            step: "run setfacl (install the acl package)",
-            source,
-        })?;
+    let out = sandbox_agent::affinity::with_every_cpu(|| {
+        Command::new("setfacl").args(args).arg(path).output()
+    })
+    .map_err(|source| SandboxError::Setup {
+        step: "run setfacl (install the acl package)",
+        source,
+    })?;
     // setfacl exits 1 when some entries could not be changed (e.g. a file vanished
     // mid-walk); anything on stderr besides that is a real failure.
     if out.status.success() {

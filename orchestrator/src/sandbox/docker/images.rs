@@ -500,17 +500,17 @@ fn dev_rootfs(progress: &mut impl FnMut(String)) -> Result<PathBuf, SandboxError
             source,
         })?;
     }
-    let mut build = std::process::Command::new("bash");
     // Minutes of work: every CPU, not the session thread's pin.
-    sandbox_agent::affinity::unpinned_child(&mut build);
-    let status = build
-        .arg(&*script)
-        .arg(&dir)
-        .status()
-        .map_err(|source| SandboxError::Setup {
-            step: "run build-rootfs.sh",
-            source,
-        })?;
+    let status = sandbox_agent::affinity::with_every_cpu(|| {
+        std::process::Command::new("bash")
+            .arg(&*script)
+            .arg(&dir)
+            .status()
+    })
+    .map_err(|source| SandboxError::Setup {
+        step: "run build-rootfs.sh",
+        source,
+    })?;
     if !status.success() {
         return Err(SandboxError::Docker(format!(
             "build-rootfs.sh failed: {status}"
