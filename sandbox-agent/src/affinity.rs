@@ -1,16 +1,17 @@
-//! One session's round trip on one CPU: the controller's session threads and the agent's
+//! One session's round trip on one CPU: the controller's session thread and the agent's
 //! serving thread share a CPU, and every other thread and every command keeps the CPUs
 //! the process was started with.
 //!
 //! Why: a tool call is two wake-ups (the request, the answer), each of a thread that
 //! waits on the other. When the wakee's CPU is idle, the wake-up is an interrupt to that
 //! CPU and, on a virtual machine, its exit from halt through the hypervisor: tens of
-//! microseconds, more than the Read itself (BENCHMARKS.md: a confined 4 KiB Read's work is
-//! about 25 µs, its round trip 150 to 280 µs free, 120 µs with both ends on one CPU). On
-//! one CPU the writer's block hands the CPU straight to the reader.
+//! microseconds, more than the Read itself (BENCHMARKS.md, thirteenth session: a confined
+//! 4 KiB Read's work is about 22 µs, its round trip 211 to 252 µs unpinned and 139 to 144
+//! µs with both ends on one CPU). On one CPU the writer's block hands the CPU straight to
+//! the reader.
 //!
 //! What is pinned: the threads that wait on each other and do only short work (a session
-//! runtime's async threads, the agent's serving thread). What is not: a runtime's
+//! runtime's one thread, the agent's serving thread). What is not: a runtime's
 //! blocking pool (its `on_thread_start` calls [`unpin_current_thread`]) and every process
 //! started from a pinned thread ([`restore`] between fork and exec where the spawn forks
 //! anyway, [`with_every_cpu`] around it where it must stay `posix_spawn`): commands,
