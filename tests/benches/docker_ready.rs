@@ -219,20 +219,28 @@ async fn tool_round_trips(backend: &DockerBackend, ws: &std::path::Path) -> Resu
             reads.push(t.elapsed());
         }
     }
+    let mut by_path = Vec::new();
     let mut execs = Vec::new();
-    for i in 0..120 {
+    for i in 0..240 {
+        // Alternating, so both see the same machine: `true` by name (as `docker exec`
+        // is given it, searched in PATH) and by its path.
+        let program = if i % 2 == 0 { "true" } else { "/bin/true" };
         let req = ExecRequest {
             exec_id: format!("rt{i}"),
-            argv: vec!["true".into()],
+            argv: vec![program.into()],
             ..Default::default()
         };
         let t = Instant::now();
         let (_, status) = client.exec_collect(req).await.map_err(|e| e.to_string())?;
         if status.code != Some(0) {
-            return Err(format!("exec true failed: {status:?}"));
+            return Err(format!("exec {program} failed: {status:?}"));
         }
-        if i >= 20 {
-            execs.push(t.elapsed());
+        if i >= 40 {
+            if i % 2 == 0 {
+                execs.push(t.elapsed());
+            } else {
+                by_path.push(t.elapsed());
+            }
         }
     }
     let name = docker::container::container_name("bench-rt");
@@ -251,6 +259,10 @@ async fn tool_round_trips(backend: &DockerBackend, ws: &std::path::Path) -> Resu
     let (read, exec, baseline) = (p50(reads), p50(execs), p50(docker_exec));
     println!("tool Read (4 KiB) through the agent    p50 {read:?}");
     println!("tool exec `true` through the agent     p50 {exec:?}");
+    println!(
+        "tool exec `/bin/true` (by path)        p50 {:?}",
+        p50(by_path)
+    );
     println!(
         "baseline: docker exec CONTAINER true   p50 {}",
         ms(baseline)

@@ -1,21 +1,26 @@
-//! Starting a command straight inside its cgroup: `clone3(CLONE_INTO_CGROUP)` on the
-//! slot's directory, then the same pre-exec setup and exec as [`super::spawn`]'s
-//! `std::process::Command` path.
+//! Making a command's process: every command the agent runs, and the one-shot sandbox's,
+//! is started here, in one of two ways, with the same child part (standard streams,
+//! signals, directory, the caller's alloc-free setup, exec).
 //!
-//! Why: a child that enters its cgroup by writing to `cgroup.procs` makes the kernel take
-//! its global threadgroup lock for writing, which waits for an RCU grace period (1 to
-//! 11 ms per command on this project's machines). A child born in the cgroup is never
-//! moved, and fork only takes that lock for reading.
+//! - **Born in its cgroup** ([`spawn`]): `clone3(CLONE_INTO_CGROUP)` on a v2 slot's
+//!   directory. A child that enters its cgroup by writing to `cgroup.procs` makes the
+//!   kernel take its global threadgroup lock for writing, which waits for an RCU grace
+//!   period (1 to 11 ms per command on this project's machines). A child born in the
+//!   cgroup is never moved, and fork only takes that lock for reading.
+//! - **Light** ([`spawn_light`], [`fork_onto`]): vfork-style, sharing the caller's memory
+//!   until exec, so no copy of the caller's page tables and no copy-on-write faults after
+//!   it. A command that has a v1 slot enters it by a write in its setup (v1 `tasks`: a
+//!   move of the one thread, which skips that lock).
 //!
-//! The child runs between a clone of this multi-threaded process and exec, like a
-//! `pre_exec` hook: it makes only alloc-free system calls on data prepared before the
-//! clone. A failure in the child (chdir, the confinement, exec) is sent back as an errno
-//! over a close-on-exec pipe; end of file means the exec happened.
+//! Either way the child runs between a clone of this multi-threaded process and exec,
+//! like a `pre_exec` hook: it makes only alloc-free system calls on data prepared before
+//! the clone. A failure in the child (chdir, the confinement, exec) is sent back as an
+//! errno over a close-on-exec pipe; end of file means the exec happened.
 //!
 //! Where clone3 is refused (a seccomp filter that answers ENOSYS, as the agent's own does
-//! unless namespace creation is capped, see `policies/README.md`; an old kernel; a v1
-//! slot) the caller falls back to the `Command` path; the refusal is remembered so each
-//! later command goes there directly.
+//! unless namespace creation is capped, see `policies/README.md`; an old kernel) the
+//! caller uses the light way; the refusal is remembered so each later command goes there
+//! directly.
 
 use std::ffi::{CString, c_char};
 use std::io;
@@ -132,6 +137,56 @@ fn dev_null() -> io::Result<OwnedFd> {
         .map(OwnedFd::from)
 }
 
+/// A command's three standard streams: the child's ends and the parent's.
+struct Streams {
+    /// The child's stdin: the read end of a pipe, or /dev/null.
+    child_in: OwnedFd,
+    child_out: OwnedFd,
+    child_err: OwnedFd,
+    stdin: Option<OwnedFd>,
+    stdout: OwnedFd,
+    stderr: OwnedFd,
+}
+
+impl Streams {
+    fn new(stdin: bool) -> io::Result<Streams> {
+        let (child_in, stdin) = if stdin {
+            let (r, w) = pipe()?;
+            (r, Some(w))
+        } else {
+            (dev_null()?, None)
+        };
+        let (stdout, child_out) = pipe()?;
+        let (stderr, child_err) = pipe()?;
+        Ok(Streams {
+            child_in,
+            child_out,
+            child_err,
+            stdin,
+            stdout,
+            stderr,
+        })
+    }
+
+    fn child_fds(&self) -> [RawFd; 3] {
+        [
+            self.child_in.as_raw_fd(),
+            self.child_out.as_raw_fd(),
+            self.child_err.as_raw_fd(),
+        ]
+    }
+
+    /// The started child with the parent's ends; the child's ends are closed here.
+    fn into_spawned(self, pid: i32) -> Spawned {
+        Spawned {
+            pid,
+            stdin: self.stdin,
+            stdout: Some(self.stdout),
+            stderr: Some(self.stderr),
+        }
+    }
+}
+
 /// Clones a child into the cgroup `cgroup` (a directory descriptor), runs `setup` in it
 /// (alloc-free, like a `pre_exec` hook), and execs `what`.
 pub fn spawn(
@@ -139,16 +194,7 @@ pub fn spawn(
     what: &Prepared,
     setup: &dyn Fn() -> io::Result<()>,
 ) -> Result<Spawned, CloneError> {
-    let failed = CloneError::Failed;
-    let (in_r, in_w) = if what.stdin {
-        let (r, w) = pipe().map_err(failed)?;
-        (r, Some(w))
-    } else {
-        (dev_null().map_err(failed)?, None)
-    };
-    let (out_r, out_w) = pipe().map_err(failed)?;
-    let (err_r, err_w) = pipe().map_err(failed)?;
-    let fds = [in_r.as_raw_fd(), out_w.as_raw_fd(), err_w.as_raw_fd()];
+    let streams = Streams::new(what.stdin).map_err(CloneError::Failed)?;
     // SAFETY: the child only runs `start`'s child part (alloc-free system calls on data
     // prepared before the clone, and `setup`, alloc-free by the caller's contract), then
     // execs or _exits.
@@ -165,14 +211,32 @@ pub fn spawn(
             }
         }),
     };
-    let pid = start(&Clone::Fork(&clone), &fds, what, setup)?;
-    drop((in_r, out_w, err_w));
-    Ok(Spawned {
-        pid,
-        stdin: in_w,
-        stdout: Some(out_r),
-        stderr: Some(err_r),
-    })
+    let pid = start(&Clone::Fork(&clone), &streams.child_fds(), what, setup)?;
+    Ok(streams.into_spawned(pid))
+}
+
+/// Starts a command with pipes for its streams, as [`spawn`] does, but vfork-style like
+/// [`fork_onto`] and in the caller's cgroup: where the command is not born in its own
+/// cgroup, `setup` moves it there by a write ([`crate::cgroup::slots::enter`]) before it
+/// confines it.
+///
+/// Why not `std::process::Command`: with a `pre_exec` hook it forks, copying the agent's
+/// page tables and making every page either side writes next take a copy-on-write fault;
+/// here the agent's serving and blocking threads run on while the child, sharing their
+/// memory, makes its few system calls and execs.
+///
+/// # Safety
+/// `setup` must be alloc-free and touch no lock (it runs in a child sharing the
+/// caller's memory), as for [`fork_onto`].
+pub unsafe fn spawn_light(
+    what: &Prepared,
+    setup: &dyn Fn() -> io::Result<()>,
+) -> io::Result<Spawned> {
+    let streams = Streams::new(what.stdin)?;
+    match start(&Clone::Light, &streams.child_fds(), what, setup) {
+        Ok(pid) => Ok(streams.into_spawned(pid)),
+        Err(CloneError::Failed(e) | CloneError::Unsupported(e)) => Err(e),
+    }
 }
 
 /// Starts a child whose stdin is /dev/null and whose stdout and stderr are `stdout` and
@@ -230,6 +294,10 @@ struct ChildPlan<'a> {
     script: *mut *const c_char,
     setup: &'a dyn Fn() -> io::Result<()>,
     report: RawFd,
+    /// A light child: it runs the parent's signal handlers' code on the parent's memory
+    /// should a signal reach it before exec, so it puts every caught signal back to its
+    /// default first (see [`block_all_signals`]).
+    light: bool,
 }
 
 /// The child's whole life: the child part, then its errno to the report pipe, then out.
@@ -274,6 +342,7 @@ fn start(
         script: script.as_mut_ptr(),
         setup,
         report: report_w.as_raw_fd(),
+        light: matches!(how, Clone::Light),
     };
     let pid = match how {
         Clone::Fork(clone) => match clone()? {
@@ -282,12 +351,13 @@ fn start(
         },
         Clone::Light => {
             let arg = (&raw const plan).cast_mut().cast::<std::ffi::c_void>();
+            let blocked = block_all_signals();
             // SAFETY: `light_entry` runs the alloc-free child part on `plan`, which lives
             // on this frame; CLONE_VFORK suspends this thread until the child execs or
             // exits, so the plan (and the script slots it writes) outlive the child's use.
-            let child = unsafe { Light::spawn(libc::CLONE_VFORK, light_entry, arg) }
-                .map_err(CloneError::Failed)?;
-            child.release_after_vfork()
+            let child = unsafe { Light::spawn(libc::CLONE_VFORK, light_entry, arg) };
+            restore_signals(&blocked);
+            child.map_err(CloneError::Failed)?.release_after_vfork()
         }
     };
     drop(report_w);
@@ -320,6 +390,9 @@ fn child(plan: &ChildPlan) -> i32 {
                 return errno();
             }
         }
+        if plan.light {
+            default_handlers();
+        }
         // What std's Command does: an empty signal mask and SIGPIPE back to its default
         // (Rust programs ignore it, and an ignored signal stays ignored across exec).
         let mut set: libc::sigset_t = std::mem::zeroed();
@@ -334,6 +407,56 @@ fn child(plan: &ChildPlan) -> i32 {
         }
     }
     exec_search(plan)
+}
+
+/// Blocks every signal on the calling thread; the mask it had, for [`restore_signals`].
+///
+/// Why, around a light child's clone: the child starts with this thread's mask, and a
+/// signal it took before exec would run one of the parent's handlers on the parent's
+/// memory (a tokio handler wakes the parent's signal listener). Blocked from its first
+/// instruction, the child can put each caught signal back to its default
+/// ([`default_handlers`]) before it unblocks them: a signal pending by then gets the
+/// default action, as it would in the program it execs. This thread is suspended until
+/// the child execs anyway (CLONE_VFORK), so nothing it would have handled is lost: a
+/// pending signal is delivered when the mask is restored.
+fn block_all_signals() -> libc::sigset_t {
+    // SAFETY: sigset_t is plain data, filled by sigfillset and the kernel.
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+        old
+    }
+}
+
+fn restore_signals(old: &libc::sigset_t) {
+    // SAFETY: `old` is a mask pthread_sigmask returned.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, old, std::ptr::null_mut()) };
+}
+
+/// In a light child, with every signal blocked: each signal the parent catches goes back
+/// to its default disposition, in the child's own table (the clone shares memory, not
+/// handlers: no CLONE_SIGHAND). Ignored ones stay ignored, as exec keeps them. Alloc-free.
+fn default_handlers() {
+    for sig in 1..=libc::SIGRTMAX() {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+            continue;
+        }
+        // SAFETY: sigaction with a zeroed (SIG_DFL) action and a valid out pointer, on
+        // this child's own table; a number the C library reserves answers EINVAL and is
+        // left alone.
+        unsafe {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(sig, std::ptr::null(), &mut old) != 0 {
+                continue;
+            }
+            if old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN {
+                let default: libc::sigaction = std::mem::zeroed();
+                libc::sigaction(sig, &default, std::ptr::null_mut());
+            }
+        }
+    }
 }
 
 /// `execvp` on the prepared candidates, with `envp` as the environment: each candidate
@@ -385,3 +508,7 @@ fn read_report(report: OwnedFd) -> Option<i32> {
     }
     (got == 4).then(|| i32::from_ne_bytes(buf))
 }
+
+#[cfg(test)]
+#[path = "clone_into_tests.rs"]
+mod tests;

@@ -564,12 +564,16 @@ impl Job {
 
     async fn kill_tree(&self) {
         let leader = self.started.leader;
+        // The common case, a command that left nothing behind, is one quick check inline;
+        // only a tree that needs killing goes to the blocking pool (it may take several
+        // rounds, and a slot's kill waits for it to empty).
         if let Some(slot) = self.spec.slot.clone() {
+            if kill::slot_left_empty(leader, &slot) {
+                return;
+            }
             let _ = tokio::task::spawn_blocking(move || kill::kill_slot(leader, &slot)).await;
             return;
         }
-        // The common case, a command that left nothing behind, is one quick scan; only a
-        // tree that needs killing goes to the blocking pool (it may take several rounds).
         if kill::nothing_left(leader, &self.marker) {
             return;
         }

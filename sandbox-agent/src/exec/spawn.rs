@@ -1,12 +1,9 @@
 //! Starting one command: its program and arguments, a clean environment, the working
 //! directory, and the confined pre-exec setup. The only place the agent creates processes
-//! (through `std::process::Command`, or [`super::clone_into`] for a command born in its
-//! own v2 cgroup).
+//! (through [`super::clone_into`]: born in its own v2 cgroup, or the light way).
 
 use std::collections::HashMap;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
@@ -95,12 +92,7 @@ pub fn shell_script(command: &str, cwd_file: &Path) -> String {
 /// The base environment: minimal and the same for every command; the agent's own
 /// environment is never passed on.
 pub fn base_env(home: &Path, tmp: &Path, shell: &Path) -> Vec<(String, String)> {
-    let (uid, _) = confine::sys::uid_gid();
-    let user = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
-        .ok()
-        .flatten()
-        .map(|u| u.name)
-        .unwrap_or_else(|| uid.to_string());
+    let user = user_name();
     vec![
         ("PATH".into(), DEFAULT_PATH.into()),
         ("HOME".into(), home.display().to_string()),
@@ -111,6 +103,29 @@ pub fn base_env(home: &Path, tmp: &Path, shell: &Path) -> Vec<(String, String)> 
         ("LOGNAME".into(), user),
         ("SHELL".into(), shell.display().to_string()),
     ]
+}
+
+/// The name of the user commands run as (its uid where the user database has none).
+/// Remembered for the uid it was looked up for: each lookup reads `/etc/nsswitch.conf`
+/// and `/etc/passwd`, a round trip each to the storage driver's daemon on a
+/// fuse-overlayfs container. Keyed by uid, not once per process: the one-shot init is a
+/// copy of a process that may have looked it up before it changed uid.
+fn user_name() -> String {
+    static NAME: std::sync::Mutex<Option<(u32, String)>> = std::sync::Mutex::new(None);
+    let (uid, _) = confine::sys::uid_gid();
+    let mut known = NAME.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((for_uid, name)) = known.as_ref()
+        && *for_uid == uid
+    {
+        return name.clone();
+    }
+    let name = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+        .ok()
+        .flatten()
+        .map(|u| u.name)
+        .unwrap_or_else(|| uid.to_string());
+    *known = Some((uid, name.clone()));
+    name
 }
 
 /// The backend's per-session variables (`command_env`) over the base, replacing a base
@@ -161,58 +176,6 @@ pub fn command_env(
     merge_env(with_overrides(base, &config.command_env), extra, marker)
 }
 
-fn command_for(spec: &SpawnSpec) -> Command {
-    let mut cmd = match &spec.program {
-        Program::Shell {
-            shell,
-            command,
-            cwd_file,
-        } => {
-            let mut c = Command::new(shell);
-            c.arg("-c").arg(shell_script(command, cwd_file));
-            c
-        }
-        Program::Argv(argv) => {
-            let mut c = Command::new(&argv[0]);
-            c.args(&argv[1..]);
-            c
-        }
-    };
-    cmd.env_clear()
-        .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .current_dir(&spec.cwd)
-        .stdin(if spec.stdin {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let limits = spec.limits;
-    let filter = spec.child_filter.clone();
-    let cgroup = spec.slot.as_ref().map(|s| s.entry_fd());
-    // Every CPU the agent was given. Forks run on the blocking pool, which is never
-    // pinned; this holds should one ever run on the serving thread.
-    let cpus = crate::affinity::original();
-    // SAFETY: the hook runs between fork and exec; it makes only alloc-free system calls
-    // (write to the cgroup's procs, sched_setaffinity, setsid, setrlimit, close_range,
-    // seccomp) on data prepared before fork (the filter is only read through the Arc,
-    // never cloned or dropped in the child). The cgroup comes first: every process the
-    // command starts is born inside.
-    unsafe {
-        cmd.pre_exec(move || {
-            if let Some(fd) = cgroup {
-                slots::enter(fd)?;
-            }
-            if let Some(cpus) = &cpus {
-                crate::affinity::restore(cpus);
-            }
-            confine::child_setup(&limits, &filter)
-        });
-    }
-    cmd
-}
-
 /// The command's argv as exec sees it.
 fn argv_of(program: &Program) -> Vec<String> {
     match program {
@@ -230,20 +193,16 @@ fn argv_of(program: &Program) -> Vec<String> {
 }
 
 /// Starts the command born in its slot's cgroup, when the slot is a v2 one and clone3
-/// works here; `None`: use the `Command` path (which enters the slot before exec).
-fn spawn_in_slot(spec: &SpawnSpec) -> Option<std::io::Result<Spawned>> {
+/// works here; `None`: start it the light way ([`spawn_light`]).
+fn spawn_in_slot(spec: &SpawnSpec, prepared: &Prepared) -> Option<std::io::Result<Spawned>> {
     let cgroup = spec.slot.as_ref()?.cgroup_fd()?;
     if !clone_into::usable() {
         return None;
     }
-    let prepared = match Prepared::new(&argv_of(&spec.program), &spec.env, &spec.cwd, spec.stdin) {
-        Ok(p) => p,
-        Err(e) => return Some(Err(e)),
-    };
     let (limits, filter) = (&spec.limits, &spec.child_filter);
-    // The same confinement, in the same order after the cgroup, as the pre-exec hook.
+    // The same confinement, in the same order after the cgroup, as the light way.
     let setup = || confine::child_setup(limits, filter);
-    match clone_into::spawn(cgroup, &prepared, &setup) {
+    match clone_into::spawn(cgroup, prepared, &setup) {
         Ok(child) => Some(Ok(child)),
         Err(CloneError::Failed(e)) => Some(Err(e)),
         Err(CloneError::Unsupported(e)) => {
@@ -253,17 +212,37 @@ fn spawn_in_slot(spec: &SpawnSpec) -> Option<std::io::Result<Spawned>> {
     }
 }
 
+/// Starts the command vfork-style; it enters its slot (if it has one) by a write first,
+/// so every process it starts is born inside.
+fn spawn_light(spec: &SpawnSpec, prepared: &Prepared) -> std::io::Result<Spawned> {
+    let limits = spec.limits;
+    let filter = &spec.child_filter;
+    let cgroup = spec.slot.as_ref().map(|s| s.entry_fd());
+    // Every CPU the agent was given. Spawns run on the blocking pool, which is never
+    // pinned; this holds should one ever run on the serving thread.
+    let cpus = crate::affinity::original();
+    let setup = || {
+        if let Some(fd) = cgroup {
+            slots::enter(fd)?;
+        }
+        if let Some(cpus) = &cpus {
+            crate::affinity::restore(cpus);
+        }
+        confine::child_setup(&limits, filter)
+    };
+    // SAFETY: `setup` makes only alloc-free system calls (write to the cgroup's entry
+    // file, sched_setaffinity, setsid, setrlimit, close_range, seccomp) on data prepared
+    // before the clone, and takes no lock (the filter is only read through the Arc, never
+    // cloned or dropped in the child): what a child sharing this memory may do.
+    unsafe { clone_into::spawn_light(prepared, &setup) }
+}
+
 fn spawn_child(spec: &SpawnSpec) -> std::io::Result<Spawned> {
-    if let Some(r) = spawn_in_slot(spec) {
+    let prepared = Prepared::new(&argv_of(&spec.program), &spec.env, &spec.cwd, spec.stdin)?;
+    if let Some(r) = spawn_in_slot(spec, &prepared) {
         return r;
     }
-    let mut child = command_for(spec).spawn()?;
-    Ok(Spawned {
-        pid: child.id() as i32,
-        stdin: child.stdin.take().map(Into::into),
-        stdout: child.stdout.take().map(Into::into),
-        stderr: child.stderr.take().map(Into::into),
-    })
+    spawn_light(spec, &prepared)
 }
 
 /// Forks and execs the command and registers it, holding the registry lock throughout so
@@ -313,6 +292,7 @@ pub fn spawn(spec: &SpawnSpec) -> Result<Started, AgentError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::process::Command;
 
     #[test]
     fn quoting_survives_single_quotes() {
