@@ -414,7 +414,9 @@ fn child(plan: &ChildPlan) -> i32 {
 /// Why, around a light child's clone: the child starts with this thread's mask, and a
 /// signal it took before exec would run one of the parent's handlers on the parent's
 /// memory (a tokio handler wakes the parent's signal listener). Blocked from its first
-/// instruction, the child can put each caught signal back to its default
+/// instruction (all but the two the C library keeps for itself, whose handlers act only
+/// on a signal this very process sent to one of its threads, which no other process can
+/// forge), the child can put each caught signal back to its default
 /// ([`default_handlers`]) before it unblocks them: a signal pending by then gets the
 /// default action, as it would in the program it execs. This thread is suspended until
 /// the child execs anyway (CLONE_VFORK), so nothing it would have handled is lost: a

@@ -119,13 +119,16 @@ fn user_name() -> String {
     {
         return name.clone();
     }
-    let name = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
-        .ok()
-        .flatten()
-        .map(|u| u.name)
-        .unwrap_or_else(|| uid.to_string());
-    *known = Some((uid, name.clone()));
-    name
+    match nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)) {
+        Ok(user) => {
+            let name = user.map_or_else(|| uid.to_string(), |u| u.name);
+            *known = Some((uid, name.clone()));
+            name
+        }
+        // A lookup that failed (out of descriptors, say) is not remembered: the next
+        // command looks again.
+        Err(_) => uid.to_string(),
+    }
 }
 
 /// The backend's per-session variables (`command_env`) over the base, replacing a base

@@ -20,6 +20,11 @@ use std::io;
 
 /// The stack each light child runs on: its functions make a handful of system calls.
 const STACK_BYTES: usize = 64 * 1024;
+/// Below the stack, never accessible: an overflow faults instead of writing over
+/// whatever this process mapped below (the child shares its memory).
+const GUARD_BYTES: usize = 4096;
+/// The whole mapping: guard page and stack.
+const MAP_BYTES: usize = GUARD_BYTES + STACK_BYTES;
 
 /// A running light child and the stack it runs on. Dropped without [`Light::wait`], the
 /// stack stays mapped (the child may still run on it): a 64 KiB leak, on error paths.
@@ -46,7 +51,7 @@ impl Light {
         let stack = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
-                STACK_BYTES,
+                MAP_BYTES,
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
                 -1,
@@ -56,17 +61,24 @@ impl Light {
         if stack == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
+        // SAFETY: the lowest page of the mapping just made; nothing uses it.
+        if unsafe { libc::mprotect(stack, GUARD_BYTES, libc::PROT_NONE) } != 0 {
+            let e = io::Error::last_os_error();
+            // SAFETY: the mapping just made; nothing refers to it.
+            unsafe { libc::munmap(stack, MAP_BYTES) };
+            return Err(e);
+        }
         // SAFETY: the stack grows down from its top, inside the mapping just made, which
         // stays mapped while the child may run (unmapped only after `wait` reaped it);
         // `f` and `arg` keep the caller's contract.
         let pid = unsafe {
-            let top = stack.cast::<u8>().add(STACK_BYTES).cast::<c_void>();
+            let top = stack.cast::<u8>().add(MAP_BYTES).cast::<c_void>();
             libc::clone(f, top, libc::CLONE_VM | flags | libc::SIGCHLD, arg)
         };
         if pid < 0 {
             let e = io::Error::last_os_error();
             // SAFETY: no child was made: nothing runs on the stack.
-            unsafe { libc::munmap(stack, STACK_BYTES) };
+            unsafe { libc::munmap(stack, MAP_BYTES) };
             return Err(e);
         }
         Ok(Light { pid, stack })
@@ -83,7 +95,7 @@ impl Light {
     pub fn release_after_vfork(self) -> libc::pid_t {
         // SAFETY: CLONE_VFORK returned only once the child exec'd (its memory is its own
         // now) or exited: nothing runs on this stack any more.
-        unsafe { libc::munmap(self.stack, STACK_BYTES) };
+        unsafe { libc::munmap(self.stack, MAP_BYTES) };
         self.pid
     }
 
@@ -104,7 +116,7 @@ impl Light {
             }
         }
         // SAFETY: the child is reaped: nothing runs on its stack any more.
-        unsafe { libc::munmap(self.stack, STACK_BYTES) };
+        unsafe { libc::munmap(self.stack, MAP_BYTES) };
         Ok(status)
     }
 }
