@@ -157,6 +157,7 @@ async fn start_proxy() -> SocketAddr {
         allowed: vec![DomainRule::parse("bench.test", "bench").unwrap()],
         denied: Vec::new(),
         allow_local_binding: false,
+        allow_encrypted_client_hello: false,
     };
     let names = StaticResolver(HashMap::from([(
         "bench.test".to_string(),

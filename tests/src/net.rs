@@ -310,6 +310,7 @@ pub fn policy(allowed: &[&str], denied: &[&str]) -> cordon::network::NetworkPoli
         allowed: rules(allowed),
         denied: rules(denied),
         allow_local_binding: false,
+        allow_encrypted_client_hello: false,
     }
 }
 

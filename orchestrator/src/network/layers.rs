@@ -9,6 +9,8 @@
 //! - Deny entries (`deniedDomains`, `WebFetch(domain:…)` deny rules) come from every layer
 //!   and always win.
 //! - `allowLocalBinding`: the highest layer that sets it; with the lock, the managed one's.
+//! - `allowEncryptedClientHello`: the highest of the managed and the user's settings that
+//!   sets it (with the lock, the managed one's); anywhere else ignored with a warning.
 //! - `brokeredCredentials` ([`crate::network::broker::config`]): from the managed and the
 //!   user's settings only; anywhere else it is ignored with a warning.
 
@@ -47,6 +49,7 @@ impl Resolved {
             "allowedDomains": entries(&self.policy.allowed),
             "deniedDomains": entries(&self.policy.denied),
             "allowLocalBinding": self.policy.allow_local_binding,
+            "allowEncryptedClientHello": self.policy.allow_encrypted_client_hello,
             "allowManagedDomainsOnly": self.managed_only,
             "brokeredCredentials": self.credentials.iter().map(CredentialSpec::summary).collect::<Vec<_>>(),
             "warnings": self.warnings,
@@ -77,6 +80,9 @@ impl Resolved {
         }
         if self.policy.allow_local_binding {
             line.push_str("; local binding allowed");
+        }
+        if self.policy.allow_encrypted_client_hello {
+            line.push_str("; encrypted ClientHellos (ECH) allowed");
         }
         for c in &self.credentials {
             line.push_str(&format!(
@@ -155,6 +161,7 @@ pub fn from_files(files: &[LoadedFile], managed_rules_only: bool) -> Result<Reso
         }
     }
     out.policy.allow_local_binding = local_binding.unwrap_or(false);
+    out.policy.allow_encrypted_client_hello = encrypted_client_hello(files, &mut out);
     credentials(files, &mut out);
     Ok(out)
 }
@@ -167,6 +174,36 @@ fn operator_mark(f: &LoadedFile, rule: DomainRule) -> DomainRule {
     } else {
         rule
     }
+}
+
+/// `allowEncryptedClientHello` from the highest of the managed and the user's settings that
+/// sets it (only the managed one when the allow list is locked to it); another layer's is
+/// ignored, with a warning.
+///
+/// Security: an encrypted ClientHello hides from the proxy which site of a shared front
+/// server a tunnel reaches, so allowing it widens every allowed domain to its front's other
+/// sites. Only the operator and the user may accept that; a repository may not.
+fn encrypted_client_hello(files: &[LoadedFile], out: &mut Resolved) -> bool {
+    let mut decided = None;
+    for f in files {
+        let Some(value) = network_bool(f, "allowEncryptedClientHello") else {
+            continue;
+        };
+        let operator = match f.source {
+            Source::Managed => true,
+            Source::User => !out.managed_only,
+            _ => false,
+        };
+        if !operator {
+            out.warnings.push(format!(
+                "{}: sandbox.network.allowEncryptedClientHello is honoured only in the managed and the user's settings; ignored",
+                f.origin
+            ));
+        } else if decided.is_none() {
+            decided = Some(value);
+        }
+    }
+    decided.unwrap_or(false)
 }
 
 /// The brokered credentials of the managed and the user's settings (highest first);
@@ -290,7 +327,7 @@ pub fn check(network: &Value) -> Result<Vec<String>, String> {
                     DomainRule::parse(text, "").map_err(|e| format!("{path}[{i}]: {e}"))?;
                 }
             }
-            "allowManagedDomainsOnly" | "allowLocalBinding" => {
+            "allowManagedDomainsOnly" | "allowLocalBinding" | "allowEncryptedClientHello" => {
                 if !v.is_boolean() {
                     return Err(format!("{path}: expected a boolean"));
                 }

@@ -185,3 +185,50 @@ fn brokered_credentials_come_from_the_managed_and_user_settings_only() {
         .is_err()
     );
 }
+
+#[test]
+fn encrypted_client_hellos_are_the_operators_and_the_users_to_allow() {
+    let ech = |v: bool| json!({"sandbox": {"network": {"allowEncryptedClientHello": v}}});
+    // A repository's settings, the local ones and the command line's cannot allow them.
+    for source in [Source::Project, Source::Local, Source::Cli] {
+        let r = from_files(&[file(source, ech(true))], false).unwrap();
+        assert!(!r.policy.allow_encrypted_client_hello, "{source}");
+        assert!(
+            r.warnings[0].contains("allowEncryptedClientHello is honoured only"),
+            "{:?}",
+            r.warnings
+        );
+    }
+    let user = json!({"sandbox": {"network": {
+        "allowedDomains": ["pypi.org"], "allowEncryptedClientHello": true
+    }}});
+    let r = from_files(&[file(Source::User, user)], false).unwrap();
+    assert!(r.policy.allow_encrypted_client_hello);
+    assert!(
+        r.describe()
+            .ends_with("encrypted ClientHellos (ECH) allowed")
+    );
+    assert_eq!(r.summary()["allowEncryptedClientHello"], true);
+    // The managed settings win over the user's, and with the lock only theirs counts.
+    let files = [
+        file(Source::Managed, ech(false)),
+        file(Source::User, ech(true)),
+    ];
+    assert!(
+        !from_files(&files, false)
+            .unwrap()
+            .policy
+            .allow_encrypted_client_hello
+    );
+    let locked = json!({"sandbox": {"network": {"allowManagedDomainsOnly": true}}});
+    let files = [file(Source::Managed, locked), file(Source::User, ech(true))];
+    let r = from_files(&files, false).unwrap();
+    assert!(!r.policy.allow_encrypted_client_hello);
+    assert_eq!(r.warnings.len(), 1, "{:?}", r.warnings);
+    assert!(check(&json!({"allowEncryptedClientHello": "yes"})).is_err());
+    assert!(
+        check(&json!({"allowEncryptedClientHello": true}))
+            .unwrap()
+            .is_empty()
+    );
+}

@@ -141,6 +141,7 @@ mod tests {
             allowed: vec![DomainRule::parse("*.pypi.org", "t").unwrap()],
             denied: vec![],
             allow_local_binding: false,
+            allow_encrypted_client_hello: false,
         }
     }
 

@@ -256,6 +256,10 @@ pub struct NetworkPolicy {
     pub denied: Vec<DomainRule>,
     /// `allowLocalBinding`: sandboxed processes may listen on the sandbox's loopback.
     pub allow_local_binding: bool,
+    /// `allowEncryptedClientHello` (the operator's only): tunnels may carry an encrypted
+    /// ClientHello, whose sealed server name the proxy cannot check.
+    #[serde(default)]
+    pub allow_encrypted_client_hello: bool,
 }
 
 impl NetworkPolicy {

@@ -13,6 +13,7 @@ fn policy(allowed: &[&str], denied: &[&str]) -> NetworkPolicy {
             .map(|d| DomainRule::parse(d, format!("deny {d}")).unwrap())
             .collect(),
         allow_local_binding: false,
+        allow_encrypted_client_hello: false,
     }
 }
 

@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use cordon::network::NetworkPolicy;
 use cordon::network::proxy::dial::StaticResolver;
 use cordon::network::proxy::record::MemoryLog;
-use cordon::network::proxy::sni::sample_client_hello;
+use cordon::network::proxy::sni::{sample_client_hello, sample_ech_client_hello};
 use cordon::network::proxy::{ConnectionRecord, Protocol, Proxy};
 use cordon_tests::net::{self, SERVER, read_all, read_head};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -155,6 +155,109 @@ fn a_tls_hello_without_a_server_name_passes_only_to_an_address() {
     });
 }
 
+#[test]
+fn an_encrypted_client_hello_is_cut_unless_the_operator_allows_it() {
+    run(|| async {
+        let seen = echo_server(443).await;
+        // The outer name is the allowed host, as an attacker would write it; the sealed
+        // one is out of the proxy's sight.
+        let hello = sample_ech_client_hello(Some("allowed.test"));
+        let (proxy, log) = start(net::policy(&["allowed.test"], &[])).await;
+        let (mut s, head) = connect(proxy, "allowed.test:443").await;
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        s.write_all(&hello).await.unwrap();
+        assert_eq!(read_all(s).await, "");
+        let r = &records(&log, 1).await[0];
+        assert!(!r.allowed && r.rule.contains("(ECH)"), "{r:?}");
+        assert!(r.rule.contains("allowEncryptedClientHello"), "{r:?}");
+        assert_eq!(seen.load(Ordering::SeqCst), 0, "the server saw the hello");
+        // Allowed by the operator: relayed as any hello naming the host.
+        let mut policy = net::policy(&["allowed.test"], &[]);
+        policy.allow_encrypted_client_hello = true;
+        let (proxy, log) = start(policy).await;
+        let (mut s, _) = connect(proxy, "allowed.test:443").await;
+        s.write_all(&hello).await.unwrap();
+        let mut back = vec![0u8; hello.len()];
+        s.read_exact(&mut back).await.unwrap();
+        assert_eq!(back, hello);
+        drop(s);
+        assert!(records(&log, 1).await[0].allowed);
+        // Even then its outer name must be the tunnel's host.
+        let (mut s, _) = connect(proxy, "allowed.test:443").await;
+        s.write_all(&sample_ech_client_hello(Some("evil.test")))
+            .await
+            .unwrap();
+        assert_eq!(read_all(s).await, "");
+        let r = &records(&log, 2).await[1];
+        assert!(!r.allowed && r.rule.contains("\"evil.test\""), "{r:?}");
+    });
+}
+
+/// A real client: Chromium sends an encrypted ClientHello by default (a decoy through a
+/// proxy, with no ECH config to seal with, and its `EncryptedClientHello` feature switch
+/// does not stop it): refused unless the operator allows ECH, then relayed.
+#[test]
+fn chromiums_encrypted_hello_is_refused_unless_allowed() {
+    if !std::path::Path::new("/usr/bin/chromium").exists() {
+        // `.ci/run` installs it; CI never skips.
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "chromium is not installed"
+        );
+        eprintln!("SKIPPED: chromium not installed (apt-get install chromium)");
+        return;
+    }
+    run(|| async {
+        let seen = echo_server(443).await;
+        for allow in [false, true] {
+            let mut policy = net::policy(&["allowed.test"], &[]);
+            policy.allow_encrypted_client_hello = allow;
+            let (proxy, log) = start(policy).await;
+            let profile = tempfile::tempdir().unwrap();
+            // Started from this thread: in the test's network namespace, where the proxy
+            // and the server are.
+            let mut browser = tokio::process::Command::new("/usr/bin/chromium")
+                .args([
+                    "--headless=new",
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--disable-dev-shm-usage",
+                    "--no-first-run",
+                    "--disable-background-networking",
+                    &format!("--user-data-dir={}", profile.path().display()),
+                    &format!("--proxy-server=http://{proxy}"),
+                    "https://allowed.test/",
+                ])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .kill_on_drop(true)
+                .spawn()
+                .expect("start chromium");
+            let start = std::time::Instant::now();
+            let r = loop {
+                let first = log.records().into_iter().find(|r| r.host == "allowed.test");
+                if let Some(r) = first {
+                    break r;
+                }
+                assert!(
+                    start.elapsed() < std::time::Duration::from_secs(90),
+                    "no tunnel to allowed.test: {:?}",
+                    log.records()
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            };
+            let _ = browser.kill().await;
+            if allow {
+                assert!(r.allowed, "{r:?}");
+                assert!(seen.load(Ordering::SeqCst) > 0, "the hello never arrived");
+            } else {
+                assert!(!r.allowed && r.rule.contains("(ECH)"), "{r:?}");
+                assert_eq!(seen.load(Ordering::SeqCst), 0, "the server saw the hello");
+            }
+        }
+    });
+}
+
 /// A server on `port` that answers the first bytes it gets with a HelloRetryRequest and
 /// counts every byte it receives after.
 async fn hello_retry_server(port: u16) -> Arc<std::sync::atomic::AtomicU64> {
@@ -210,6 +313,19 @@ fn a_second_client_hello_after_a_hello_retry_is_checked_too() {
             0,
             "the server saw the second hello"
         );
+        // A second hello that turns encrypted (its outer name the same host): cut too.
+        let (mut s, _) = connect(proxy, "allowed.test:443").await;
+        s.write_all(&sample_client_hello(Some("allowed.test")))
+            .await
+            .unwrap();
+        s.read_exact(&mut retry).await.unwrap();
+        s.write_all(&sample_ech_client_hello(Some("allowed.test")))
+            .await
+            .unwrap();
+        assert_eq!(read_all(s).await, "");
+        let r = &records(&log, 2).await[1];
+        assert!(!r.allowed && r.rule.contains("(ECH)"), "{r:?}");
+        assert_eq!(after.load(Ordering::SeqCst), 0, "the server saw it");
         // Both hellos in the first flight (the second for the server to read after its
         // retry request): refused before anything leaves.
         let (mut s, _) = connect(proxy, "allowed.test:443").await;
@@ -217,7 +333,7 @@ fn a_second_client_hello_after_a_hello_retry_is_checked_too() {
         both.extend(sample_client_hello(Some("evil.test")));
         s.write_all(&both).await.unwrap();
         assert_eq!(read_all(s).await, "");
-        let r = &records(&log, 2).await[1];
+        let r = &records(&log, 3).await[2];
         assert!(
             !r.allowed && r.rule.contains("more than one handshake"),
             "{r:?}"
@@ -231,7 +347,7 @@ fn a_second_client_hello_after_a_hello_retry_is_checked_too() {
         let second = sample_client_hello(Some("allowed.test"));
         s.write_all(&second).await.unwrap();
         drop(s);
-        let r = &records(&log, 3).await[2];
+        let r = &records(&log, 4).await[3];
         assert!(r.allowed, "{r:?}");
         let start = std::time::Instant::now();
         while after.load(Ordering::SeqCst) < second.len() as u64 {

@@ -170,7 +170,10 @@ impl Proxy {
                 let host = crate::network::policy::normalize_host(host);
                 broker::relay::relay(stream, upstream, early, &host, port, b, cred).await
             }
-            None => tunnel::relay(stream, upstream, early, host, port).await,
+            None => {
+                let allow_ech = self.dialer.policy.allow_encrypted_client_hello;
+                tunnel::relay(stream, upstream, early, host, port, allow_ech).await
+            }
         }
     }
 

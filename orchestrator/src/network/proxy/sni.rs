@@ -1,7 +1,8 @@
 //! Reads the server name (SNI) from a TLS ClientHello, without a TLS library: the proxy
 //! only needs to look at the first record a client sends through a tunnel, so it can
 //! refuse a tunnel whose TLS names another host than the one it was opened for (domain
-//! fronting).
+//! fronting). It also tells whether the hello is an encrypted one (ECH), whose real
+//! server name is sealed for the server and hidden from the proxy.
 
 /// What the first bytes of a tunnel are.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -10,8 +11,13 @@ pub enum FirstBytes {
     NeedMore,
     /// Not a TLS handshake record.
     NotTls,
-    /// A ClientHello, with the server name it carries (none when it has no SNI).
-    ClientHello { server_name: Option<String> },
+    /// A ClientHello, with the server name it carries (none when it has no SNI), and
+    /// whether it carries an `encrypted_client_hello` extension: its `server_name` is
+    /// then only the outer one, and the name the server acts on is sealed inside.
+    ClientHello {
+        server_name: Option<String>,
+        ech: bool,
+    },
     /// A TLS handshake record that is not a well-formed ClientHello.
     Malformed(&'static str),
 }
@@ -37,7 +43,7 @@ pub fn inspect(buf: &[u8]) -> FirstBytes {
         return FirstBytes::NeedMore;
     }
     match client_hello(&buf[5..5 + len]) {
-        Ok(server_name) => FirstBytes::ClientHello { server_name },
+        Ok((server_name, ech)) => FirstBytes::ClientHello { server_name, ech },
         Err(why) => FirstBytes::Malformed(why),
     }
 }
@@ -169,9 +175,14 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// The SNI of a ClientHello handshake message (the record's payload). The message must
-/// fit in this first record: a client splitting it is refused as malformed (fails closed).
-fn client_hello(payload: &[u8]) -> Result<Option<String>, &'static str> {
+/// The `encrypted_client_hello` extension's code point (RFC 9849; also what clients send
+/// as "GREASE", an extension that looks the same and seals nothing).
+pub const ECH_EXTENSION: u16 = 0xfe0d;
+
+/// The SNI of a ClientHello handshake message (the record's payload), and whether it
+/// carries the ECH extension. The message must fit in this first record: a client
+/// splitting it is refused as malformed (fails closed).
+fn client_hello(payload: &[u8]) -> Result<(Option<String>, bool), &'static str> {
     let mut r = Reader(payload);
     if r.u8()? != 1 {
         return Err("first handshake message is not a ClientHello");
@@ -183,10 +194,10 @@ fn client_hello(payload: &[u8]) -> Result<Option<String>, &'static str> {
     r.vec16()?; // cipher suites
     r.vec8()?; // compression methods
     if r.0.is_empty() {
-        return Ok(None);
+        return Ok((None, false));
     }
     let mut exts = Reader(r.vec16()?);
-    let mut found = None;
+    let (mut found, mut ech) = (None, false);
     while !exts.0.is_empty() {
         let kind = exts.u16()?;
         let data = exts.vec16()?;
@@ -195,9 +206,11 @@ fn client_hello(payload: &[u8]) -> Result<Option<String>, &'static str> {
                 return Err("two server_name extensions");
             }
             found = Some(server_name(data)?);
+        } else if kind == usize::from(ECH_EXTENSION) {
+            ech = true;
         }
     }
-    Ok(found)
+    Ok((found, ech))
 }
 
 fn server_name(data: &[u8]) -> Result<String, &'static str> {
@@ -219,8 +232,23 @@ fn server_name(data: &[u8]) -> Result<String, &'static str> {
 
 /// A minimal, well-formed ClientHello record naming `sni` (or no name): for tests and
 /// benchmarks that need a client's first bytes without a TLS stack.
-#[allow(clippy::cast_possible_truncation)] // every length here is far below u16::MAX
 pub fn sample_client_hello(sni: Option<&str>) -> Vec<u8> {
+    sample_client_hello_with(sni, &[])
+}
+
+/// [`sample_client_hello`] with an `encrypted_client_hello` extension (an outer one, its
+/// sealed payload random-looking bytes) after the outer `sni`.
+pub fn sample_ech_client_hello(sni: Option<&str>) -> Vec<u8> {
+    // type outer (0), HPKE KDF and AEAD ids, config id, enc (32 bytes), payload (64).
+    let mut ech = vec![0x00, 0x00, 0x01, 0x00, 0x01, 0x2a, 0x00, 0x20];
+    ech.extend([0x5au8; 32]);
+    ech.extend([0x00, 0x40]);
+    ech.extend([0xa5u8; 64]);
+    sample_client_hello_with(sni, &[(ECH_EXTENSION, ech)])
+}
+
+#[allow(clippy::cast_possible_truncation)] // every length here is far below u16::MAX
+fn sample_client_hello_with(sni: Option<&str>, extra: &[(u16, Vec<u8>)]) -> Vec<u8> {
     let mut exts = Vec::new();
     if let Some(name) = sni {
         let n = name.as_bytes();
@@ -234,6 +262,11 @@ pub fn sample_client_hello(sni: Option<&str>) -> Vec<u8> {
         exts.extend(data);
     }
     exts.extend([0x00, 0x2b, 0x00, 0x03, 0x02, 0x03, 0x04]); // supported_versions
+    for (kind, data) in extra {
+        exts.extend(kind.to_be_bytes());
+        exts.extend((data.len() as u16).to_be_bytes());
+        exts.extend(data);
+    }
     let mut body = vec![0x03, 0x03];
     body.extend([7u8; 32]);
     body.push(0);
@@ -264,12 +297,34 @@ mod tests {
         assert_eq!(
             inspect(&h),
             FirstBytes::ClientHello {
-                server_name: Some("pypi.org".into())
+                server_name: Some("pypi.org".into()),
+                ech: false,
             }
         );
         assert_eq!(
             inspect(&hello(None)),
-            FirstBytes::ClientHello { server_name: None }
+            FirstBytes::ClientHello {
+                server_name: None,
+                ech: false,
+            }
+        );
+    }
+
+    #[test]
+    fn an_encrypted_hello_is_told_with_its_outer_name() {
+        assert_eq!(
+            inspect(&sample_ech_client_hello(Some("pypi.org"))),
+            FirstBytes::ClientHello {
+                server_name: Some("pypi.org".into()),
+                ech: true,
+            }
+        );
+        assert_eq!(
+            inspect(&sample_ech_client_hello(None)),
+            FirstBytes::ClientHello {
+                server_name: None,
+                ech: true,
+            }
         );
     }
 

@@ -1,6 +1,6 @@
 //! Relays an allowed tunnel (CONNECT, SOCKS5) after checking what the client sends first:
-//! a TLS ClientHello must name the host the tunnel was opened for (no domain fronting),
-//! port 443 carries TLS only, and plain HTTP elsewhere is checked and relayed as one
+//! a TLS ClientHello must name the host the tunnel was opened for (no domain fronting)
+//! and, unless the operator allowed it, must not be an encrypted one (ECH), port 443 carries TLS only, and plain HTTP elsewhere is checked and relayed as one
 //! request, as a plain-HTTP request to the proxy is.
 
 use sandbox_agent::egress::splice::{self, SpliceSocket};
@@ -22,18 +22,38 @@ pub struct Relayed {
 }
 
 /// What the first bytes mean for a tunnel to `host:port`: `Ok(())` to relay, `Err(why)`.
-pub fn check_first_bytes(first: &FirstBytes, host: &str, port: u16) -> Result<(), String> {
+/// `allow_ech`: the operator's `sandbox.network.allowEncryptedClientHello`.
+pub fn check_first_bytes(
+    first: &FirstBytes,
+    host: &str,
+    port: u16,
+    allow_ech: bool,
+) -> Result<(), String> {
     match first {
         FirstBytes::ClientHello {
             server_name: Some(sni),
+            ..
         } if normalize_host(sni) != normalize_host(host) => Err(format!(
             "TLS server name {sni:?} differs from the tunnel's host {host:?}"
+        )),
+        // Security: an encrypted ClientHello seals the name the server acts on; the outer
+        // name checked above may be the allowed host while the sealed one is another site
+        // of the same front server (fronting the proxy cannot see). A client that only
+        // pretends (a decoy, as Chromium sends by default) is refused as well: the two
+        // look alike by design.
+        FirstBytes::ClientHello { ech: true, .. } if !allow_ech => Err(format!(
+            "an encrypted TLS ClientHello (ECH) to {host:?}: the server name it seals is \
+             out of the proxy's sight (the user's or the managed settings may allow it: \
+             sandbox.network.allowEncryptedClientHello; Chromium sends none under its \
+             EncryptedClientHelloEnabled=false policy)"
         )),
         // Security: with no name the server answers as its default site, which may be
         // any it hosts (fronting by omission). Clients name the host they dial whenever
         // it is a dotted name; only a tunnel to an address or a single label goes
         // without.
-        FirstBytes::ClientHello { server_name: None } if named_host(host) => Err(format!(
+        FirstBytes::ClientHello {
+            server_name: None, ..
+        } if named_host(host) => Err(format!(
             "a TLS ClientHello without a server name, to the named host {host:?}"
         )),
         FirstBytes::ClientHello { .. } => Ok(()),
@@ -67,6 +87,7 @@ pub async fn relay<C>(
     early: Vec<u8>,
     host: &str,
     port: u16,
+    allow_ech: bool,
 ) -> Relayed
 where
     C: AsyncRead + AsyncWrite + SpliceSocket + Unpin + Sync,
@@ -77,7 +98,7 @@ where
         // Plain bytes that may yet turn out an HTTP request line are read on.
         let undecided = first == FirstBytes::NotTls && http::starts_like_request(&buf).is_none();
         if (first != FirstBytes::NeedMore && !undecided) || buf.len() >= MAX_RECORD {
-            if let Err(why) = check_first_bytes(&first, host, port) {
+            if let Err(why) = check_first_bytes(&first, host, port, allow_ech) {
                 return refuse(why);
             }
             break;
@@ -116,7 +137,7 @@ where
         out.up = buf.len() as u64;
     }
     if hello {
-        match second_look(&mut client, &mut upstream, host, port).await {
+        match second_look(&mut client, &mut upstream, host, port, allow_ech).await {
             Ok((up, down)) => {
                 out.up += up;
                 out.down += down;
@@ -172,6 +193,7 @@ async fn second_look<C>(
     upstream: &mut TcpStream,
     host: &str,
     port: u16,
+    allow_ech: bool,
 ) -> Result<(u64, u64), Stop>
 where
     C: AsyncRead + AsyncWrite + Unpin,
@@ -211,7 +233,7 @@ where
             "after a HelloRetryRequest the client sent no second ClientHello".into(),
         ));
     }
-    check_first_bytes(&second, host, port).map_err(|why| {
+    check_first_bytes(&second, host, port, allow_ech).map_err(|why| {
         Stop::Refused(format!(
             "second ClientHello (after a HelloRetryRequest): {why}"
         ))
