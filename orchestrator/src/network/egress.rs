@@ -80,7 +80,11 @@ impl EgressSpec {
             proxy_socket: socket_dir.join(PROXY_SOCKET_NAME),
             port: DEFAULT_PORT,
             dns: true,
-            policy: self.policy.clone(),
+            // The proxy's key, not the agent's (nor one an older image's agent knows).
+            policy: NetworkPolicy {
+                allow_encrypted_client_hello: false,
+                ..self.policy.clone()
+            },
             ca: self.broker.as_ref().map(|b| CaTrust {
                 cert_pem: b.ca_pem().to_string(),
                 bundle: ca_bundle.to_path_buf(),
@@ -122,5 +126,23 @@ impl Drop for ProxyTask {
     fn drop(&mut self) {
         self.task.abort();
         let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_agent_is_never_sent_the_proxys_ech_key() {
+        let policy = NetworkPolicy {
+            allow_encrypted_client_hello: true,
+            ..NetworkPolicy::default()
+        };
+        let config =
+            EgressSpec::new(policy).agent_config(Path::new("/run/cordon"), Path::new("/ca"));
+        assert!(!config.policy.allow_encrypted_client_hello);
+        let json = serde_json::to_string(&config).unwrap();
+        assert!(!json.contains("encrypted_client_hello"), "{json}");
     }
 }

@@ -189,14 +189,17 @@ fn encrypted_client_hello(files: &[LoadedFile], out: &mut Resolved) -> bool {
         let Some(value) = network_bool(f, "allowEncryptedClientHello") else {
             continue;
         };
-        let operator = match f.source {
-            Source::Managed => true,
-            Source::User => !out.managed_only,
-            _ => false,
+        let why = match f.source {
+            Source::Managed => None,
+            Source::User if out.managed_only => {
+                Some("the managed settings allow only managed domains")
+            }
+            Source::User => None,
+            _ => Some("it is honoured only in the managed and the user's settings"),
         };
-        if !operator {
+        if let Some(why) = why {
             out.warnings.push(format!(
-                "{}: sandbox.network.allowEncryptedClientHello is honoured only in the managed and the user's settings; ignored",
+                "{}: sandbox.network.allowEncryptedClientHello ignored: {why}",
                 f.origin
             ));
         } else if decided.is_none() {

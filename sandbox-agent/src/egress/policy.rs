@@ -257,8 +257,9 @@ pub struct NetworkPolicy {
     /// `allowLocalBinding`: sandboxed processes may listen on the sandbox's loopback.
     pub allow_local_binding: bool,
     /// `allowEncryptedClientHello` (the operator's only): tunnels may carry an encrypted
-    /// ClientHello, whose sealed server name the proxy cannot check.
-    #[serde(default)]
+    /// ClientHello, whose sealed server name the proxy cannot check. The proxy's alone:
+    /// the agent is never sent it (an agent from an older image refuses unknown fields).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub allow_encrypted_client_hello: bool,
 }
 

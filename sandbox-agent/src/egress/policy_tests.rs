@@ -177,6 +177,9 @@ fn the_policy_travels_as_its_entries() {
     assert!(json.contains("\"entry\":\"pypi.org:443\""), "{json}");
     let back: NetworkPolicy = serde_json::from_str(&json).unwrap();
     assert_eq!(back, p);
+    // The proxy's ECH key travels only when set: an agent from an older image, which
+    // refuses unknown fields, reads what a newer orchestrator sends it.
+    assert!(!json.contains("allow_encrypted_client_hello"), "{json}");
     let bad =
         r#"{"allowed":[{"entry":"a b","origin":"x"}],"denied":[],"allow_local_binding":false}"#;
     assert!(serde_json::from_str::<NetworkPolicy>(bad).is_err());

@@ -179,6 +179,12 @@ impl<'a> Reader<'a> {
 /// as "GREASE", an extension that looks the same and seals nothing).
 pub const ECH_EXTENSION: u16 = 0xfe0d;
 
+/// Code points that seal the server name, counted as ECH: the standard one, the drafts'
+/// (0xfe08 to 0xfe0c) and the older encrypted SNI (0xffce).
+fn seals_the_name(kind: usize) -> bool {
+    (0xfe08..=usize::from(ECH_EXTENSION)).contains(&kind) || kind == 0xffce
+}
+
 /// The SNI of a ClientHello handshake message (the record's payload), and whether it
 /// carries the ECH extension. The message must fit in this first record: a client
 /// splitting it is refused as malformed (fails closed).
@@ -188,7 +194,13 @@ fn client_hello(payload: &[u8]) -> Result<(Option<String>, bool), &'static str> 
         return Err("first handshake message is not a ClientHello");
     }
     let len = r.u24()?;
-    let mut r = Reader(r.take(len)?);
+    let message = r.take(len)?;
+    // Security: nothing may ride behind the hello in its record (a second hello there
+    // would reach a server that asks again, unread).
+    if !r.0.is_empty() {
+        return Err("more than a ClientHello in its record");
+    }
+    let mut r = Reader(message);
     r.take(2 + 32)?; // legacy version, random
     r.vec8()?; // session id
     r.vec16()?; // cipher suites
@@ -197,6 +209,9 @@ fn client_hello(payload: &[u8]) -> Result<(Option<String>, bool), &'static str> 
         return Ok((None, false));
     }
     let mut exts = Reader(r.vec16()?);
+    if !r.0.is_empty() {
+        return Err("bytes after a ClientHello's extensions");
+    }
     let (mut found, mut ech) = (None, false);
     while !exts.0.is_empty() {
         let kind = exts.u16()?;
@@ -206,7 +221,7 @@ fn client_hello(payload: &[u8]) -> Result<(Option<String>, bool), &'static str> 
                 return Err("two server_name extensions");
             }
             found = Some(server_name(data)?);
-        } else if kind == usize::from(ECH_EXTENSION) {
+        } else if seals_the_name(kind) {
             ech = true;
         }
     }
@@ -307,6 +322,48 @@ mod tests {
                 server_name: None,
                 ech: false,
             }
+        );
+    }
+
+    #[test]
+    fn earlier_code_points_that_seal_the_name_count_as_ech() {
+        for kind in [0xfe08u16, 0xfe0c, 0xffce] {
+            let h = sample_client_hello_with(Some("pypi.org"), &[(kind, vec![0; 8])]);
+            assert!(
+                matches!(inspect(&h), FirstBytes::ClientHello { ech: true, .. }),
+                "{kind:#x}"
+            );
+        }
+        let h = sample_client_hello_with(Some("pypi.org"), &[(0xfe07, vec![0; 8])]);
+        assert!(matches!(
+            inspect(&h),
+            FirstBytes::ClientHello { ech: false, .. }
+        ));
+    }
+
+    #[test]
+    fn nothing_may_follow_the_hello_in_its_record() {
+        // A second (encrypted) hello behind a plain one, in the same record.
+        let first = hello(Some("pypi.org"));
+        let second = sample_ech_client_hello(Some("pypi.org"));
+        let mut rec = first.clone();
+        rec.extend(&second[5..]);
+        let len = u16::try_from(rec.len() - 5).unwrap();
+        rec[3..5].copy_from_slice(&len.to_be_bytes());
+        assert_eq!(
+            inspect(&rec),
+            FirstBytes::Malformed("more than a ClientHello in its record")
+        );
+        // Bytes after the extensions, inside the message.
+        let mut rec = first;
+        rec.extend([0u8; 3]);
+        let len = u16::try_from(rec.len() - 5).unwrap();
+        rec[3..5].copy_from_slice(&len.to_be_bytes());
+        let msg = u32::try_from(rec.len() - 9).unwrap().to_be_bytes();
+        rec[6..9].copy_from_slice(&msg[1..]);
+        assert_eq!(
+            inspect(&rec),
+            FirstBytes::Malformed("bytes after a ClientHello's extensions")
         );
     }
 
