@@ -830,6 +830,18 @@ impl Engine {
             for arg in part.words.iter().skip(1).filter_map(|w| w.literal()) {
                 if !arg.starts_with('-') {
                     file_verdicts.extend(self.bash_path(PathKind::Read, arg, cd_seen));
+                    // Security: `REV:path` (`git show HEAD:secrets/a`, `git cat-file -p
+                    // :0:secrets/a`) prints a file's committed copy, which the kernel's
+                    // hiding of the working-tree file does not cover: what follows each
+                    // `:` is checked as a read too. (History as a whole, `git log -p`,
+                    // still shows what was committed: a Read deny rule guards the file,
+                    // not the repository's past.)
+                    for (i, _) in arg.match_indices(':') {
+                        let named = &arg[i + 1..];
+                        if !named.is_empty() && !named.starts_with(':') {
+                            file_verdicts.extend(self.bash_path(PathKind::Read, named, cd_seen));
+                        }
+                    }
                 }
             }
         }

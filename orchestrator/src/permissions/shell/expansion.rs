@@ -34,7 +34,7 @@ impl Parser {
                     }
                 },
                 Some('$') => self.dollar(w, true)?,
-                Some('`') => self.backtick(w)?,
+                Some('`') => self.backtick(w, true)?,
                 Some(c) => {
                     w.value.push(c);
                     self.pos += 1;
@@ -59,7 +59,13 @@ impl Parser {
             }
             Some('{') => {
                 let body = self.balanced(2, '{', '}')?;
-                if body.contains("$(") || body.contains('`') || body.contains("<(") {
+                // Security: bash expands the word part of `${x:-word}` (and the other
+                // operators') as a word: command and process substitution and `$[...]`
+                // arithmetic there run as they would anywhere.
+                if ["$(", "`", "<(", ">(", "$["]
+                    .iter()
+                    .any(|s| body.contains(s))
+                {
                     return self.err("a parameter expansion with command substitution");
                 }
                 if parameter_evaluates(&body) {
@@ -151,7 +157,9 @@ impl Parser {
         self.err(format!("unclosed `{open}`"))
     }
 
-    pub(super) fn backtick(&mut self, w: &mut Word) -> Result<()> {
+    /// A backtick substitution; `in_double_quotes`: it lies inside `"..."`, where bash
+    /// also takes `\"` in it for a plain `"` (outside, the backslash stays).
+    pub(super) fn backtick(&mut self, w: &mut Word, in_double_quotes: bool) -> Result<()> {
         self.pos += 1;
         let mut inner = String::new();
         loop {
@@ -162,6 +170,10 @@ impl Parser {
                     break;
                 }
                 Some('\\') => match self.peek_at(1) {
+                    Some('"') if in_double_quotes => {
+                        inner.push('"');
+                        self.pos += 2;
+                    }
                     Some(c @ ('`' | '\\' | '$')) => {
                         inner.push(c);
                         self.pos += 2;
@@ -201,6 +213,12 @@ impl Parser {
                         return self.err("unterminated $'...' quote");
                     };
                     self.pos += 2;
+                    // Security: bash cuts a `$'...'` value at a NUL (`\0`, `\x00`,
+                    // `\c@`...), so what follows it is not what bash runs; and `\cX` (a
+                    // control character) is rare enough to refuse than to model.
+                    if e == 'c' {
+                        return self.err("a control-character escape (\\c) in $'...'");
+                    }
                     let simple = match e {
                         'n' => Some('\n'),
                         't' => Some('\t'),
@@ -241,7 +259,14 @@ impl Parser {
                         digits += 1;
                         self.pos += 1;
                     }
+                    // Bash keeps an octal escape's low eight bits (`\563` is `s`).
+                    if radix == 8 {
+                        n &= 0xff;
+                    }
                     match char::from_u32(n) {
+                        Some('\0') if digits > 0 => {
+                            return self.err("a NUL in $'...' (bash cuts the value there)");
+                        }
                         Some(c) if digits > 0 => w.value.push(c),
                         _ => return self.err("an invalid escape in $'...'"),
                     }

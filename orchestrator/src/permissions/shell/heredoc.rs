@@ -83,7 +83,7 @@ impl Parser {
             match c {
                 '\\' => sub.pos += 2,
                 '$' => sub.dollar(&mut sink, true)?,
-                '`' => sub.backtick(&mut sink)?,
+                '`' => sub.backtick(&mut sink, false)?,
                 _ => sub.pos += 1,
             }
         }

@@ -550,7 +550,7 @@ impl Parser {
                     shape.push('\0');
                 }
                 '`' => {
-                    self.backtick(&mut w)?;
+                    self.backtick(&mut w, false)?;
                     shape.push('\0');
                 }
                 c if c.is_control() && c != '\t' => {
