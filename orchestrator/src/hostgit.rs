@@ -19,6 +19,8 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+pub mod bounded;
+
 pub use sandbox_agent::hostgit::{ConfigEntry, HostGitError, command, list_config};
 
 /// The empty tree of each object format: attributes are read from it, i.e. there are none.
@@ -127,17 +129,21 @@ impl WorkspaceRepo {
         cmd
     }
 
-    /// Runs `args` in `cwd`; stdout as text when git succeeds.
+    /// Runs `args` in `cwd` within [`bounded::Bounds::PROMPT`]; stdout as text when git
+    /// succeeds.
     pub fn output(&self, cwd: &Path, args: &[&str]) -> Option<String> {
-        let out = self
-            .command(cwd)
-            .args(args)
-            .stderr(std::process::Stdio::null())
-            .output()
-            .ok()?;
-        out.status
-            .success()
-            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+        let mut cmd = self.command(cwd);
+        cmd.args(args);
+        match bounded::run(&mut cmd, None, bounded::Bounds::PROMPT) {
+            Ok(out) => out
+                .status
+                .success()
+                .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string()),
+            Err(e) => {
+                tracing::warn!(error = %e, ?args, "host git on the workspace gave up");
+                None
+            }
+        }
     }
 }
 

@@ -29,7 +29,23 @@ pub enum OutputFormat {
 /// on some terminals) are all escaped. JSON output needs none of this: its encoder escapes
 /// control characters already, and its consumers are programs.
 pub fn for_terminal(text: &str) -> std::borrow::Cow<'_, str> {
-    let unsafe_char = |c: char| c.is_control() && c != '\n' && c != '\t';
+    escape_for_terminal(text, |c| c == '\n' || c == '\t')
+}
+
+/// [`for_terminal`] for one line naming something a session or a repository chose (a file
+/// name): newlines and tabs are escaped too, so a name cannot fake a line of its own.
+pub fn name_for_terminal(text: &str) -> std::borrow::Cow<'_, str> {
+    escape_for_terminal(text, |_| false)
+}
+
+/// Escapes control characters (but those `keep` lets through) and the bidirectional and
+/// other invisible format characters that reorder or hide what a terminal shows
+/// (U+202E turns `exe.txt` around).
+fn escape_for_terminal(text: &str, keep: impl Fn(char) -> bool) -> std::borrow::Cow<'_, str> {
+    let unsafe_char = |c: char| {
+        (c.is_control() && !keep(c))
+            || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{061c}' | '\u{feff}')
+    };
     if !text.chars().any(unsafe_char) {
         return std::borrow::Cow::Borrowed(text);
     }
@@ -211,7 +227,21 @@ pub fn human(message: &Message) -> String {
 
 #[cfg(test)]
 mod terminal_tests {
-    use super::for_terminal;
+    use super::{for_terminal, name_for_terminal};
+
+    #[test]
+    fn names_cannot_fake_lines_or_turn_text_around() {
+        assert_eq!(
+            name_for_terminal("zz\r\u{1b}[1A\nfake\tline"),
+            "zz\\x0d\\x1b[1A\\x0afake\\x09line"
+        );
+        // Right-to-left override: `txt.exe` shown as `exe.txt`.
+        assert_eq!(for_terminal("a\u{202e}txt.exe"), "a\\u{202e}txt.exe");
+        assert_eq!(
+            name_for_terminal("x\u{2066}y\u{200b}"),
+            "x\\u{2066}y\\u{200b}"
+        );
+    }
 
     #[test]
     fn escape_sequences_are_shown_not_sent() {

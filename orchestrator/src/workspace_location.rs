@@ -10,6 +10,11 @@
 //! - a directory that contains Cordon's data directory (`CORDON_HOME`) or lies inside it:
 //!   the session could move the data from under its mask and rewrite the run state that
 //!   the next start acts on (placeholders it deletes), the transcripts and checkpoints;
+//! - a directory at or inside one the user's home keeps secrets or Claude's own files in
+//!   (the `secrets` of `policies/toolchains.json`: `~/.ssh`, `~/.claude`, ...): a session
+//!   could link a key where the host reads the user's own skills, agents and commands
+//!   (`~/.claude/skills/x/SKILL.md -> ~/.ssh/id_ed25519`), or rewrite them for every
+//!   later project;
 //! - a directory every local user may write (`/tmp`, `/var/tmp`, `/dev/shm`): another user
 //!   could plant a CLAUDE.md, settings or hooks in it, and the session would reach their
 //!   sockets there. (On Docker, `/tmp` would also collide with the container's own.)
@@ -47,6 +52,10 @@ pub enum LocationError {
         cordon_home: PathBuf,
     },
     #[error(
+        "refusing the workspace {workspace}: it is inside {dir}, where the user's own secrets or Claude's own settings, skills and agents live; choose a project directory"
+    )]
+    InsideUserSecrets { workspace: PathBuf, dir: PathBuf },
+    #[error(
         "refusing the workspace {workspace}: every local user may write to it (mode {mode:o}), so others could plant instructions, settings or hooks there; choose a project directory"
     )]
     SharedDirectory { workspace: PathBuf, mode: u32 },
@@ -72,6 +81,10 @@ impl LocationError {
                 "it is inside Cordon's data directory {}",
                 cordon_home.display()
             ),
+            LocationError::InsideUserSecrets { dir, .. } => format!(
+                "it is inside {}, where the user's own secrets or Claude's own files live",
+                dir.display()
+            ),
             LocationError::SharedDirectory { mode, .. } => format!(
                 "every local user may write to it (mode {mode:o}), so others could plant files there"
             ),
@@ -88,6 +101,9 @@ pub struct Forbidden {
     /// Cordon's data directories (`CORDON_HOME`, a backend's own), canonical as far as
     /// they exist.
     pub data_dirs: Vec<PathBuf>,
+    /// The homes' secret and Claude directories (`policies/toolchains.json`), canonical as
+    /// far as they exist.
+    pub user_dirs: Vec<PathBuf>,
 }
 
 impl Forbidden {
@@ -119,9 +135,24 @@ impl Forbidden {
                 canonical.push(home);
             }
         }
+        // An unreadable policy refuses nothing more here: the toolchain views, which read
+        // the same policy, fail closed on their own.
+        let secrets = crate::toolchains::policy()
+            .map(|p| p.secrets.iter().map(|s| s.path.clone()).collect::<Vec<_>>())
+            .unwrap_or_default();
+        let user_dirs = canonical
+            .iter()
+            .flat_map(|home| {
+                secrets
+                    .iter()
+                    .filter_map(|s| s.strip_prefix("~/"))
+                    .map(move |rel| canonical_as_far_as_exists(&home.join(rel)))
+            })
+            .collect();
         let forbidden = Forbidden {
             homes: canonical,
             data_dirs: Vec::new(),
+            user_dirs,
         };
         match cordon_home {
             Some(data) => forbidden.with_data_dir(&data),
@@ -165,6 +196,12 @@ impl Forbidden {
                     cordon_home: data.clone(),
                 });
             }
+        }
+        if let Some(dir) = self.user_dirs.iter().find(|d| workspace.starts_with(d)) {
+            return Err(LocationError::InsideUserSecrets {
+                workspace: ws,
+                dir: dir.clone(),
+            });
         }
         let meta = std::fs::metadata(workspace).map_err(|e| LocationError::Stat {
             workspace: ws.clone(),
@@ -246,6 +283,24 @@ mod tests {
             );
             assert!(err.to_string().contains("home directory"), "{err}");
         }
+    }
+
+    #[test]
+    fn the_homes_secret_and_claude_directories_are_refused() {
+        let f = fixture();
+        for rel in [".claude", ".claude/skills", ".ssh", ".config/gh/x"] {
+            let ws = f.root.join("home/me").join(rel);
+            std::fs::create_dir_all(&ws).unwrap();
+            let err = f.forbidden.check(&ws).unwrap_err();
+            assert!(
+                matches!(err, LocationError::InsideUserSecrets { .. }),
+                "{rel}: {err}"
+            );
+        }
+        // A project whose name merely starts the same is a project.
+        let ws = f.root.join("home/me/.claudette");
+        std::fs::create_dir_all(&ws).unwrap();
+        f.forbidden.check(&ws).unwrap();
     }
 
     #[test]

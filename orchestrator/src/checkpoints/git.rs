@@ -5,7 +5,6 @@
 //! optional locks; content conversions from the workspace's `.gitattributes` are
 //! overridden in `info/attributes` (see [`ATTRIBUTES`]).
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -69,23 +68,20 @@ impl Git {
         input: Option<&[u8]>,
     ) -> Result<Vec<u8>, CheckpointError> {
         let mut cmd = self.command(index);
-        cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
-        if input.is_some() {
-            cmd.stdin(Stdio::piped());
-        }
-        let mut child = cmd
-            .spawn()
-            .map_err(|source| CheckpointError::Spawn { step, source })?;
-        if let (Some(data), Some(mut stdin)) = (input, child.stdin.take()) {
-            // A writer thread: git may fill its stdout pipe before reading all of stdin.
-            let data = data.to_vec();
-            std::thread::spawn(move || {
-                let _ = stdin.write_all(&data);
-            });
-        }
-        let out = child
-            .wait_with_output()
-            .map_err(|source| CheckpointError::Spawn { step, source })?;
+        cmd.args(args);
+        // Bounded: the work tree is what a session left (a FIFO where git opens a file, a
+        // ref linked to /dev/zero), see `hostgit::bounded`.
+        let bounds = crate::hostgit::bounded::Bounds::CHECKPOINT;
+        let out = crate::hostgit::bounded::run(&mut cmd, input.map(<[u8]>::to_vec), bounds)
+            .map_err(|e| match e {
+                crate::hostgit::bounded::BoundError::Spawn(source) => {
+                    CheckpointError::Spawn { step, source }
+                }
+                other => CheckpointError::Git {
+                    step,
+                    stderr: other.to_string(),
+                },
+            })?;
         if !out.status.success() {
             return Err(CheckpointError::Git {
                 step,

@@ -129,7 +129,7 @@ fn run(args: RewindArgs) -> anyhow::Result<ExitCode> {
     } else {
         // File names are the sandbox's choice: shown, never sent as control sequences.
         let shown =
-            |p: &std::path::Path| output::for_terminal(&p.display().to_string()).into_owned();
+            |p: &std::path::Path| output::name_for_terminal(&p.display().to_string()).into_owned();
         for p in &report.restored {
             println!("restored {}", shown(p));
         }
@@ -140,7 +140,7 @@ fn run(args: RewindArgs) -> anyhow::Result<ExitCode> {
             println!("left as is (over 50 MiB) {}", shown(p));
         }
         for p in &report.kept {
-            println!("kept (existed before the checkpoint) {}", p.display());
+            println!("kept (existed before the checkpoint) {}", shown(p));
         }
         println!(
             "rewound {} file(s), removed {} in {}",

@@ -69,7 +69,8 @@ fn run(args: &TrustArgs) -> anyhow::Result<ExitCode> {
     println!("trusted: {}", workspace.display());
     let mut any = false;
     for (file, digest) in fingerprint.files() {
-        println!("  {file}  {digest}");
+        // The repository chose these names: shown, never sent as control sequences.
+        println!("  {}  {digest}", cordon::output::name_for_terminal(file));
         any = true;
     }
     if !any {
@@ -88,9 +89,15 @@ fn describe(state: &WorkspaceTrust) -> String {
         } => "not trusted".into(),
         WorkspaceTrust::Untrusted {
             reason: UntrustedReason::Changed(files),
-        } => format!("not trusted: changed since trusted: {}", files.join(", ")),
+        } => format!(
+            "not trusted: changed since trusted: {}",
+            cordon::output::name_for_terminal(&files.join(", "))
+        ),
         WorkspaceTrust::Untrusted {
             reason: UntrustedReason::Unverifiable(why),
-        } => format!("not trusted: cannot check its files: {why}"),
+        } => format!(
+            "not trusted: cannot check its files: {}",
+            cordon::output::for_terminal(why)
+        ),
     }
 }

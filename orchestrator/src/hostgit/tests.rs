@@ -179,6 +179,32 @@ fn a_fifo_or_bad_head_is_refused_not_waited_on() {
     assert!(WorkspaceRepo::open(ws.path()).is_err());
 }
 
+/// What a session can leave for the host's git past the checks at open: a FIFO where git
+/// opens a file (a `.gitignore` below the top), a ref linked to /dev/zero. The status of
+/// the next session's prompt ends within its bounds instead of hanging or eating memory.
+#[test]
+fn a_fifo_in_the_tree_or_an_endless_ref_ends_within_bounds() {
+    let ws = repo();
+    std::fs::create_dir(ws.path().join("sub")).unwrap();
+    nix::unistd::mkfifo(
+        &ws.path().join("sub/.gitignore"),
+        nix::sys::stat::Mode::from_bits_truncate(0o644),
+    )
+    .unwrap();
+    let start = std::time::Instant::now();
+    let r = WorkspaceRepo::open(ws.path()).unwrap();
+    assert_eq!(r.output(ws.path(), &["status", "--short"]), None);
+    let spent = start.elapsed();
+    assert!(spent < bounded::Bounds::PROMPT.deadline * 3, "{spent:?}");
+    std::fs::remove_file(ws.path().join("sub/.gitignore")).unwrap();
+    let head = ws.path().join(".git/refs/heads/work");
+    std::fs::remove_file(&head).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &head).unwrap();
+    if let Ok(r) = WorkspaceRepo::open(ws.path()) {
+        assert_eq!(r.output(ws.path(), &["rev-parse", "HEAD"]), None);
+    }
+}
+
 #[test]
 fn heads_are_validated() {
     assert_eq!(

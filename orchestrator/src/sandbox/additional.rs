@@ -280,9 +280,10 @@ mod tests {
             std::fs::create_dir_all(home.join(d)).unwrap();
         }
         for (dir, why) in [
-            (home.join(".ssh"), "dot-directory"),
-            (home.join(".ssh/keys"), "dot-directory"),
-            (home.join(".gnupg"), "dot-directory"),
+            // The secrets of the toolchain policy are refused as a workspace is.
+            (home.join(".ssh"), "own secrets"),
+            (home.join(".ssh/keys"), "own secrets"),
+            (home.join(".gnupg"), "own secrets"),
             (home.join(".config"), "dot-directory"),
             (home.join(".config/systemd"), "dot-directory"),
             (home.join(".local/bin"), "dot-directory"),
