@@ -356,11 +356,16 @@ impl Engine {
                 .get("url")
                 .and_then(Value::as_str)
                 .and_then(|u| reqwest::Url::parse(u).ok())
-                .and_then(|u| u.host_str().map(str::to_ascii_lowercase))
+                // Security: `evil.com.` (the absolute spelling) is the same host to DNS
+                // and must meet the rules written for `evil.com`.
+                .and_then(|u| {
+                    u.host_str()
+                        .map(|h| h.trim_end_matches('.').to_ascii_lowercase())
+                })
             else {
                 return false;
             };
-            let domain = domain.trim().to_ascii_lowercase();
+            let domain = domain.trim().trim_end_matches('.').to_ascii_lowercase();
             let exact = host == domain || wildcard(&domain, &host);
             // Security: a deny or ask on a domain covers its subdomains too.
             return exact || (!all_paths && host.ends_with(&format!(".{domain}")));

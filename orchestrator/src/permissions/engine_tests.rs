@@ -217,6 +217,10 @@ fn web_fetch_and_mcp() {
     assert_eq!(fetch("https://docs.rs/x"), Decision::Allow);
     assert_eq!(fetch("https://sub.docs.rs/x"), Decision::Ask);
     assert_eq!(fetch("https://a.evil.com/"), Decision::Deny);
+    // The absolute spelling names the same host.
+    assert_eq!(fetch("https://evil.com./"), Decision::Deny);
+    assert_eq!(fetch("https://EVIL.com.:443/x"), Decision::Deny);
+    assert_eq!(fetch("https://docs.rs./x"), Decision::Allow);
     assert_eq!(fetch("https://example.org/"), Decision::Ask);
     let mcp = |t: &str| e.decide(t, &json!({}), false).decision;
     assert_eq!(mcp("mcp__github__create_issue"), Decision::Allow);
