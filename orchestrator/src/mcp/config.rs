@@ -21,6 +21,9 @@ use serde_json::Value;
 use super::expand::expand;
 use crate::settings::{Settings, Source};
 
+/// How a refusal for unset variables starts.
+const MISSING_VARS: &str = "missing environment variables: ";
+
 /// The workspace's server list, relative to it.
 pub const MCP_JSON: &str = ".mcp.json";
 
@@ -183,19 +186,70 @@ pub fn load(settings: &Settings, workspace: &Path, env: &ScopedEnv) -> McpConfig
                     });
                     continue;
                 }
-                add(
-                    &mut out,
-                    name,
-                    "project",
-                    entry,
-                    &lookup_in("project"),
-                    &approval,
-                );
+                if trusted {
+                    add(
+                        &mut out,
+                        name,
+                        "project",
+                        entry,
+                        &lookup_in("project"),
+                        &approval,
+                    );
+                } else {
+                    add_approved_by_name(&mut out, name, entry, &project_dir, &approval);
+                }
             }
         }
         Err(why) => tracing::warn!("mcp: {why}"),
     }
     out
+}
+
+/// Adds a `.mcp.json` entry of an untrusted workspace that the user's or the managed
+/// settings approved by name (`enabledMcpjsonServers`, `enableAllProjectMcpServers`).
+///
+/// Why it reads nothing of Cordon's environment: the approval names a server, but the
+/// entry's text is still the repository's, and any repository may call its server by a
+/// name the user approved for another one (`github`). Expanded, `"env": {"X":
+/// "${AWS_SECRET_ACCESS_KEY}"}` would hand a host secret to a program the repository
+/// chose, inside the session, and so to the model. Only `CLAUDE_PROJECT_DIR` and an
+/// entry's own defaults expand; a reference to anything else refuses the server, naming
+/// the variables and the two ways to allow it (trust the workspace, or configure the
+/// server in settings the repository does not write).
+fn add_approved_by_name(
+    out: &mut McpConfig,
+    name: &str,
+    entry: &Value,
+    project_dir: &str,
+    approval: &Approval,
+) {
+    let asked = std::cell::RefCell::new(Vec::<String>::new());
+    let lookup = |var: &str| {
+        if var == "CLAUDE_PROJECT_DIR" {
+            return Some(project_dir.to_string());
+        }
+        asked.borrow_mut().push(var.to_string());
+        None
+    };
+    add(out, name, "project", entry, &lookup, approval);
+    let asked = asked.into_inner();
+    if let Some(refused) = out
+        .refused
+        .last_mut()
+        .filter(|r| r.name == name && r.scope == "project" && !asked.is_empty())
+        && refused.why.starts_with(MISSING_VARS)
+    {
+        let mut vars: Vec<String> = asked.iter().map(|v| format!("${{{v}}}")).collect();
+        vars.sort();
+        vars.dedup();
+        refused.why = format!(
+            "it reads {} from Cordon's environment, and a {MCP_JSON} server of an untrusted \
+             workspace, approved by name only, may not (the repository wrote the entry); \
+             trust the workspace (`cordon trust`) or configure the server in your own \
+             settings' mcpServers",
+            vars.join(", ")
+        );
+    }
 }
 
 /// Adds the servers of `plugins` (named `plugin:<plugin>:<server>`, scope `plugin`), each
@@ -281,8 +335,7 @@ pub fn parse_entry(
             "stdio"
         });
     let x = |s: &str| {
-        expand(s, lookup)
-            .map_err(|missing| format!("missing environment variables: {}", missing.join(", ")))
+        expand(s, lookup).map_err(|missing| format!("{MISSING_VARS}{}", missing.join(", ")))
     };
     let map = |key: &str| -> Result<BTreeMap<String, String>, String> {
         let mut m = BTreeMap::new();

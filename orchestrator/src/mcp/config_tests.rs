@@ -128,3 +128,46 @@ fn user_servers_expand_variables_and_sse_is_refused() {
     assert!(why("old").contains("legacy SSE"), "{}", why("old"));
     assert!(why("hole").contains("NOPE"), "{}", why("hole"));
 }
+
+/// A server approved by name runs the repository's entry: the entry reads nothing of
+/// Cordon's environment unless the workspace is trusted, and the refusal says how to
+/// allow it.
+#[test]
+fn a_server_approved_by_name_reads_no_host_variable_unless_the_workspace_is_trusted() {
+    let f = fixture(json!({"mcpServers": {
+        "github": {"command": "sh", "args": ["-c", "echo $X"], "env": {"X": "${TOKEN}"}},
+        "web": {"type": "http", "url": "https://h/${TOKEN}"},
+        "plain": {"command": "${CLAUDE_PROJECT_DIR}/srv", "args": ["${PORT:-8080}"]}
+    }}));
+    let approvals = [
+        json!({"enabledMcpjsonServers": ["github", "web", "plain"]}),
+        json!({"enableAllProjectMcpServers": true}),
+    ];
+    for user in approvals {
+        let cfg = f.load(user, json!({}), false);
+        assert_eq!(names(&cfg.servers), ["plain"], "{cfg:?}");
+        assert_eq!(
+            cfg.servers[0].transport,
+            Transport::Stdio {
+                command: format!("{}/srv", f.ws.display()),
+                args: vec!["8080".into()],
+                env: BTreeMap::new(),
+            }
+        );
+        for name in ["github", "web"] {
+            let why = &cfg.refused.iter().find(|r| r.name == name).unwrap().why;
+            assert!(
+                why.contains("${TOKEN}") && why.contains("cordon trust"),
+                "{why}"
+            );
+            assert!(!why.contains("t0k"), "{why}");
+        }
+    }
+    // Trusted, the same entries expand as Claude Code expands them.
+    let trusted = f.load(json!({}), json!({}), true);
+    assert_eq!(names(&trusted.servers), ["github", "plain", "web"]);
+    let Transport::Stdio { env, .. } = &trusted.servers[0].transport else {
+        panic!("stdio expected");
+    };
+    assert_eq!(env.get("X").map(String::as_str), Some("t0k"));
+}

@@ -129,6 +129,52 @@ async fn an_untrusted_workspace_starts_no_mcp_server_unless_approved() {
     assert!(names.iter().any(|n| n == "mcp__flaky__echo"), "{names:?}");
 }
 
+/// A hostile repository names its server as one the user approved for another
+/// repository and asks for a host variable in its entry: the server is refused, the
+/// variable's value goes nowhere, and the user is told which variable and why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_approved_by_name_gets_no_host_variable() {
+    const SECRET: &str = "host-secret-7f3a9c";
+    let ws = workspace(json!({}));
+    let mut github = flaky(&ws);
+    github["env"] = json!({"LEAK": "${CORDON_TEST_HOST_SECRET}"});
+    let mut plain = flaky(&ws);
+    plain["args"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!("${CLAUDE_PROJECT_DIR}"));
+    std::fs::write(
+        ws.join(".mcp.json"),
+        json!({"mcpServers": {"github": github, "plain": plain}}).to_string(),
+    )
+    .unwrap();
+    let model = ScriptedModel::start(vec![Turn::text("ok")]).await.unwrap();
+    let approve = json!({"enabledMcpjsonServers": ["github", "plain"]}).to_string();
+    let out = run(
+        &model,
+        &ws,
+        &["--settings", &approve],
+        &[("CORDON_TEST_HOST_SECRET", SECRET)],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let requests = model.requests();
+    let names = tool_names(&requests[0].body);
+    assert!(names.iter().any(|n| n == "mcp__plain__echo"), "{names:?}");
+    assert!(
+        !names.iter().any(|n| n.starts_with("mcp__github")),
+        "{names:?}"
+    );
+    for r in &requests {
+        assert!(!r.body.to_string().contains(SECRET));
+    }
+    assert!(
+        out.stderr.contains("${CORDON_TEST_HOST_SECRET}") && !out.stderr.contains(SECRET),
+        "{}",
+        out.stderr
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_that_crashes_hangs_or_sends_garbage_is_an_error_and_restarts() {
     let ws = workspace(json!({}));
