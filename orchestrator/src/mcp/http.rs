@@ -28,6 +28,16 @@ pub async fn transport(
     for (k, v) in headers {
         let name = HeaderName::from_bytes(k.as_bytes())
             .map_err(|e| format!("invalid header name `{k}`: {e}"))?;
+        // Security: the egress policy judged the url's host, and the connection (and
+        // TLS's server name) go there; a Host header of another name would have a shared
+        // front server (a CDN) route the request to another of its sites, past the
+        // policy. As the proxy refuses such a request from the sandbox, so here.
+        if name == reqwest::header::HOST {
+            return Err(format!(
+                "header `{k}` may not be set: a request goes to its url's host, and only \
+                 that host is checked against the network policy"
+            ));
+        }
         let value =
             HeaderValue::from_str(v).map_err(|e| format!("invalid value for header `{k}`: {e}"))?;
         custom.insert(name, value);
@@ -74,6 +84,17 @@ mod tests {
                 ..Default::default()
             }),
             resolver: Arc::new(crate::network::proxy::dial::SystemResolver),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_host_header_other_than_the_urls_is_refused() {
+        let allowed = dialer(&["example.com"]);
+        for name in ["Host", "host", "HOST"] {
+            let headers = [(name.to_string(), "evil.example".to_string())].into();
+            let refused = transport("https://example.com/mcp", &headers, Some(&allowed)).await;
+            let why = refused.err().unwrap();
+            assert!(why.contains("may not be set"), "{why}");
         }
     }
 
