@@ -714,10 +714,12 @@ fn plugin_hooks(
         .iter()
         .flat_map(|p| p.hooks.iter().cloned())
         .collect();
-    if !hooks.is_empty() && (settings.disable_all_hooks || settings.allow_managed_hooks_only) {
+    // Plugins are the user's to install: a workspace's `disableAllHooks` does not reach them.
+    let disabled = settings.hooks_disabled_for(crate::settings::Source::User);
+    if !hooks.is_empty() && (disabled || settings.allow_managed_hooks_only) {
         tracing::warn!(
             "the plugins' hooks do not run: the settings allow {}",
-            if settings.disable_all_hooks {
+            if disabled {
                 "no hooks"
             } else {
                 "managed hooks only"

@@ -73,6 +73,21 @@ impl Source {
         }
     }
 
+    /// Whose hooks this source's `disableAllHooks` may switch off: its own rank and below.
+    ///
+    /// Security: a guard hook (a PreToolUse check, an audit log) is a protection, so
+    /// switching it off widens. The operator's flag drops every hook; the user's own
+    /// (settings file or command line) drops all but the operator's; a workspace's, trusted
+    /// or not, drops only the workspace's. Claude Code's precedence puts the project above
+    /// the user, but a repository must not be able to silence the user's guards.
+    pub fn hook_rank(self) -> u8 {
+        match self {
+            Self::Managed => 2,
+            Self::Cli | Self::User => 1,
+            Self::Local | Self::Project => 0,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Managed => "managed",
@@ -196,7 +211,9 @@ pub struct Settings {
     pub model: Option<String>,
     pub allow_managed_permission_rules_only: bool,
     pub allow_managed_hooks_only: bool,
-    pub disable_all_hooks: bool,
+    /// The highest-ranked source whose `disableAllHooks` counts (see
+    /// [`Source::hook_rank`]): it drops the hooks of its own rank and below.
+    pub disable_all_hooks: Option<Source>,
     pub workspace: PathBuf,
     pub home: Option<PathBuf>,
     /// `--strict-mcp-config`: only the command line's `mcpServers` count.
@@ -503,6 +520,20 @@ impl Settings {
                 value: Value::Null,
             });
         }
+        // Listed so that the trust question names it: trusting lets a Docker session build
+        // and run the image it describes (`sandbox::docker::devcontainer`).
+        let devcontainer = crate::sandbox::docker::devcontainer::FILES
+            .iter()
+            .map(|rel| self.workspace.join(rel))
+            .find(|path| std::fs::symlink_metadata(path).is_ok());
+        if let Some(file) = devcontainer {
+            self.ignored.push(IgnoredSetting {
+                file: file.display().to_string(),
+                key: "devcontainer".into(),
+                why: "a Docker session would build and run the image it describes, the build's steps with the network".into(),
+                value: Value::Null,
+            });
+        }
     }
 
     fn merge(&mut self, files: Vec<LoadedFile>) -> Result<(), SettingsError> {
@@ -608,8 +639,11 @@ impl Settings {
             }
             if f.value.get("disableAllHooks").and_then(Value::as_bool) == Some(true)
                 && (f.source == Source::Managed || !self.allow_managed_hooks_only)
+                && self
+                    .disable_all_hooks
+                    .is_none_or(|s| s.hook_rank() < f.source.hook_rank())
             {
-                self.disable_all_hooks = true;
+                self.disable_all_hooks = Some(f.source);
             }
         }
         self.files = files;
@@ -666,7 +700,8 @@ impl Settings {
             |i: &IgnoredSetting, key: &str| i.key == key || i.key.starts_with(&format!("{key} = "));
         let dropped_anyway = |i: &IgnoredSetting| {
             key_is(i, "permissions.allow") && self.allow_managed_permission_rules_only
-                || key_is(i, "hooks") && (self.allow_managed_hooks_only || self.disable_all_hooks)
+                || key_is(i, "hooks")
+                    && (self.allow_managed_hooks_only || self.hooks_disabled_for(Source::Project))
                 || i.key == "permissions.defaultMode = \"bypassPermissions\""
                     && self.permissions.bypass_disabled
         };
@@ -732,15 +767,19 @@ impl Settings {
         &self.files
     }
 
+    /// Whether a `disableAllHooks` drops the hooks of `source` (see [`Source::hook_rank`]).
+    pub fn hooks_disabled_for(&self, source: Source) -> bool {
+        self.disable_all_hooks
+            .is_some_and(|s| s.hook_rank() >= source.hook_rank())
+    }
+
     /// The raw `hooks` objects with their source, highest precedence first; only managed
-    /// ones with `allowManagedHooksOnly`, none with `disableAllHooks`.
+    /// ones with `allowManagedHooksOnly`, none of those a `disableAllHooks` drops.
     pub fn hooks_by_source(&self) -> Vec<(Source, Value)> {
-        if self.disable_all_hooks {
-            return Vec::new();
-        }
         self.files
             .iter()
             .filter(|f| !self.allow_managed_hooks_only || f.source == Source::Managed)
+            .filter(|f| !self.hooks_disabled_for(f.source))
             .filter_map(|f| f.value.get("hooks").map(|h| (f.source, h.clone())))
             .collect()
     }

@@ -250,6 +250,32 @@ fn hooks_by_source_respect_managed_only() {
 }
 
 #[test]
+fn a_workspace_cannot_switch_off_the_users_or_the_operators_hooks() {
+    let f = fixture();
+    let hook = json!({"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "guard"}]}]});
+    write(&f.managed, json!({"hooks": hook}));
+    write(&f.user, json!({"hooks": hook}));
+    f.project(json!({"hooks": hook, "disableAllHooks": true}));
+    let sources = |s: &Settings| -> Vec<Source> {
+        s.hooks_by_source().into_iter().map(|(s, _)| s).collect()
+    };
+    // Untrusted or trusted, the workspace's flag drops only the workspace's own hooks.
+    for cli in [CliSettings::default(), trusted()] {
+        let s = f.load(cli).unwrap();
+        assert_eq!(sources(&s), [Source::Managed, Source::User]);
+        assert!(!s.hooks_disabled_for(Source::User));
+    }
+    // The user's flag drops all but the operator's; the operator's drops everything.
+    write(&f.user, json!({"hooks": hook, "disableAllHooks": true}));
+    let s = f.load(trusted()).unwrap();
+    assert_eq!(sources(&s), [Source::Managed]);
+    assert!(s.hooks_disabled_for(Source::User) && !s.hooks_disabled_for(Source::Managed));
+    write(&f.managed, json!({"hooks": hook, "disableAllHooks": true}));
+    let s = f.load(trusted()).unwrap();
+    assert!(sources(&s).is_empty());
+}
+
+#[test]
 fn invalid_values_name_the_file_and_the_path() {
     let f = fixture();
     f.project(json!({"permissions": {"allow": ["Read", "Edit", 3]}}));
