@@ -1,6 +1,9 @@
 //! The content hashes a trust record binds: the workspace's two settings files (hashed
 //! from the very bytes the settings loader parsed, so nothing can change between the
-//! check and the use), `.mcp.json`, and every file under `.claude/hooks/` and `.cordon/`.
+//! check and the use), `.mcp.json`, every file under `.claude/hooks/` and `.cordon/`, and
+//! the devcontainer (`.devcontainer.json`, everything under `.devcontainer/`, and the
+//! Dockerfile it names wherever that is): a Docker session of a trusted workspace builds
+//! that image, its steps with the network, so a `git pull` changing it untrusts too.
 //!
 //! Nothing is followed out of the workspace: a symbolic link is hashed as its target's
 //! name, and only regular files are read (with `O_NOFOLLOW | O_NONBLOCK`, so a link or a
@@ -16,9 +19,9 @@ use sha2::{Digest, Sha256};
 use super::TrustError;
 
 /// Files bound besides the settings files, relative to the workspace.
-const BOUND_FILES: &[&str] = &[".mcp.json"];
+const BOUND_FILES: &[&str] = &[".mcp.json", ".devcontainer.json"];
 /// Directories whose every file is bound, relative to the workspace.
-const BOUND_DIRS: &[&str] = &[".claude/hooks", ".cordon"];
+const BOUND_DIRS: &[&str] = &[".claude/hooks", ".cordon", ".devcontainer"];
 /// Most files one fingerprint covers.
 const MAX_FILES: usize = 2_000;
 /// Most bytes one fingerprint reads.
@@ -49,6 +52,10 @@ impl Fingerprint {
         let mut budget = Budget { files: 0, bytes: 0 };
         for rel in BOUND_FILES.iter().chain(BOUND_DIRS) {
             fp.add(workspace, rel, &mut budget)?;
+        }
+        let dockerfile = crate::sandbox::docker::devcontainer::dockerfile(workspace);
+        if let Some(rel) = dockerfile.filter(|rel| !fp.0.contains_key(rel)) {
+            fp.add(workspace, &rel, &mut budget)?;
         }
         Ok(fp)
     }

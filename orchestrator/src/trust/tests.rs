@@ -73,6 +73,42 @@ fn a_workspace_is_untrusted_until_trusted_and_again_when_a_bound_file_changes() 
 }
 
 #[test]
+fn the_devcontainer_and_the_dockerfile_it_names_are_bound() {
+    let ws = workspace();
+    let ws = ws.path().canonicalize().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let store = TrustStore::at(&home.path().join("cordon"));
+    write(&ws, "docker/dev.Dockerfile", "FROM scratch\n");
+    write(
+        &ws,
+        ".devcontainer/devcontainer.json",
+        r#"{"build": {"dockerfile": "../docker/dev.Dockerfile", "context": ".."}}"#,
+    );
+    // A build recipe that appears, or changes, after the trust untrusts the workspace: a
+    // Docker session of a trusted workspace would build it, its steps with the network.
+    for (rel, text) in [
+        (".devcontainer/devcontainer.json", r#"{"build": {"dockerfile": "../docker/dev.Dockerfile"}}"#),
+        (".devcontainer/setup.sh", "curl evil"),
+        ("docker/dev.Dockerfile", "FROM scratch\nRUN curl evil\n"),
+        (".devcontainer.json", r#"{"image": "x"}"#),
+    ] {
+        trust_workspace(&store, &ws).unwrap();
+        write(&ws, rel, text);
+        assert_eq!(
+            state(&ws, &store),
+            WorkspaceTrust::Untrusted {
+                reason: UntrustedReason::Changed(vec![rel.to_string()])
+            },
+            "{rel}"
+        );
+    }
+    // Other files of the build context are the repository's as any other file.
+    trust_workspace(&store, &ws).unwrap();
+    write(&ws, "docker/other.txt", "x");
+    assert!(state(&ws, &store).is_trusted());
+}
+
+#[test]
 fn the_flag_and_trusted_directories_trust_without_a_record() {
     let ws = workspace();
     let fp = current_fingerprint(ws.path()).unwrap();

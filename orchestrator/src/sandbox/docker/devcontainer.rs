@@ -43,9 +43,12 @@ const KNOWN: &[&str] = &[
     "customizations",
 ];
 
+/// Where a devcontainer file may be, relative to the workspace, in the order looked for.
+pub const FILES: [&str; 2] = [".devcontainer/devcontainer.json", ".devcontainer.json"];
+
 /// The workspace's devcontainer file, if it has one: `Ok(None)` when absent.
 pub fn find(workspace: &Path) -> Result<Option<DevContainer>, SandboxError> {
-    for rel in [".devcontainer/devcontainer.json", ".devcontainer.json"] {
+    for rel in FILES {
         if let Some(text) = read_beneath(workspace, Path::new(rel))? {
             return parse(workspace, &workspace.join(rel), &text).map(Some);
         }
@@ -229,16 +232,27 @@ pub async fn image_for_session(
     trusted: bool,
     note: &mut impl FnMut(String),
 ) -> Result<Option<String>, SandboxError> {
+    // What reaches `note` is the repository's (its keys, its path) or its build's output
+    // (a RUN step prints what it likes): made safe for the terminal it is shown on.
+    let mut note = |line: String| note(crate::output::for_terminal(&line).into_owned());
+    let note = &mut note;
+    if !trusted {
+        // Not parsed at all: an untrusted repository's file (malformed, or asking for what
+        // Cordon does not support) must not stop its session from starting.
+        if let Some(rel) = FILES
+            .iter()
+            .find(|rel| std::fs::symlink_metadata(workspace.join(rel)).is_ok())
+        {
+            note(format!(
+                "{} ignored: the workspace is not trusted (`cordon trust` to use it)",
+                workspace.join(rel).display()
+            ));
+        }
+        return Ok(None);
+    }
     let Some(dc) = find(workspace)? else {
         return Ok(None);
     };
-    if !trusted {
-        note(format!(
-            "{} ignored: the workspace is not trusted (`cordon trust` to use it)",
-            dc.file.display()
-        ));
-        return Ok(None);
-    }
     if !dc.ignored.is_empty() {
         note(format!(
             "{}: not applied: {}",
@@ -247,6 +261,19 @@ pub async fn image_for_session(
         ));
     }
     build(workspace, &dc, note).await.map(Some)
+}
+
+/// The devcontainer's Dockerfile relative to the workspace, when the file names one that
+/// parses (for the trust record, which binds it wherever it lives).
+pub fn dockerfile(workspace: &Path) -> Option<String> {
+    match find(workspace).ok()??.source {
+        ImageSource::Dockerfile { file, .. } => file
+            .strip_prefix(workspace)
+            .ok()
+            .and_then(Path::to_str)
+            .map(String::from),
+        ImageSource::Image(_) => None,
+    }
 }
 
 /// The image name a workspace's devcontainer builds to: stable per workspace path.
@@ -321,6 +348,24 @@ mod tests {
             ]
         );
         assert_eq!(dc.ignored, ["forwardPorts"]);
+    }
+
+    #[test]
+    fn an_untrusted_workspaces_file_is_not_read_and_stops_nothing() {
+        let ws = tempfile::tempdir().unwrap();
+        // Malformed, and a compose file Cordon refuses: neither may fail the session.
+        for text in ["{not json", r#"{"dockerComposeFile": "c.yml"}"#] {
+            std::fs::write(ws.path().join(".devcontainer.json"), text).unwrap();
+            let mut notes = Vec::new();
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .unwrap();
+            let image = rt
+                .block_on(image_for_session(ws.path(), false, &mut |n| notes.push(n)))
+                .unwrap();
+            assert_eq!(image, None);
+            assert!(notes[0].contains("not trusted"), "{notes:?}");
+        }
     }
 
     #[test]
