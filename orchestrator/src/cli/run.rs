@@ -237,6 +237,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             session_id: session_id.clone(),
             transcript: h.transcript_path.clone(),
             checkpoints: Some(h.checkpoints.clone()),
+            sandbox: Some(h.sandbox.clone()),
             resumed_messages: h.resumed_messages,
             trust_store: cordon::trust::TrustStore::from_env().ok(),
             trusted: h.settings.trust().is_trusted(),

@@ -39,6 +39,9 @@ pub struct SessionParts {
     pub session_id: String,
     pub transcript: PathBuf,
     pub checkpoints: Option<Checkpoints>,
+    /// The session's sandbox, frozen while `/rewind` changes the files (its background
+    /// commands run between turns).
+    pub sandbox: Option<Arc<crate::sandbox::Supervisor>>,
     /// Messages carried over from a resumed session.
     pub resumed_messages: usize,
     /// The record of trusted workspaces: `/trust` writes it, and the session's own edits

@@ -37,18 +37,30 @@ impl Running {
         else {
             return;
         };
-        let uuid = &choices[picked].user_message_uuid;
-        match checkpoints.rewind(uuid) {
+        let uuid = choices[picked].user_message_uuid.clone();
+        // While no sandbox process runs: a background command keeps running between
+        // turns, and must not change the tree while it is captured and restored.
+        let store = std::sync::Arc::new(checkpoints);
+        let wanted = uuid.clone();
+        let done = crate::checkpoints::while_quiet(&store, self.me.parts.sandbox.as_ref(), move |c| {
+            c.rewind(&wanted)
+        })
+        .await;
+        match done {
             Ok(report) => {
+                // The names are the session's: one with a newline must not fake a line.
+                let name = |p: &std::path::Path| {
+                    crate::output::name_for_terminal(&p.to_string_lossy()).into_owned()
+                };
                 for p in &report.restored {
-                    self.screen.note(&format!("restored {}", p.display()));
+                    self.screen.note(&format!("restored {}", name(p)));
                 }
                 for p in &report.removed {
-                    self.screen.note(&format!("removed {}", p.display()));
+                    self.screen.note(&format!("removed {}", name(p)));
                 }
                 for p in &report.skipped {
                     self.screen
-                        .note(&format!("left as is (too large) {}", p.display()));
+                        .note(&format!("left as is (too large) {}", name(p)));
                 }
                 self.screen.line(
                     Some(Color::Green),

@@ -26,6 +26,7 @@ use super::keys::{Key, Keys};
 use super::session::Running;
 use crate::settings::{Settings, SettingsError};
 use crate::trust::{Fingerprint, IgnoredSetting, TrustError, TrustStore};
+use crate::output::{for_terminal, name_for_terminal};
 
 #[derive(Debug, thiserror::Error)]
 pub enum TrustPromptError {
@@ -46,37 +47,24 @@ pub struct FirstUse {
     pub asked: bool,
 }
 
-/// One ignored setting as the question shows it: the file, the key and the whole value,
-/// with anything that would move the cursor or reorder text shown escaped.
+/// One ignored setting as the question shows it: the file, the key and the whole value.
+///
+/// Security: the repository wrote all three. An escape sequence or a right-to-left override
+/// in a hook's command could redraw the question to show something other than what trust
+/// would run, so control and format characters are shown escaped; the file and the key
+/// are names, so a newline in one is escaped too and cannot start a line of its own. A
+/// value keeps its newlines (a hook's script is shown whole), indented under its key.
 pub fn describe(item: &IgnoredSetting) -> String {
-    let (file, key) = (visible(&item.file), visible(&item.key));
+    let (file, key) = (name_for_terminal(&item.file), name_for_terminal(&item.key));
     if item.value.is_null() || item.key.contains(" = ") {
         return format!("{file}  {key}");
     }
     let value = match &item.value {
-        Value::String(s) => visible(s),
-        v => visible(&serde_json::to_string_pretty(v).unwrap_or_default()),
+        Value::String(s) => for_terminal(s).into_owned(),
+        v => for_terminal(&serde_json::to_string_pretty(v).unwrap_or_default()).into_owned(),
     };
     let value = value.replace('\n', "\n      ");
     format!("{file}  {key}:\n      {value}")
-}
-
-/// `text` with control characters (but newlines) and bidirectional or zero-width format
-/// characters escaped. Security: the repository wrote these values; an escape sequence or
-/// a right-to-left override in a hook's command could otherwise redraw the question to
-/// show something other than what trust would run.
-fn visible(text: &str) -> String {
-    text.chars()
-        .map(|c| {
-            let hidden = (c.is_control() && c != '\n')
-                || matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{FEFF}');
-            if hidden {
-                c.escape_unicode().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
 }
 
 /// The recorded files, one line each, for the screen.
@@ -84,7 +72,7 @@ pub fn recorded_lines(fingerprint: &Fingerprint) -> Vec<String> {
     let lines: Vec<String> = fingerprint
         .files()
         // The names under `.claude/hooks/` and `.cordon/` are the repository's.
-        .map(|(file, digest)| format!("  {}  {digest}", visible(file)))
+        .map(|(file, digest)| format!("  {}  {digest}", name_for_terminal(file)))
         .collect();
     if lines.is_empty() {
         return vec!["  (no settings, hooks or MCP files yet: any that appear untrust it)".into()];
@@ -188,7 +176,7 @@ fn say(lines: &[String]) {
 async fn ask(workspace: &Path, items: &[IgnoredSetting], keys: &mut Keys) -> std::io::Result<bool> {
     let mut lines = vec![format!(
         "Workspace {} is not trusted. Its own settings would enable:",
-        visible(&workspace.display().to_string())
+        name_for_terminal(&workspace.display().to_string())
     )];
     lines.extend(items.iter().map(|i| format!("  - {}", describe(i))));
     lines.push(
@@ -363,9 +351,12 @@ mod tests {
                 .any(|c| c == '\u{1b}' || c == '\r' || c == '\u{202E}')
         );
         assert!(
-            shown.contains("\\u{1b}[2K") && shown.contains("\\u{202e}ok"),
+            shown.contains("\\x1b[2K") && shown.contains("\\u{202e}ok"),
             "{shown}"
         );
+        // A key is one line, whatever it holds.
+        let shown = describe(&item("a\nhooks: (none)\nb", json!("x")));
+        assert_eq!(shown.lines().count(), 2, "{shown}");
         let hooks = describe(&item("hooks", json!({"c": "a\u{1b}]0;x\u{7}"})));
         assert!(!hooks.contains('\u{1b}'), "{hooks}");
     }
