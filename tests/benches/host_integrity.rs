@@ -125,7 +125,7 @@ fn main() {
 
     summary(
         "hardlinks::linked_outside, no links",
-        time(|| assert!(hardlinks::linked_outside(&ws).unwrap().is_empty())),
+        time(|| assert!(hardlinks::linked_outside(&ws, &[]).unwrap().is_empty())),
     );
     let home = base.path().join("home");
     let empty = base.path().join("empty");
@@ -151,7 +151,7 @@ fn main() {
     }
     summary(
         "hardlinks::linked_outside, 1,000 linked files",
-        time(|| assert_eq!(hardlinks::linked_outside(&ws).unwrap().len(), LINKED)),
+        time(|| assert_eq!(hardlinks::linked_outside(&ws, &[]).unwrap().len(), LINKED)),
     );
     let linked_ws = summary(
         "cordon sandbox -- true, 50k files + 1,000 linked (binds)",

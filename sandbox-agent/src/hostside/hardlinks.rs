@@ -6,7 +6,10 @@
 //!
 //! A file counts when its link count is higher than the number of names the walk found
 //! for it in the workspace: its other names lie outside. Names inside that all belong to
-//! one another (a file linked twice within the workspace) stay writable.
+//! one another (a file linked twice within the workspace) stay writable, unless one of
+//! them is protected: a read-only mount guards a name, not the inode, so a second name of
+//! `.git/config` (left by an earlier session: `ln sub/.git/config notes.txt`) would write
+//! the protected file. Every name of such a file is mounted read-only too.
 //!
 //! Each such name costs one bind mount at start, so past [`DEFAULT_CAP`] names the
 //! session refuses to start and says why and what to do, instead of a start that grows
@@ -48,8 +51,8 @@ pub enum HardLinkError {
 }
 
 /// Every name (relative to `workspace`) of a regular file that also has names outside
-/// it, sorted.
-pub fn linked_outside(workspace: &Path) -> Result<Vec<PathBuf>, WalkError> {
+/// it, or another name at or below one of `protected` (relative, read-only inside), sorted.
+pub fn linked_outside(workspace: &Path, protected: &[PathBuf]) -> Result<Vec<PathBuf>, WalkError> {
     // (dev, ino) -> (link count, names found inside); only files with several links.
     let mut seen: HashMap<(u64, u64), (u64, Vec<PathBuf>)> = HashMap::new();
     walk::walk(workspace, |e| {
@@ -60,18 +63,23 @@ pub fn linked_outside(workspace: &Path) -> Result<Vec<PathBuf>, WalkError> {
                 .push(e.rel.to_path_buf());
         }
     })?;
+    let is_protected = |name: &PathBuf| protected.iter().any(|p| name.starts_with(p));
     let mut out: Vec<PathBuf> = seen
         .into_values()
-        .filter(|(nlink, names)| *nlink > names.len() as u64)
+        .filter(|(nlink, names)| *nlink > names.len() as u64 || names.iter().any(is_protected))
         .flat_map(|(_, names)| names)
         .collect();
     out.sort();
     Ok(out)
 }
 
-/// The names to mount read-only, or a refusal past `cap` of them.
-pub fn read_only_names(workspace: &Path, cap: usize) -> Result<Vec<PathBuf>, HardLinkError> {
-    let names = linked_outside(workspace)?;
+/// The names to mount read-only (see [`linked_outside`]), or a refusal past `cap` of them.
+pub fn read_only_names(
+    workspace: &Path,
+    protected: &[PathBuf],
+    cap: usize,
+) -> Result<Vec<PathBuf>, HardLinkError> {
+    let names = linked_outside(workspace, protected)?;
     if names.len() > cap {
         return Err(HardLinkError::TooMany {
             count: names.len(),
@@ -100,12 +108,38 @@ mod tests {
         std::fs::write(ws.join("a"), "x").unwrap();
         std::fs::hard_link(ws.join("a"), ws.join("b")).unwrap();
         std::fs::write(ws.join("plain"), "x").unwrap();
-        let names = linked_outside(&ws).unwrap();
+        let names = linked_outside(&ws, &[]).unwrap();
         assert_eq!(
             names,
             vec![
                 PathBuf::from("copy.js"),
                 PathBuf::from("node_modules/pkg/index.js")
+            ]
+        );
+    }
+
+    #[test]
+    fn every_name_of_a_protected_file_is_read_only() {
+        let base = tempfile::tempdir().unwrap();
+        let ws = base.path().join("ws");
+        std::fs::create_dir_all(ws.join("sub/.git/hooks")).unwrap();
+        std::fs::write(ws.join("sub/.git/config"), "[core]\n").unwrap();
+        std::fs::hard_link(ws.join("sub/.git/config"), ws.join("notes.txt")).unwrap();
+        std::fs::write(ws.join("sub/.git/hooks/pre-commit"), "#!/bin/sh\n").unwrap();
+        std::fs::hard_link(ws.join("sub/.git/hooks/pre-commit"), ws.join("h")).unwrap();
+        std::fs::write(ws.join("a"), "x").unwrap();
+        std::fs::hard_link(ws.join("a"), ws.join("b")).unwrap();
+        let protected = [
+            PathBuf::from("sub/.git/config"),
+            PathBuf::from("sub/.git/hooks"),
+        ];
+        assert_eq!(
+            linked_outside(&ws, &protected).unwrap(),
+            [
+                PathBuf::from("h"),
+                PathBuf::from("notes.txt"),
+                PathBuf::from("sub/.git/config"),
+                PathBuf::from("sub/.git/hooks/pre-commit"),
             ]
         );
     }
@@ -120,8 +154,8 @@ mod tests {
             std::fs::write(&out, "x").unwrap();
             std::fs::hard_link(&out, ws.join(format!("f{i}"))).unwrap();
         }
-        assert_eq!(read_only_names(&ws, 4).unwrap().len(), 4);
-        let err = read_only_names(&ws, 3).unwrap_err().to_string();
+        assert_eq!(read_only_names(&ws, &[], 4).unwrap().len(), 4);
+        let err = read_only_names(&ws, &[], 3).unwrap_err().to_string();
         assert!(
             err.starts_with("4 files in the workspace are hard links"),
             "{err}"

@@ -148,7 +148,7 @@ fn prepare_tree(
     list.extend(extra);
     list.extend(gitguard::session_entries(path, state, skip)?);
     let plan = protected::plan(path, &list)?;
-    let linked = hardlinks::read_only_names(path, hardlinks::DEFAULT_CAP)?;
+    let linked = hardlinks::read_only_names(path, &plan.read_only, hardlinks::DEFAULT_CAP)?;
     protected::create_placeholders(state, path, &plan.placeholders, owner)?;
     // As host root, the tree is idmapped: its owner's files appear owned by the sandbox
     // user, and the sandbox user's writes land on disk as the owner.

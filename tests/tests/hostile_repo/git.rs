@@ -405,7 +405,10 @@ async fn a_husky_hook_script_cannot_be_rewritten() {
         ".husky/_/h",
         "#!/bin/sh\nn=$(basename \"$0\")\ns=$(dirname \"$(dirname \"$0\")\")/$n\n[ -f \"$s\" ] || exit 0\nsh -e \"$s\"\n",
     );
-    exec(".husky/_/pre-commit", "#!/bin/sh\n. \"$(dirname \"$0\")/h\"\n");
+    exec(
+        ".husky/_/pre-commit",
+        "#!/bin/sh\n. \"$(dirname \"$0\")/h\"\n",
+    );
     std::fs::write(w.join(".husky/pre-commit"), "true\n").unwrap();
     git.ok(w, &["config", "core.hooksPath", ".husky/_"]);
     git.ok(w, &["add", ".husky"]);
@@ -441,6 +444,64 @@ async fn a_husky_hook_script_cannot_be_rewritten() {
     std::fs::write(w.join(".husky/pre-commit"), &plant).unwrap();
     git.ok(w, &["commit", "-q", "--allow-empty", "-m", "host2"]);
     assert_eq!(marks_in(&marks), ["husky"]);
+}
+
+/// A second name of a git control file, made in one session, used in the next: the
+/// first session makes a repository and links its config under an ordinary name (its
+/// config is clean, so the teardown keeps it); the second writes an fsmonitor through
+/// that name while the config itself is pinned read-only. Every name of a protected file
+/// is read-only, so the write fails and the host's `git status` runs nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_name_of_a_pinned_config_cannot_write_it() {
+    let root = tempfile::tempdir().unwrap();
+    let marks = root.path().join("marks");
+    std::fs::create_dir(&marks).unwrap();
+    let git = HostGit::new(root.path());
+    let ws = Workspace::new();
+    let w = ws.path();
+    let home = tempfile::tempdir().unwrap();
+    let args = ["--permission-mode", "bypassPermissions"];
+    let first = ScriptedModel::start(vec![
+        Turn::tool_use(
+            "a1",
+            "Bash",
+            json!({"command": "git init -q sub && ln sub/.git/config notes.txt && echo LINKED"}),
+        ),
+        Turn::text("done"),
+    ])
+    .await
+    .unwrap();
+    run_json_ok(&first, home.path(), w, &args, "one").await;
+    let (_, out, _) = tool_results(&first.requests()[1].body).remove(0);
+    assert!(out.contains("LINKED"), "{out}");
+    let fsmonitor = format!("touch {}/alias", marks.display());
+    let second = ScriptedModel::start(vec![
+        Turn::tool_use(
+            "a1",
+            "Bash",
+            json!({"command": format!(
+                "printf '[core]\\n\\tfsmonitor = \\\"{fsmonitor}\\\"\\n' >> notes.txt && echo WROTE"
+            )}),
+        ),
+        Turn::text("done"),
+    ])
+    .await
+    .unwrap();
+    run_json_ok(&second, home.path(), w, &args, "two").await;
+    let (_, out, _) = tool_results(&second.requests()[1].body).remove(0);
+    assert!(!out.contains("WROTE"), "{out}");
+    git.run(&w.join("sub"), &["status"]);
+    assert!(marks_in(&marks).is_empty(), "{:?}", marks_in(&marks));
+    let config = std::fs::read_to_string(w.join("sub/.git/config")).unwrap();
+    assert!(!config.contains("fsmonitor"), "{config}");
+    // The control: the same write made on the host runs at the next status.
+    std::fs::write(
+        w.join("notes.txt"),
+        format!("{config}[core]\n\tfsmonitor = \"{fsmonitor}\"\n"),
+    )
+    .unwrap();
+    git.run(&w.join("sub"), &["status"]);
+    assert_eq!(marks_in(&marks), ["alias"]);
 }
 
 async fn each_pinned_control_file(backend: &[&str]) {

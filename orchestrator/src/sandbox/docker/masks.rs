@@ -89,12 +89,11 @@ pub fn prepare_tree(
     let plan = protected::plan(workspace, &entries).map_err(launch_err)?;
     let hidden = denied::hidden(workspace, denied_read).map_err(launch_err)?;
     // Before any placeholder exists: a refusal here leaves the workspace untouched.
-    let linked = hardlinks::read_only_names(workspace, hardlinks::DEFAULT_CAP).map_err(|e| {
-        SandboxError::Setup {
+    let linked = hardlinks::read_only_names(workspace, &plan.read_only, hardlinks::DEFAULT_CAP)
+        .map_err(|e| SandboxError::Setup {
             step: "checking the tree for hard links",
             source: std::io::Error::other(e.to_string()),
-        }
-    })?;
+        })?;
     let meta = std::fs::metadata(workspace).map_err(|source| SandboxError::Setup {
         step: "stat workspace",
         source,
