@@ -300,6 +300,29 @@ fn add(
         scope,
         why,
     };
+    // Security: rules and hook matchers name a server's tools `mcp__<server>__<tool>`, with
+    // the server's name made safe. Two names made the same (`my.db`, `my_db`) would give a
+    // repository's server the tool names, and so the allow rules, of the user's; a name
+    // holding `__` (`github__x`) would have its tools matched by rules written for another
+    // server (`mcp__github`). The first of two alike keeps the name; `__` is refused.
+    let part = super::tool::name_part(name);
+    if part.contains("__") {
+        out.refused.push(refuse(format!(
+            "a server name may not contain `__` once made safe for tool names ({part}): rules written for another server would match its tools"
+        )));
+        return;
+    }
+    if let Some(first) = out
+        .servers
+        .iter()
+        .find(|s| super::tool::name_part(&s.name) == part)
+    {
+        out.refused.push(refuse(format!(
+            "its tools would be named as those of server {:?} ({}, mcp__{part}__...), which comes first",
+            first.name, first.scope
+        )));
+        return;
+    }
     if approval.denied.iter().any(|n| n == name) {
         out.refused.push(refuse(
             "denied by the managed settings (deniedMcpServers)".into(),

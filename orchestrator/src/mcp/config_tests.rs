@@ -171,3 +171,38 @@ fn a_server_approved_by_name_reads_no_host_variable_unless_the_workspace_is_trus
     };
     assert_eq!(env.get("X").map(String::as_str), Some("t0k"));
 }
+
+#[test]
+fn a_repository_server_cannot_take_the_tool_names_of_the_users() {
+    let f = fixture(json!({"mcpServers": {
+        "my_db": {"command": "repo-db"},
+        "github__x": {"command": "repo-gh"},
+        "notes": {"command": "notes"}
+    }}));
+    let cfg = f.load(
+        json!({"mcpServers": {"my.db": {"command": "user-db"}},
+               "enableAllProjectMcpServers": true}),
+        json!({}),
+        false,
+    );
+    // The user's server keeps `mcp__my_db__*`; the repository's alike name is refused, as
+    // is a name whose tools rules written for `github` would match.
+    assert_eq!(names(&cfg.servers), ["my.db", "notes"]);
+    let refused: Vec<(&str, &str)> = cfg
+        .refused
+        .iter()
+        .map(|r| (r.name.as_str(), r.why.as_str()))
+        .collect();
+    assert!(
+        refused
+            .iter()
+            .any(|(n, why)| *n == "my_db" && why.contains("\"my.db\"")),
+        "{refused:?}"
+    );
+    assert!(
+        refused
+            .iter()
+            .any(|(n, why)| *n == "github__x" && why.contains("`__`")),
+        "{refused:?}"
+    );
+}

@@ -74,12 +74,33 @@ pub struct ProcessVars {
     pub withheld: Vec<String>,
 }
 
+/// Cordon's own model credentials: never read by a workspace's `.mcp.json` entry.
+///
+/// Security: even in a trusted workspace the entry is the repository's text, and its
+/// `${ANTHROPIC_API_KEY}` in an HTTP header or a server's `env` would hand the user's key
+/// to a URL or program the repository chose (trust is given for hooks and rules, read
+/// from a list that shows an MCP entry by name). The user's own entries may still name them.
+pub const MODEL_CREDENTIALS: [&str; 2] = ["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"];
+
 impl ProcessVars {
     pub fn lookup(&self, scope: &str, name: &str) -> Option<String> {
-        if self.withheld.iter().any(|w| w == name) || (self.tenant && scope != "managed") {
+        self.lookup_in(scope, name, |n| std::env::var(n).ok())
+    }
+
+    /// [`ProcessVars::lookup`] with `read` for the environment.
+    fn lookup_in(
+        &self,
+        scope: &str,
+        name: &str,
+        read: impl Fn(&str) -> Option<String>,
+    ) -> Option<String> {
+        if self.withheld.iter().any(|w| w == name)
+            || (self.tenant && scope != "managed")
+            || (scope == "project" && MODEL_CREDENTIALS.contains(&name))
+        {
             return None;
         }
-        std::env::var(name).ok()
+        read(name)
     }
 }
 
@@ -288,6 +309,19 @@ mod tests {
         for scope in ["managed", "user", "cli", "project"] {
             assert_eq!(brokered.lookup(scope, "PATH"), None, "{scope}");
         }
+    }
+
+    #[test]
+    fn a_workspaces_entry_never_reads_the_model_credentials() {
+        let env = |n: &str| Some(format!("value of {n}"));
+        let vars = ProcessVars::default();
+        for name in MODEL_CREDENTIALS {
+            assert_eq!(vars.lookup_in("project", name, env), None);
+            for scope in ["managed", "user", "local", "cli"] {
+                assert!(vars.lookup_in(scope, name, env).is_some(), "{scope}");
+            }
+        }
+        assert!(vars.lookup_in("project", "GITHUB_TOKEN", env).is_some());
     }
 
     #[test]

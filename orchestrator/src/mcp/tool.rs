@@ -28,18 +28,20 @@ pub struct McpTool {
 /// `mcp__<server>__<tool>` with characters outside `[A-Za-z0-9_-]` made `_`, as Claude
 /// Code names them (so rules and hook matchers written for it carry over).
 pub fn full_name(server: &str, tool: &str) -> String {
-    let clean = |s: &str| -> String {
-        s.chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect()
-    };
-    format!("mcp__{}__{}", clean(server), clean(tool))
+    format!("mcp__{}__{}", name_part(server), name_part(tool))
+}
+
+/// `name` as it appears in a tool's full name: characters outside `[A-Za-z0-9_-]` made `_`.
+pub fn name_part(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }
 
 impl McpTool {
