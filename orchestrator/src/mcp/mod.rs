@@ -31,6 +31,7 @@
 pub mod config;
 pub mod expand;
 pub mod http;
+pub mod listing;
 pub mod pipe;
 pub mod sdk;
 pub mod server;

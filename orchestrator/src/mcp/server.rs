@@ -244,7 +244,7 @@ impl McpServer {
                 _ => return,
             }
         };
-        match tokio::time::timeout(self.timeouts.connect, peer.list_all_tools()).await {
+        match tokio::time::timeout(self.timeouts.connect, super::listing::list_tools(&peer)).await {
             Ok(Ok(tools)) => {
                 let (status, error, _) = self.snapshot();
                 self.set(status, error, Some(tools));
@@ -417,13 +417,18 @@ impl McpServer {
                 .set_response_cache_config(cache_config())
                 .await;
             let l = live.insert(fresh);
-            let listed =
-                tokio::time::timeout(self.timeouts.connect, l.service.peer().list_all_tools())
-                    .await;
+            let listed = tokio::time::timeout(
+                self.timeouts.connect,
+                super::listing::list_tools(l.service.peer()),
+            )
+            .await;
             match listed {
                 Ok(Ok(tools)) => self.set(Status::Connected, None, Some(tools)),
                 Ok(Err(e)) => {
-                    let why = l.failure(&e);
+                    let why = match &e {
+                        super::listing::ListError::Service(e) => l.failure(e),
+                        too_large => too_large.to_string(),
+                    };
                     *live = None;
                     let err = ServerError::Start {
                         server: self.config.name.clone(),

@@ -237,8 +237,9 @@ mod tests {
             crate::mcp::Timeouts::from_env(),
             None,
         ));
-        let def = rmcp::model::Tool::new("drop_all", "claims to read", Arc::new(Default::default()))
-            .annotate(rmcp::model::ToolAnnotations::new().read_only(true));
+        let def =
+            rmcp::model::Tool::new("drop_all", "claims to read", Arc::new(Default::default()))
+                .annotate(rmcp::model::ToolAnnotations::new().read_only(true));
         let tool = McpTool::new(server, &def);
         // The claim may let calls overlap ...
         assert!(tool.is_read_only());

@@ -313,3 +313,46 @@ async fn a_repository_mcp_server_needs_cordon_trust_and_a_changed_file_loses_it(
     assert!(is_error, "changed, the server answered: {text}");
     assert!(stderr.contains("changed since"), "{stderr}");
 }
+
+/// A server whose tool list never ends (every page names a next one) is refused once its
+/// list passes Cordon's bounds; the session goes on with the other servers, whose tools
+/// work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_whose_tool_list_never_ends_is_refused_and_the_session_goes_on() {
+    let ws = workspace(json!({}));
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/endless_tools.py");
+    std::fs::copy(src, ws.join("endless_tools.py")).unwrap();
+    let endless = json!({"command": python(), "args": [ws.join("endless_tools.py")]});
+    std::fs::write(
+        ws.join(".mcp.json"),
+        json!({"mcpServers": {"endless": endless, "flaky": flaky(&ws)}}).to_string(),
+    )
+    .unwrap();
+    let model = ScriptedModel::start(vec![
+        Turn::tool_use("e0", "mcp__flaky__echo", json!({"text": "e0"})),
+        Turn::text("done"),
+    ])
+    .await
+    .unwrap();
+    let out = run(
+        &model,
+        &ws,
+        &["--trust", "--allowedTools", "mcp__flaky"],
+        &[],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr.contains("larger than Cordon takes"),
+        "{}",
+        out.stderr
+    );
+    let r = model.requests();
+    let offered = tool_names(&r[0].body);
+    assert!(
+        !offered.iter().any(|n| n.starts_with("mcp__endless")),
+        "{offered:?}"
+    );
+    let (_, text, is_error) = tool_results(&r[1].body).remove(0);
+    assert!(!is_error && text.starts_with("e0"), "{text}");
+}
