@@ -42,10 +42,11 @@ impl Running {
         // turns, and must not change the tree while it is captured and restored.
         let store = std::sync::Arc::new(checkpoints);
         let wanted = uuid.clone();
-        let done = crate::checkpoints::while_quiet(&store, self.me.parts.sandbox.as_ref(), move |c| {
-            c.rewind(&wanted)
-        })
-        .await;
+        let done =
+            crate::checkpoints::while_quiet(&store, self.me.parts.sandbox.as_ref(), move |c| {
+                c.rewind(&wanted)
+            })
+            .await;
         match done {
             Ok(report) => {
                 // The names are the session's: one with a newline must not fake a line.

@@ -24,9 +24,9 @@ use serde_json::Value;
 
 use super::keys::{Key, Keys};
 use super::session::Running;
+use crate::output::{for_terminal, name_for_terminal};
 use crate::settings::{Settings, SettingsError};
 use crate::trust::{Fingerprint, IgnoredSetting, TrustError, TrustStore};
-use crate::output::{for_terminal, name_for_terminal};
 
 #[derive(Debug, thiserror::Error)]
 pub enum TrustPromptError {

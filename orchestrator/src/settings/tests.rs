@@ -256,9 +256,8 @@ fn a_workspace_cannot_switch_off_the_users_or_the_operators_hooks() {
     write(&f.managed, json!({"hooks": hook}));
     write(&f.user, json!({"hooks": hook}));
     f.project(json!({"hooks": hook, "disableAllHooks": true}));
-    let sources = |s: &Settings| -> Vec<Source> {
-        s.hooks_by_source().into_iter().map(|(s, _)| s).collect()
-    };
+    let sources =
+        |s: &Settings| -> Vec<Source> { s.hooks_by_source().into_iter().map(|(s, _)| s).collect() };
     // Untrusted or trusted, the workspace's flag drops only the workspace's own hooks.
     for cli in [CliSettings::default(), trusted()] {
         let s = f.load(cli).unwrap();

@@ -87,7 +87,10 @@ fn the_devcontainer_and_the_dockerfile_it_names_are_bound() {
     // A build recipe that appears, or changes, after the trust untrusts the workspace: a
     // Docker session of a trusted workspace would build it, its steps with the network.
     for (rel, text) in [
-        (".devcontainer/devcontainer.json", r#"{"build": {"dockerfile": "../docker/dev.Dockerfile"}}"#),
+        (
+            ".devcontainer/devcontainer.json",
+            r#"{"build": {"dockerfile": "../docker/dev.Dockerfile"}}"#,
+        ),
         (".devcontainer/setup.sh", "curl evil"),
         ("docker/dev.Dockerfile", "FROM scratch\nRUN curl evil\n"),
         (".devcontainer.json", r#"{"image": "x"}"#),
