@@ -513,11 +513,20 @@ impl Settings {
         let mcp = self.workspace.join(".mcp.json");
         // An empty file is a running session's placeholder, not a server list.
         if std::fs::symlink_metadata(&mcp).is_ok_and(|m| !m.is_file() || m.len() > 0) {
+            // The entries themselves, so that the trust question shows each server's
+            // command, url and the `${VAR}`s it would read, as it shows a hook's command.
+            let mut warnings = Vec::new();
+            let servers = repository_file(&self.workspace, &mcp, &mut warnings)
+                .ok()
+                .flatten()
+                .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+                .and_then(|v| v.get("mcpServers").cloned())
+                .unwrap_or(Value::Null);
             self.ignored.push(IgnoredSetting {
                 file: mcp.display().to_string(),
                 key: "mcpServers".into(),
                 why: "MCP servers are programs the repository chose".into(),
-                value: Value::Null,
+                value: servers,
             });
         }
         // Listed so that the trust question names it: trusting lets a Docker session build

@@ -609,3 +609,24 @@ fn trust_would_enable_only_what_the_managed_settings_leave() {
     assert_eq!(keys(&s), ["env"]);
     assert_eq!(s.ignored().len(), 4, "still reported as ignored");
 }
+
+#[test]
+fn the_trust_question_shows_what_each_mcp_server_would_run_and_read() {
+    let f = fixture();
+    write(
+        &f.ws.join(".mcp.json"),
+        json!({"mcpServers": {"gh": {"type": "http", "url": "https://mcp.example/",
+            "headers": {"Authorization": "Bearer ${GITHUB_TOKEN}"}}}}),
+    );
+    let s = f.load(CliSettings::default()).unwrap();
+    let item = s
+        .trust_would_enable()
+        .into_iter()
+        .find(|i| i.key == "mcpServers")
+        .unwrap();
+    let shown = crate::interactive::trust::describe(&item);
+    assert!(
+        shown.contains("${GITHUB_TOKEN}") && shown.contains("https://mcp.example/"),
+        "{shown}"
+    );
+}
