@@ -5,6 +5,18 @@
 //!
 //! Depth first; a directory's descriptor stays open only while entries below it are
 //! pending, so at most one descriptor per level is open.
+//!
+//! # Directories made unreadable
+//!
+//! A sandboxed session runs as the walking user (the local backend idmaps the workspace to
+//! its owner), so it owns what it makes and may `chmod 000` a directory after filling it
+//! (a setuid file, a hard link). A directory this process owns but may not open or search
+//! is given its owner's read, write and search back (`u+rwx`), logged, and walked
+//! ([`Counts::reopened_dirs`]). That grants nothing new: the owner may chmod its own
+//! directory at will, and the session could have done the same itself. Only directories
+//! owned by this process's effective uid are changed; another user's stay skipped
+//! ([`Counts::unreadable_dirs`]): the host has no right to them (and under host root the
+//! walk meets none).
 
 use std::ffi::{CStr, CString};
 use std::io;
@@ -56,11 +68,13 @@ pub enum WalkError {
 pub struct Counts {
     pub dirs: u64,
     pub files: u64,
-    /// Directories below the root this process may not open (EACCES). Skipping them is
-    /// sound for every pass here: a sandbox runs as this user (or, under host root, the
-    /// walk runs as root and meets none), so it could not have created or opened
-    /// anything in them either.
+    /// Directories below the root this process may not open or search (EACCES) and does
+    /// not own, skipped. A sandbox runs as this user and cannot give a directory away,
+    /// so none of these is one it made (under host root the walk meets none).
     pub unreadable_dirs: u64,
+    /// Directories this process owns but could not open or search (a session's `chmod
+    /// 000` after filling them), given `u+rwx` back and walked (see the module docs).
+    pub reopened_dirs: u64,
 }
 
 /// A directory waiting to be read: its parent's descriptor (kept alive by the Rc), its
@@ -74,32 +88,31 @@ struct Pending {
 
 /// Walks `root` (a directory, itself not a symlink), calling `visit` for every entry below
 /// it except `.` and `..`. Entries vanishing mid-walk are skipped; a directory that cannot
-/// be opened or read is an error (a pass that skipped it would be incomplete).
+/// be opened or read is an error (a pass that skipped it would be incomplete), except one
+/// this process neither may open nor owns (counted in [`Counts::unreadable_dirs`]).
 pub fn walk(root: &Path, mut visit: impl FnMut(&Entry)) -> Result<Counts, WalkError> {
-    let c = CString::new(root.as_os_str().as_bytes()).map_err(|_| WalkError::Open {
-        path: root.to_path_buf(),
-        source: io::Error::from_raw_os_error(libc::EINVAL),
-    })?;
-    let fd = open_dir(libc::AT_FDCWD, &c).map_err(|source| WalkError::Open {
+    let mut w = Walker {
+        root,
+        euid: nix::unistd::geteuid().as_raw(),
+        counts: Counts::default(),
+    };
+    let fd = w.open_root().map_err(|source| WalkError::Open {
         path: root.to_path_buf(),
         source,
     })?;
-    let mut counts = Counts::default();
     let mut stack: Vec<Pending> = Vec::new();
     let mut current = Some((Rc::new(fd), PathBuf::new(), 0usize));
     loop {
         let (dir, rel, depth) = match current.take() {
             Some(d) => d,
             None => match stack.pop() {
-                None => return Ok(counts),
-                Some(p) => match open_dir(p.parent.as_raw_fd(), &p.name) {
-                    Ok(fd) => (Rc::new(fd), p.rel, p.depth),
+                None => return Ok(w.counts),
+                Some(p) => match w.open(p.parent.as_fd(), &p.name, &p.rel) {
+                    Ok(Some(fd)) => (Rc::new(fd), p.rel, p.depth),
+                    // Another user's, which this process may not open (counted).
+                    Ok(None) => continue,
                     // Gone, or replaced by a non-directory since it was listed.
                     Err(e) if vanished(&e) => continue,
-                    Err(e) if e.raw_os_error() == Some(libc::EACCES) => {
-                        counts.unreadable_dirs += 1;
-                        continue;
-                    }
                     Err(source) => {
                         return Err(WalkError::Open {
                             path: p.rel,
@@ -109,7 +122,7 @@ pub fn walk(root: &Path, mut visit: impl FnMut(&Entry)) -> Result<Counts, WalkEr
                 },
             },
         };
-        counts.dirs += 1;
+        w.counts.dirs += 1;
         let names = read_names(&dir).map_err(|source| WalkError::ReadDir {
             path: rel.clone(),
             source,
@@ -137,11 +150,137 @@ pub fn walk(root: &Path, mut visit: impl FnMut(&Entry)) -> Result<Counts, WalkEr
                         depth: depth + 1,
                     });
                 }
-                libc::S_IFREG => counts.files += 1,
+                libc::S_IFREG => w.counts.files += 1,
                 _ => {}
             }
         }
     }
+}
+
+/// What opening a directory needs besides its parent and name: whose directories may be
+/// made readable again, and what to count.
+struct Walker<'a> {
+    root: &'a Path,
+    euid: libc::uid_t,
+    counts: Counts,
+}
+
+impl Walker<'_> {
+    /// Opens the root beneath its parent (opened by path: the caller's own), so a root the
+    /// session made unreadable is treated as any directory below it. A root this process
+    /// neither may open nor owns is an error (EACCES).
+    fn open_root(&mut self) -> io::Result<OwnedFd> {
+        let root = self.root;
+        let bytes = |p: &Path| {
+            CString::new(p.as_os_str().as_bytes())
+                .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+        };
+        let (Some(parent), Some(name)) = (root.parent(), root.file_name()) else {
+            return open_dir(libc::AT_FDCWD, &bytes(root)?);
+        };
+        let parent = if parent.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            parent
+        };
+        let parent = open_path(&bytes(parent)?)?;
+        self.open(parent.as_fd(), &bytes(Path::new(name))?, Path::new(""))?
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::EACCES))
+    }
+
+    /// Opens the directory `name` beneath `parent` (`rel` its path below the root) so that
+    /// its entries can be listed and stat'ed. `None`: this process may not open or search
+    /// it and does not own it (counted, skipped).
+    fn open(&mut self, parent: BorrowedFd, name: &CStr, rel: &Path) -> io::Result<Option<OwnedFd>> {
+        let fd = match open_dir(parent.as_raw_fd(), name) {
+            Ok(fd) => fd,
+            Err(e) if e.raw_os_error() == Some(libc::EACCES) => {
+                match self.reopen(parent, name, rel)? {
+                    Some(fd) => fd,
+                    None => return Ok(None),
+                }
+            }
+            Err(e) => return Err(e),
+        };
+        // Readable but not searchable (say mode 0600): each entry's fstatat would fail
+        // and the entry be skipped as if it had vanished.
+        if searchable(&fd) {
+            return Ok(Some(fd));
+        }
+        let st = fstat(fd.as_fd())?;
+        if st.st_uid != self.euid {
+            self.counts.unreadable_dirs += 1;
+            return Ok(None);
+        }
+        // Security: changed through the descriptor of the very inode opened, which this
+        // process owns (see the module docs for why giving the owner u+rwx is sound).
+        nix::sys::stat::fchmod(&fd, owner_access(st.st_mode)).map_err(io::Error::from)?;
+        self.reopened(rel, st.st_mode, "could not be searched");
+        Ok(Some(fd))
+    }
+
+    /// A directory this process may not open: when it owns it, gives the owner u+rwx back
+    /// through the parent's descriptor and opens it again. `None`: not its own.
+    fn reopen(
+        &mut self,
+        parent: BorrowedFd,
+        name: &CStr,
+        rel: &Path,
+    ) -> io::Result<Option<OwnedFd>> {
+        let Some(st) = fstatat_nofollow(parent, name) else {
+            return Err(io::Error::from_raw_os_error(libc::ENOENT));
+        };
+        if st.st_mode & libc::S_IFMT != libc::S_IFDIR || st.st_uid != self.euid {
+            self.counts.unreadable_dirs += 1;
+            return Ok(None);
+        }
+        // Security: fchmodat follows a final symlink (Linux refuses AT_SYMLINK_NOFOLLOW on
+        // most filesystems), so the name was stat'ed just above without following and is
+        // a directory this process owns; no sandboxed process runs during these passes to
+        // swap it (see the `hostside` docs), and the inode opened is checked below.
+        nix::sys::stat::fchmodat(
+            parent,
+            name,
+            owner_access(st.st_mode),
+            nix::sys::stat::FchmodatFlags::FollowSymlink,
+        )
+        .map_err(io::Error::from)?;
+        let fd = open_dir(parent.as_raw_fd(), name)?;
+        let now = fstat(fd.as_fd())?;
+        if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino) {
+            return Err(io::Error::other("replaced while being made readable"));
+        }
+        self.reopened(rel, st.st_mode, "could not be opened");
+        Ok(Some(fd))
+    }
+
+    fn reopened(&mut self, rel: &Path, was: libc::mode_t, why: &str) {
+        self.counts.reopened_dirs += 1;
+        tracing::warn!(
+            dir = %self.root.join(rel).display(),
+            mode = format_args!("{:04o}", was & 0o7777),
+            "a directory of the user's {why} by the host-side walk (a session, which runs \
+             as the user, may have made it so): its owner's read, write and search are \
+             given back so that it is walked"
+        );
+    }
+}
+
+/// `mode`'s permission bits with the owner's read, write and search added.
+fn owner_access(mode: libc::mode_t) -> nix::sys::stat::Mode {
+    nix::sys::stat::Mode::from_bits_truncate((mode | 0o700) & 0o7777)
+}
+
+/// Whether this process may search the open directory `fd` (look names up in it). Only a
+/// refusal (EACCES) counts as not; the check looks up `.` in it, which needs search.
+fn searchable(fd: &OwnedFd) -> bool {
+    let r = nix::unistd::faccessat(
+        fd,
+        c".",
+        nix::unistd::AccessFlags::X_OK,
+        nix::fcntl::AtFlags::AT_EACCESS,
+    );
+    r != Err(nix::errno::Errno::EACCES)
 }
 
 fn vanished(e: &io::Error) -> bool {
@@ -160,6 +299,19 @@ fn open_dir(dirfd: libc::c_int, name: &CStr) -> io::Result<OwnedFd> {
         return Err(io::Error::last_os_error());
     }
     // SAFETY: fd was just returned by openat and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Opens a directory by path for use as the base of *at calls only (`O_PATH`: no read
+/// permission needed), following links: for the root's parent, a path of the caller's.
+fn open_path(path: &CStr) -> io::Result<OwnedFd> {
+    let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC;
+    // SAFETY: path is a valid C string; open returns a new descriptor or -1.
+    let fd = unsafe { libc::open(path.as_ptr(), flags) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd was just returned by open and nothing else owns it.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
@@ -207,38 +359,5 @@ fn read_names(dir: &OwnedFd) -> io::Result<Vec<CString>> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn walks_everything_below_and_never_follows_links() {
-        let root = tempfile::tempdir().unwrap();
-        let outside = tempfile::tempdir().unwrap();
-        std::fs::write(outside.path().join("secret"), "s").unwrap();
-        let r = root.path();
-        std::fs::create_dir_all(r.join("a/b/c")).unwrap();
-        std::fs::write(r.join("a/b/c/deep"), "x").unwrap();
-        std::fs::write(r.join("top"), "x").unwrap();
-        std::os::unix::fs::symlink(outside.path(), r.join("a/link")).unwrap();
-        let mut seen = Vec::new();
-        let counts = walk(r, |e| seen.push((e.rel.to_path_buf(), e.kind()))).unwrap();
-        assert_eq!(
-            counts,
-            Counts {
-                dirs: 4,
-                files: 2,
-                unreadable_dirs: 0
-            }
-        );
-        assert!(seen.contains(&("a/b/c/deep".into(), libc::S_IFREG)));
-        assert!(seen.contains(&("a/link".into(), libc::S_IFLNK)));
-        assert!(!seen.iter().any(|(p, _)| p.ends_with("secret")));
-    }
-
-    #[test]
-    fn a_symlinked_root_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        std::os::unix::fs::symlink("/etc", dir.path().join("ws")).unwrap();
-        assert!(walk(&dir.path().join("ws"), |_| {}).is_err());
-    }
-}
+#[path = "walk_tests.rs"]
+pub(crate) mod tests;

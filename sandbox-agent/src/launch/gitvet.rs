@@ -29,6 +29,13 @@
 //! A directory counts as a git dir by git's own test, which follows links (`objects` may
 //! be a link to another repository's), as well as by the stricter start-time one.
 //!
+//! A directory the session made unlistable is vetted all the same: git opens `config`,
+//! `HEAD` and `hooks/<name>` by path, so a `.git` (or `hooks/`) of mode 311 still works
+//! for the host's git while a walk that skipped what it cannot list would never see it.
+//! The session runs as the user, so such a directory is the user's own: it is given its
+//! owner's read, write and search back ([`list`]); a `.git` still unlistable is vetted
+//! through the paths git reads.
+//!
 //! Nothing is lost: what is removed goes to `cordon-quarantine-<time>/` inside that git
 //! dir (git never reads it) with a `removed.txt` saying what and why, and the same lines
 //! are logged. "During the session" is told by the inode change time, which no process can
@@ -151,7 +158,15 @@ pub fn vet(record: &GuardRecord, policy: &GitPolicy) -> Vec<Finding> {
     // unvetted (the privilege-bit sweep walks the whole tree too). One listing per
     // directory; a directory is stat'ed further only when its names look like a git dir.
     while let Some(dir) = queue.pop_front() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
+        // A `.git` directory is vetted whatever its shape: a host `git init` there later
+        // keeps the hooks and configuration it finds.
+        let named = dir.file_name().is_some_and(|n| n == ".git");
+        let Ok(entries) = list(&dir) else {
+            // Security: git needs no listing to use a git dir (it opens its files by
+            // path), so one this walk cannot list is vetted through the same paths.
+            if named || gitguard::git_takes_for_git_dir(&dir) {
+                git_dirs.push(dir);
+            }
             continue;
         };
         let mut names = GitNames::default();
@@ -164,9 +179,6 @@ pub fn vet(record: &GuardRecord, policy: &GitPolicy) -> Vec<Finding> {
                 _ => {}
             }
         }
-        // A `.git` directory is vetted whatever its shape: a host `git init` there later
-        // keeps the hooks and configuration it finds.
-        let named = dir.file_name().is_some_and(|n| n == ".git");
         if named || (names.may_be_git_dir() && gitguard::git_takes_for_git_dir(&dir)) {
             git_dirs.push(dir);
         }
@@ -387,7 +399,12 @@ impl Vetting<'_> {
         }
         // A hooks dir made or moved here during the session: every entry counts.
         let all = changed_since(&meta, self.since);
-        let Ok(entries) = std::fs::read_dir(self.dir.join("hooks")) else {
+        let Ok(entries) = list(&self.dir.join("hooks")) else {
+            // Security: git runs a hook by its path, listing or not; a hooks dir changed
+            // during the session (a chmod counts) that still cannot be listed goes whole.
+            if all {
+                self.take("hooks", "a hooks directory that cannot be listed");
+            }
             return;
         };
         for entry in entries.flatten() {
@@ -517,7 +534,7 @@ impl Vetting<'_> {
                 continue;
             }
             // A directory changes with every entry made in it: its entries are told apart.
-            let Ok(entries) = std::fs::read_dir(&path) else {
+            let Ok(entries) = list(&path) else {
                 continue;
             };
             for entry in entries.flatten() {
@@ -721,7 +738,7 @@ fn entries_below(
     let mut found = Vec::new();
     let mut queue = VecDeque::from([(root, label)]);
     while let Some((dir, label)) = queue.pop_front() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
+        let Ok(entries) = list(&dir) else {
             continue;
         };
         for entry in entries.flatten() {
@@ -734,6 +751,41 @@ fn entries_below(
         }
     }
     found
+}
+
+/// Lists the directory `dir` (reached through real directories only), first giving its
+/// owner read, write and search back when this process owns it but may not list or search
+/// it (see the module docs).
+///
+/// Security: the session runs as the user, so it could chmod its own directory just as
+/// well, and the owner may at will: nothing new is granted, and a directory another user
+/// owns is never changed. The chmod goes by path, which follows a final link: `dir` is
+/// stat'ed without following just before and must be a directory, and vetting runs only
+/// once no sandboxed process is left ([`vet_session`]) to swap it in between.
+fn list(dir: &Path) -> std::io::Result<std::fs::ReadDir> {
+    use nix::unistd::AccessFlags;
+    let refused = nix::unistd::eaccess(dir, AccessFlags::R_OK | AccessFlags::X_OK)
+        == Err(nix::errno::Errno::EACCES);
+    if refused
+        && let Ok(m) = std::fs::symlink_metadata(dir)
+        && m.is_dir()
+        && m.uid() == nix::unistd::geteuid().as_raw()
+    {
+        let mode = (m.mode() | 0o700) & 0o7777;
+        match std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode)) {
+            Ok(()) => tracing::warn!(
+                dir = %dir.display(), mode = format_args!("{:04o}", m.mode() & 0o7777),
+                "git vetting: a directory of the user's could not be listed (a session, \
+                 which runs as the user, may have made it so): its owner's read, write \
+                 and search are given back so that it is vetted"
+            ),
+            Err(e) => tracing::warn!(
+                dir = %dir.display(), error = %e,
+                "git vetting could not make a directory listable"
+            ),
+        }
+    }
+    std::fs::read_dir(dir)
 }
 
 /// A quarantine dir made fresh in `git_dir` (mode 0700): `cordon-quarantine-<stamp>`, or

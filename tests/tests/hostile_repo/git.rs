@@ -615,3 +615,61 @@ async fn a_repository_made_in_a_docker_session_runs_nothing_on_the_host() {
     }
     second_session_runs_nothing(home.path(), ws.path(), &args, &marks).await;
 }
+
+/// A repository made from nothing, as in the plain `git init` case, whose git dir the
+/// session then makes unlistable (mode 311, its hooks dir too) along with a nested
+/// repository's (mode 111): git still works in them (it opens its files by path, never
+/// lists the git dir), so the teardown vetting must not skip what it cannot list. The
+/// user's `git status` and `git commit` in both, and a second session, run nothing
+/// planted. (Run unprivileged, this is the case where the vetting meets EACCES; as root it
+/// never does.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repository_made_unlistable_in_the_session_runs_nothing_on_the_host() {
+    let root = tempfile::tempdir().unwrap();
+    let marks = root.path().join("marks");
+    std::fs::create_dir(&marks).unwrap();
+    let git = HostGit::new(root.path());
+    control(&git, root.path());
+    let ws = Workspace::new();
+    std::fs::write(ws.join("readme.txt"), "no repository yet\n").unwrap();
+    let nested = format!(
+        "git branch -M main && git init -q planted && \
+         printf '[core]\\n\\tfsmonitor = \\\"touch {}/nested\\\"\\n' >> planted/.git/config && \
+         chmod 311 .git/hooks .git && chmod 111 planted/.git && \
+         git log -1 --format=%s && echo LOCKED",
+        marks.display()
+    );
+    let command = format!("{} && {nested}", init_attack(&marks));
+    let model = ScriptedModel::start(vec![
+        Turn::tool_use("i1", "Bash", json!({"command": command})),
+        Turn::text("done"),
+    ])
+    .await
+    .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let mode = ["--permission-mode", "bypassPermissions"];
+    run_json_ok(&model, home.path(), ws.path(), &mode, "init").await;
+    let (_, out, _) = tool_results(&model.requests()[1].body).remove(0);
+    // Git still works in a git dir it cannot list.
+    assert!(
+        out.contains("INITOK") && out.contains("inside\nLOCKED"),
+        "{out}"
+    );
+
+    // What a user does next on the host, in both repositories.
+    for dir in [ws.path().to_path_buf(), ws.join("planted")] {
+        git.ok(&dir, &["status"]);
+        git.ok(&dir, &["commit", "-q", "--allow-empty", "-m", "host"]);
+        git.ok(&dir, &["log", "-1"]);
+    }
+    second_session_runs_nothing(home.path(), ws.path(), &mode, &marks).await;
+    // What the vetting removed is kept, not lost.
+    for dir in [ws.join(".git"), ws.join("planted/.git")] {
+        let quarantined = std::fs::read_dir(&dir).unwrap().flatten().any(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("cordon-quarantine-")
+        });
+        assert!(quarantined, "{dir:?}: the vetting keeps what it removed");
+    }
+}

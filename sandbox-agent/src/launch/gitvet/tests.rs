@@ -178,6 +178,54 @@ fn a_dot_git_that_is_not_yet_a_repository_is_vetted() {
     assert!(!text.contains("fsmonitor"), "{text}");
 }
 
+/// A session (running as the user) plants an fsmonitor in a repository it made, a hook,
+/// and then makes the git dir unlistable: git still reads `config` and runs
+/// `hooks/pre-commit` by path, so the vetting must not skip what it cannot list. Run as
+/// the user (nobody when the tests run as root, which never meets EACCES).
+#[test]
+fn a_git_dir_and_hooks_made_unlistable_in_the_session_are_vetted() {
+    use crate::hostside::walk::tests::{as_walker, chmod, give_to_walker, mode};
+    let ws = tempfile::tempdir().unwrap();
+    let ws = ws.path();
+    let rec = record(ws, &[]);
+    git(ws, &["init", "-q"]);
+    git(&ws.join("planted"), &["init", "-q"]);
+    for g in [ws.join(".git"), ws.join("planted/.git")] {
+        let mut config = std::fs::read_to_string(g.join("config")).unwrap();
+        config.push_str("[core]\n\tfsmonitor = \"touch /nonexistent/x\"\n");
+        std::fs::write(g.join("config"), config).unwrap();
+    }
+    hook(&ws.join(".git/hooks/pre-commit"));
+    give_to_walker(ws);
+    chmod(&ws.join(".git/hooks"), 0o311);
+    chmod(&ws.join(".git"), 0o311);
+    chmod(&ws.join("planted/.git"), 0o111);
+    let status = as_walker(|| {
+        assert!(!vet(&rec, gitguard::policy().unwrap()).is_empty());
+    });
+    assert_eq!(
+        status,
+        nix::sys::wait::WaitStatus::Exited(status.pid().unwrap(), 0)
+    );
+    for g in [ws.join(".git"), ws.join("planted/.git")] {
+        assert_eq!(mode(&g) & 0o700, 0o700, "{g:?} is listable again");
+        let text = std::fs::read_to_string(g.join("config")).unwrap();
+        assert!(!text.contains("fsmonitor"), "{g:?}: {text}");
+        let report = std::fs::read_to_string(quarantine(&g).join("removed.txt")).unwrap();
+        assert!(report.contains("core.fsmonitor"), "{report}");
+    }
+    assert!(!ws.join(".git/hooks/pre-commit").exists());
+    assert!(
+        ws.join(".git/hooks/pre-commit.sample").exists(),
+        "samples stay"
+    );
+    assert!(
+        quarantine(&ws.join(".git"))
+            .join("hooks/pre-commit")
+            .exists()
+    );
+}
+
 #[test]
 fn a_record_naming_another_workspace_or_pinning_outside_is_not_acted_on() {
     let ws = tempfile::tempdir().unwrap();
