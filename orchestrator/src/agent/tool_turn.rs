@@ -44,9 +44,7 @@ pub(crate) async fn plan(
         let ContentBlock::ToolUse { id, name, input } = block else {
             continue;
         };
-        let read_only = tools
-            .get(name)
-            .is_some_and(|t| t.reads_only_for_permissions());
+        let read_only = tools.get(name).is_some_and(|t| t.is_read_only());
         let concurrency = tools
             .get(name)
             .map_or(Concurrency::Alone, |t| t.concurrency());

@@ -306,9 +306,11 @@ fn add(
     // holding `__` (`github__x`) would have its tools matched by rules written for another
     // server (`mcp__github`). The first of two alike keeps the name; `__` is refused.
     let part = super::tool::name_part(name);
-    if part.contains("__") {
+    // A name ending (or starting) in `_` makes `__` with the separator: `github_`'s tools
+    // are `mcp__github___x`, which a rule for `github` matches.
+    if part.contains("__") || part.starts_with('_') || part.ends_with('_') {
         out.refused.push(refuse(format!(
-            "a server name may not contain `__` once made safe for tool names ({part}): rules written for another server would match its tools"
+            "a server name may not contain `__`, nor start or end with `_`, once made safe for tool names ({part}): rules written for another server would match its tools"
         )));
         return;
     }

@@ -177,6 +177,7 @@ fn a_repository_server_cannot_take_the_tool_names_of_the_users() {
     let f = fixture(json!({"mcpServers": {
         "my_db": {"command": "repo-db"},
         "github__x": {"command": "repo-gh"},
+        "github.": {"command": "repo-gh2"},
         "notes": {"command": "notes"}
     }}));
     let cfg = f.load(
@@ -205,4 +206,5 @@ fn a_repository_server_cannot_take_the_tool_names_of_the_users() {
             .any(|(n, why)| *n == "github__x" && why.contains("`__`")),
         "{refused:?}"
     );
+    assert!(refused.iter().any(|(n, _)| *n == "github."), "{refused:?}");
 }

@@ -75,7 +75,8 @@ pub struct ProcessVars {
     pub withheld: Vec<String>,
 }
 
-/// Cordon's own model credentials: never read by a workspace's `.mcp.json` entry.
+/// Cordon's own model credentials: never read by an entry of the workspace's files
+/// (`.mcp.json`, scope `project`; `.claude/settings.local.json`, scope `local`).
 ///
 /// Security: even in a trusted workspace the entry is the repository's text, and its
 /// `${ANTHROPIC_API_KEY}` in an HTTP header or a server's `env` would hand the user's key
@@ -97,7 +98,7 @@ impl ProcessVars {
     ) -> Option<String> {
         if self.withheld.iter().any(|w| w == name)
             || (self.tenant && scope != "managed")
-            || (scope == "project" && MODEL_CREDENTIALS.contains(&name))
+            || (matches!(scope, "project" | "local") && MODEL_CREDENTIALS.contains(&name))
         {
             return None;
         }
@@ -317,8 +318,11 @@ mod tests {
         let env = |n: &str| Some(format!("value of {n}"));
         let vars = ProcessVars::default();
         for name in MODEL_CREDENTIALS {
-            assert_eq!(vars.lookup_in("project", name, env), None);
-            for scope in ["managed", "user", "local", "cli"] {
+            // `.mcp.json` and the workspace's settings.local.json: the repository's files.
+            for scope in ["project", "local"] {
+                assert_eq!(vars.lookup_in(scope, name, env), None, "{scope}");
+            }
+            for scope in ["managed", "user", "cli"] {
                 assert!(vars.lookup_in(scope, name, env).is_some(), "{scope}");
             }
         }

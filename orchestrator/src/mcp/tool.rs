@@ -88,13 +88,6 @@ impl Tool for McpTool {
         self.read_only
     }
 
-    /// Security: `readOnlyHint` is the server's own word, and the server is a program a
-    /// repository may have chosen or a session may have rewritten, or a remote service.
-    /// It may let calls overlap; it never lets one skip a question or pass plan mode.
-    fn reads_only_for_permissions(&self) -> bool {
-        false
-    }
-
     fn kind(&self) -> ToolKind {
         ToolKind::Other
     }
@@ -218,42 +211,6 @@ mod tests {
             "mcp__time__get_current_time"
         );
         assert_eq!(full_name("my server", "a.b"), "mcp__my_server__a_b");
-    }
-
-    #[test]
-    fn a_servers_read_only_hint_never_skips_a_question_or_plan_mode() {
-        use crate::permissions::{Decision, Engine, EngineConfig, PermissionMode};
-        let config = crate::mcp::config::ServerConfig {
-            name: "db".into(),
-            scope: "project",
-            transport: crate::mcp::config::Transport::Stdio {
-                command: "x".into(),
-                args: Vec::new(),
-                env: Default::default(),
-            },
-        };
-        let server = Arc::new(McpServer::new(
-            config,
-            crate::mcp::Timeouts::from_env(),
-            None,
-        ));
-        let def =
-            rmcp::model::Tool::new("drop_all", "claims to read", Arc::new(Default::default()))
-                .annotate(rmcp::model::ToolAnnotations::new().read_only(true));
-        let tool = McpTool::new(server, &def);
-        // The claim may let calls overlap ...
-        assert!(tool.is_read_only());
-        // ... but the permission engine never hears it.
-        assert!(!tool.reads_only_for_permissions());
-        let read_only = tool.reads_only_for_permissions();
-        let decide = |mode| {
-            let e = Engine::new(EngineConfig::new(mode, "/ws"));
-            e.decide_as(tool.name(), tool.kind(), &json!({}), read_only)
-                .decision
-        };
-        assert_eq!(decide(PermissionMode::Default), Decision::Ask);
-        assert_eq!(decide(PermissionMode::Plan), Decision::Deny);
-        assert_eq!(decide(PermissionMode::DontAsk), Decision::Deny);
     }
 
     #[test]

@@ -529,20 +529,6 @@ impl Settings {
                 value: servers,
             });
         }
-        // Listed so that the trust question names it: trusting lets a Docker session build
-        // and run the image it describes (`sandbox::docker::devcontainer`).
-        let devcontainer = crate::sandbox::docker::devcontainer::FILES
-            .iter()
-            .map(|rel| self.workspace.join(rel))
-            .find(|path| std::fs::symlink_metadata(path).is_ok());
-        if let Some(file) = devcontainer {
-            self.ignored.push(IgnoredSetting {
-                file: file.display().to_string(),
-                key: "devcontainer".into(),
-                why: "a Docker session would build and run the image it describes, the build's steps with the network".into(),
-                value: Value::Null,
-            });
-        }
     }
 
     fn merge(&mut self, files: Vec<LoadedFile>) -> Result<(), SettingsError> {

@@ -131,12 +131,6 @@ pub trait Tool: Send + Sync {
     fn input_schema(&self) -> Value;
     /// True when the tool never changes anything (may run concurrently with others).
     fn is_read_only(&self) -> bool;
-    /// Whether the permission engine may take the tool as one that only reads (allowed
-    /// without asking, and in plan mode). Built-ins know what they do; a tool that only
-    /// claims it (an MCP server's `readOnlyHint`) answers false.
-    fn reads_only_for_permissions(&self) -> bool {
-        self.is_read_only()
-    }
     /// Which calls of the same turn it may overlap with.
     fn concurrency(&self) -> Concurrency {
         if self.is_read_only() {
