@@ -27,6 +27,22 @@ fn state(ws: &Path, store: &TrustStore) -> WorkspaceTrust {
     decide(ws, || current_fingerprint(ws), &inputs).unwrap()
 }
 
+/// Trusts `ws` anew before each change, makes it, and checks that the change alone untrusts
+/// it, naming the file.
+fn each_change_untrusts(ws: &Path, store: &TrustStore, changes: &[(&str, &str)]) {
+    for (rel, text) in changes {
+        trust_workspace(store, ws).unwrap();
+        write(ws, rel, text);
+        assert_eq!(
+            state(ws, store),
+            WorkspaceTrust::Untrusted {
+                reason: UntrustedReason::Changed(vec![rel.to_string()])
+            },
+            "{rel}"
+        );
+    }
+}
+
 #[test]
 fn a_workspace_is_untrusted_until_trusted_and_again_when_a_bound_file_changes() {
     let ws = workspace();
@@ -45,22 +61,16 @@ fn a_workspace_is_untrusted_until_trusted_and_again_when_a_bound_file_changes() 
         std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777,
         0o600
     );
-    for (rel, text) in [
-        (".claude/hooks/pre.sh", "echo deny"),
-        (".claude/settings.local.json", "{}"),
-        (".mcp.json", "{}"),
-        (".cordon/x", "y"),
-    ] {
-        trust_workspace(&store, &ws).unwrap();
-        write(&ws, rel, text);
-        assert_eq!(
-            state(&ws, &store),
-            WorkspaceTrust::Untrusted {
-                reason: UntrustedReason::Changed(vec![rel.to_string()])
-            },
-            "{rel}"
-        );
-    }
+    each_change_untrusts(
+        &ws,
+        &store,
+        &[
+            (".claude/hooks/pre.sh", "echo deny"),
+            (".claude/settings.local.json", "{}"),
+            (".mcp.json", "{}"),
+            (".cordon/x", "y"),
+        ],
+    );
     // An empty file (a session's placeholder) is the same as none.
     std::fs::remove_file(ws.join(".mcp.json")).unwrap();
     trust_workspace(&store, &ws).unwrap();
@@ -86,25 +96,19 @@ fn the_devcontainer_and_the_dockerfile_it_names_are_bound() {
     );
     // A build recipe that appears, or changes, after the trust untrusts the workspace: a
     // Docker session of a trusted workspace would build it, its steps with the network.
-    for (rel, text) in [
-        (
-            ".devcontainer/devcontainer.json",
-            r#"{"build": {"dockerfile": "../docker/dev.Dockerfile"}}"#,
-        ),
-        (".devcontainer/setup.sh", "curl evil"),
-        ("docker/dev.Dockerfile", "FROM scratch\nRUN curl evil\n"),
-        (".devcontainer.json", r#"{"image": "x"}"#),
-    ] {
-        trust_workspace(&store, &ws).unwrap();
-        write(&ws, rel, text);
-        assert_eq!(
-            state(&ws, &store),
-            WorkspaceTrust::Untrusted {
-                reason: UntrustedReason::Changed(vec![rel.to_string()])
-            },
-            "{rel}"
-        );
-    }
+    each_change_untrusts(
+        &ws,
+        &store,
+        &[
+            (
+                ".devcontainer/devcontainer.json",
+                r#"{"build": {"dockerfile": "../docker/dev.Dockerfile"}}"#,
+            ),
+            (".devcontainer/setup.sh", "curl evil"),
+            ("docker/dev.Dockerfile", "FROM scratch\nRUN curl evil\n"),
+            (".devcontainer.json", r#"{"image": "x"}"#),
+        ],
+    );
     // Other files of the build context are the repository's as any other file.
     trust_workspace(&store, &ws).unwrap();
     write(&ws, "docker/other.txt", "x");

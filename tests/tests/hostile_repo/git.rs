@@ -55,6 +55,14 @@ impl HostGit {
             .unwrap()
     }
 
+    /// What a user does next in the repository at `dir`: `git status`, a commit (its
+    /// hooks run), `git log`.
+    fn as_the_user_next(&self, dir: &Path) {
+        self.ok(dir, &["status"]);
+        self.ok(dir, &["commit", "-q", "--allow-empty", "-m", "host"]);
+        self.ok(dir, &["log", "-1"]);
+    }
+
     fn ok(&self, dir: &Path, args: &[&str]) -> String {
         let out = self.run(dir, args);
         assert!(out.status.success(), "git {args:?} in {dir:?}: {out:?}");
@@ -608,10 +616,8 @@ async fn a_repository_made_in_a_docker_session_runs_nothing_on_the_host() {
 
     // What a user does next on the host, in both repositories.
     for dir in [ws.path().to_path_buf(), ws.join("vendor/x")] {
-        git.ok(&dir, &["status"]);
         git.ok(&dir, &["-p", "log", "--all"]);
-        git.ok(&dir, &["commit", "-q", "--allow-empty", "-m", "host"]);
-        git.ok(&dir, &["log", "-1"]);
+        git.as_the_user_next(&dir);
     }
     second_session_runs_nothing(home.path(), ws.path(), &args, &marks).await;
 }
@@ -658,9 +664,7 @@ async fn a_repository_made_unlistable_in_the_session_runs_nothing_on_the_host() 
 
     // What a user does next on the host, in both repositories.
     for dir in [ws.path().to_path_buf(), ws.join("planted")] {
-        git.ok(&dir, &["status"]);
-        git.ok(&dir, &["commit", "-q", "--allow-empty", "-m", "host"]);
-        git.ok(&dir, &["log", "-1"]);
+        git.as_the_user_next(&dir);
     }
     second_session_runs_nothing(home.path(), ws.path(), &mode, &marks).await;
     // What the vetting removed is kept, not lost.

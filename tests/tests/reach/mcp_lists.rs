@@ -1,7 +1,7 @@
 //! MCP tool lists end to end, with the real binary, the local sandbox, the scripted model
 //! and servers written here with the `mcp` SDK (tests/mcp/): 200 tools deferred behind
 //! ToolSearch (`ENABLE_TOOL_SEARCH`), and a server whose list grows while it runs
-//! (`notifications/tools/list_changed`).
+//! (`notifications/tools/list_changed`), and one whose list never ends.
 
 use std::path::Path;
 
@@ -12,17 +12,21 @@ use serde_json::{Value, json};
 
 use super::{run, tool_names};
 
-/// A trusted-to-be workspace whose `.mcp.json` runs tests/mcp/`script` as `name`.
-fn workspace_with(name: &str, script: &str) -> Workspace {
+/// A trusted-to-be workspace whose `.mcp.json` runs each tests/mcp/`script` as its `name`.
+fn workspace_with(servers: &[(&str, &str)]) -> Workspace {
     let ws = Workspace::new();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("mcp")
-        .join(script);
-    std::fs::copy(src, ws.join(script)).unwrap();
-    let server = json!({"command": cordon_tests::mcp_python(), "args": [ws.join(script)]});
+    let mut entries = serde_json::Map::new();
+    for (name, script) in servers {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("mcp")
+            .join(script);
+        std::fs::copy(src, ws.join(script)).unwrap();
+        let server = json!({"command": cordon_tests::mcp_python(), "args": [ws.join(script)]});
+        entries.insert(name.to_string(), server);
+    }
     std::fs::write(
         ws.join(".mcp.json"),
-        json!({"mcpServers": {name: server}}).to_string(),
+        json!({ "mcpServers": entries }).to_string(),
     )
     .unwrap();
     ws
@@ -46,7 +50,7 @@ const EXPORT: &str = "mcp__many__export_invoice";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hundred_mcp_tools_are_deferred_and_loaded_by_toolsearch_on_demand() {
-    let ws = workspace_with("many", "many_tools.py");
+    let ws = workspace_with(&[("many", "many_tools.py")]);
     let model = ScriptedModel::start(vec![
         Turn::tool_use(
             "s1",
@@ -200,7 +204,7 @@ async fn two_hundred_mcp_tools_are_deferred_and_loaded_by_toolsearch_on_demand()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_a_server_adds_while_it_runs_is_offered_in_the_next_request() {
-    let ws = workspace_with("growing", "growing_server.py");
+    let ws = workspace_with(&[("growing", "growing_server.py")]);
     let model = ScriptedModel::start(vec![
         Turn::tool_use("g", "mcp__growing__grow", json!({"name": "fresh"})),
         Turn::tool_use("f", "mcp__growing__fresh", json!({})),
@@ -240,4 +244,42 @@ async fn a_tool_a_server_adds_while_it_runs_is_offered_in_the_next_request() {
     // were answered from the connection's cache.
     let (_, text, _) = tool_results(&requests[3].body).remove(0);
     assert_eq!(text, "tools/list answered 2 times");
+}
+
+/// A server whose tool list never ends (every page names a next one) is refused once its
+/// list passes Cordon's bounds; the session goes on with the other servers, whose tools
+/// work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_whose_tool_list_never_ends_is_refused_and_the_session_goes_on() {
+    let ws = workspace_with(&[
+        ("endless", "endless_tools.py"),
+        ("flaky", "flaky_server.py"),
+    ]);
+    let model = ScriptedModel::start(vec![
+        Turn::tool_use("e0", "mcp__flaky__echo", json!({"text": "e0"})),
+        Turn::text("done"),
+    ])
+    .await
+    .unwrap();
+    let out = run(
+        &model,
+        &ws,
+        &["--trust", "--allowedTools", "mcp__flaky"],
+        &[],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr.contains("larger than Cordon takes"),
+        "{}",
+        out.stderr
+    );
+    let r = model.requests();
+    let offered = tool_names(&r[0].body);
+    assert!(
+        !offered.iter().any(|n| n.starts_with("mcp__endless")),
+        "{offered:?}"
+    );
+    let (_, text, is_error) = tool_results(&r[1].body).remove(0);
+    assert!(!is_error && text.starts_with("e0"), "{text}");
 }
