@@ -41,10 +41,21 @@ pub fn release_detached(ns: OwnedFd) {
         ns: ns.as_raw_fd(),
         ready: ready_r.as_raw_fd(),
     }));
+    // The child is born with its own name: a clone copies the calling thread's `comm`,
+    // so this thread wears the name across the clone and takes its own back after. Named
+    // by the child instead, it would show the launcher's name until it first ran, which
+    // on a busy host can be after the launcher has ended (and a watcher counted it as a
+    // leftover of the session).
+    let own = thread_name();
+    // SAFETY: PR_SET_NAME copies at most 16 bytes from a NUL-terminated string.
+    unsafe { libc::prctl(libc::PR_SET_NAME, RELEASE_NAME.as_ptr()) };
     // SAFETY: `release` keeps the light-child contract (raw system calls on its own
     // descriptors, numbered by `args`, which is never freed); the child is never waited
     // for: it outlives this call, its stack and `args` stay mapped.
     let _ = unsafe { Light::spawn(0, release, (&raw mut *args).cast::<c_void>()) };
+    // SAFETY: as above; `own` is NUL-terminated (PR_GET_NAME writes at most 16 bytes,
+    // the last a NUL, into the 16 zeroed ones).
+    unsafe { libc::prctl(libc::PR_SET_NAME, own.as_ptr()) };
     // The child's copies of both were made by the clone (its descriptor table is a copy):
     // this one's go now, then the byte tells the child its copy of `ns` is the last.
     drop(ns);
@@ -53,8 +64,17 @@ pub fn release_detached(ns: OwnedFd) {
 }
 
 /// The releasing child's name (its `comm`, what `ps -e` and `pgrep` show): it may outlive
-/// the launcher by the unmount's sync, showing the launcher's command line.
+/// the launcher by the unmount's sync, showing the launcher's command line (it shares the
+/// launcher's memory), so its own name says what it is.
 pub const RELEASE_NAME: &std::ffi::CStr = c"cordon-unmount";
+
+/// The calling thread's name, NUL-terminated.
+fn thread_name() -> [u8; 16] {
+    let mut name = [0u8; 16];
+    // SAFETY: PR_GET_NAME writes at most 16 bytes, NUL included, into the buffer given.
+    unsafe { libc::prctl(libc::PR_GET_NAME, name.as_mut_ptr()) };
+    name
+}
 
 /// What the releasing child holds, by number in its own descriptor table.
 struct Release {
@@ -77,9 +97,6 @@ extern "C" fn release(arg: *mut c_void) -> c_int {
             // copy, as where the clone fails.
             return 0;
         }
-        // It shares the launcher's memory, so `ps` shows the launcher's command line for
-        // it, possibly after the launcher has ended: its own name says what it is.
-        libc::prctl(libc::PR_SET_NAME, RELEASE_NAME.as_ptr());
         let mut byte = 0u8;
         // Interrupted or not, a return is the launcher's byte or its end: either way
         // this copy is the last one once the read returns (errno is not ours to read).
@@ -104,5 +121,22 @@ mod tests {
         let mut buf = Vec::new();
         std::io::Read::read_to_end(&mut file, &mut buf).unwrap();
         assert!(buf.is_empty());
+    }
+
+    /// The launcher's thread lends its name to the clone only: it has its own back after.
+    #[test]
+    fn the_launcher_keeps_its_own_name() {
+        std::thread::Builder::new()
+            .name("launcher-here".into())
+            .spawn(|| {
+                let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
+                release_detached(w);
+                drop(r);
+                let name = thread_name();
+                assert_eq!(&name[..14], b"launcher-here\0");
+            })
+            .unwrap()
+            .join()
+            .unwrap();
     }
 }
