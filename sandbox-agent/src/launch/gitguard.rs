@@ -66,6 +66,16 @@ pub struct GitDirEntry {
 pub struct HookManagerFiles {
     pub why: String,
     pub paths: Vec<WorkTreeEntry>,
+    /// Hooks-path directory names whose parent holds the scripts their shims run.
+    pub shim_dirs: Vec<ShimDir>,
+}
+
+/// A hooks path named `name` is a directory of shims that run scripts from its parent.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShimDir {
+    pub name: String,
+    pub why: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -421,6 +431,22 @@ pub fn entries(workspace: &Path, survey: &Survey, policy: &GitPolicy) -> Vec<Pro
             };
             if let Some(rel) = inside(workspace, &dir) {
                 out.push(ProtectedPath::new(rel, EntryKind::Dir));
+            }
+            // A shim directory's hooks run what lies beside it (`husky <dir>` makes
+            // `<dir>/_` the hooks path, whose shims run `<dir>/pre-commit`): its parent
+            // is as much the hooks as the path itself, wherever the repository put it.
+            let shims = policy.hook_manager_files.shim_dirs.iter();
+            let norm = normalize(&dir);
+            if let Some(parent) = norm
+                .as_deref()
+                .filter(|d| {
+                    d.file_name()
+                        .is_some_and(|n| shims.clone().any(|s| n == s.name.as_str()))
+                })
+                .and_then(Path::parent)
+                .and_then(|p| inside(workspace, p))
+            {
+                out.push(ProtectedPath::new(parent, EntryKind::Dir));
             }
             hook_dirs.push(dir);
         }

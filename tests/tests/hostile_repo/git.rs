@@ -394,6 +394,18 @@ async fn each_pinned_control_file_holds_on_its_own_in_docker() {
 /// must not run it. The same rewrite made on the host then does run (the control).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_husky_hook_script_cannot_be_rewritten() {
+    husky_hook_script_cannot_be_rewritten(".husky").await;
+}
+
+/// As above with husky's directory of the repository's choosing (`husky tools/git-hooks`
+/// makes the hooks path `tools/git-hooks/_`): no policy names that directory, the hooks
+/// path's `_` does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_husky_hook_script_in_a_custom_dir_cannot_be_rewritten() {
+    husky_hook_script_cannot_be_rewritten("tools/git-hooks").await;
+}
+
+async fn husky_hook_script_cannot_be_rewritten(dir: &str) {
     let root = tempfile::tempdir().unwrap();
     let marks = root.path().join("marks");
     std::fs::create_dir(&marks).unwrap();
@@ -401,7 +413,7 @@ async fn a_husky_hook_script_cannot_be_rewritten() {
     let ws = Workspace::new();
     let w = ws.path();
     git.ok(w, &["init", "-q"]);
-    std::fs::create_dir_all(w.join(".husky/_")).unwrap();
+    std::fs::create_dir_all(w.join(dir).join("_")).unwrap();
     let exec = |rel: &str, text: &str| {
         let path = w.join(rel);
         std::fs::write(&path, text).unwrap();
@@ -410,16 +422,16 @@ async fn a_husky_hook_script_cannot_be_rewritten() {
     };
     // The shim runner: the hook's name, its script one level up, run when it exists.
     exec(
-        ".husky/_/h",
+        &format!("{dir}/_/h"),
         "#!/bin/sh\nn=$(basename \"$0\")\ns=$(dirname \"$(dirname \"$0\")\")/$n\n[ -f \"$s\" ] || exit 0\nsh -e \"$s\"\n",
     );
     exec(
-        ".husky/_/pre-commit",
+        &format!("{dir}/_/pre-commit"),
         "#!/bin/sh\n. \"$(dirname \"$0\")/h\"\n",
     );
-    std::fs::write(w.join(".husky/pre-commit"), "true\n").unwrap();
-    git.ok(w, &["config", "core.hooksPath", ".husky/_"]);
-    git.ok(w, &["add", ".husky"]);
+    std::fs::write(w.join(dir).join("pre-commit"), "true\n").unwrap();
+    git.ok(w, &["config", "core.hooksPath", &format!("{dir}/_")]);
+    git.ok(w, &["add", dir]);
     git.ok(w, &["commit", "-q", "-m", "husky"]);
     let plant = format!("touch {}/husky\n", marks.display());
     let model = ScriptedModel::start(vec![
@@ -427,9 +439,8 @@ async fn a_husky_hook_script_cannot_be_rewritten() {
             "a1",
             "Bash",
             json!({"command": format!(
-                "printf '{}' > .husky/pre-commit && echo WROTE husky; printf '{}' > .husky/pre-push && echo WROTE husky-new",
-                plant.replace('\n', "\\n"),
-                plant.replace('\n', "\\n"),
+                "printf '{p}' > {dir}/pre-commit && echo WROTE husky; printf '{p}' > {dir}/pre-push && echo WROTE husky-new",
+                p = plant.replace('\n', "\\n"),
             )}),
         ),
         Turn::text("done"),
@@ -442,14 +453,14 @@ async fn a_husky_hook_script_cannot_be_rewritten() {
     let (_, out, _) = tool_results(&model.requests()[1].body).remove(0);
     assert!(!out.contains("WROTE"), "{out}");
     assert_eq!(
-        std::fs::read_to_string(w.join(".husky/pre-commit")).unwrap(),
+        std::fs::read_to_string(w.join(dir).join("pre-commit")).unwrap(),
         "true\n"
     );
-    assert!(!w.join(".husky/pre-push").exists());
+    assert!(!w.join(dir).join("pre-push").exists());
     git.ok(w, &["commit", "-q", "--allow-empty", "-m", "host"]);
     assert!(marks_in(&marks).is_empty(), "{:?}", marks_in(&marks));
     // The control: the same script written on the host runs at the next commit.
-    std::fs::write(w.join(".husky/pre-commit"), &plant).unwrap();
+    std::fs::write(w.join(dir).join("pre-commit"), &plant).unwrap();
     git.ok(w, &["commit", "-q", "--allow-empty", "-m", "host2"]);
     assert_eq!(marks_in(&marks), ["husky"]);
 }

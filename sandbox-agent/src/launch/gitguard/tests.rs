@@ -159,6 +159,35 @@ fn hook_manager_files_are_pinned_where_hooks_run() {
     assert!(names.contains(&".lefthook".to_string()));
 }
 
+/// `husky tools/git-hooks` sets core.hooksPath to tools/git-hooks/_, whose shims run
+/// tools/git-hooks/pre-commit: the scripts' directory is protected with the hooks path.
+#[test]
+fn a_shim_hooks_path_protects_the_scripts_beside_it() {
+    let ws = tempfile::tempdir().unwrap();
+    let ws = ws.path();
+    git(ws, &["init", "-q"]);
+    git(ws, &["config", "core.hooksPath", "tools/git-hooks/_/"]);
+    git(&ws.join("vendor/x"), &["init", "-q"]);
+    git(&ws.join("vendor/x"), &["config", "core.hooksPath", "_"]);
+    git(&ws.join("vendor/y"), &["init", "-q"]);
+    git(
+        &ws.join("vendor/y"),
+        &["config", "core.hooksPath", "hooks/shim"],
+    );
+    let names = rels(&entries(ws, &survey(ws, &limits(), &[]), policy().unwrap()));
+    for want in [
+        "tools/git-hooks/_",
+        "tools/git-hooks",
+        "vendor/x/_",
+        "vendor/x",
+    ] {
+        assert!(names.contains(&want.to_string()), "{want} in {names:?}");
+    }
+    assert!(names.contains(&"vendor/y/hooks/shim".to_string()));
+    assert!(!names.contains(&"vendor/y/hooks".to_string()), "{names:?}");
+    assert!(!names.contains(&String::new()));
+}
+
 #[test]
 fn the_walk_is_bounded_and_skips_what_it_is_told() {
     let ws = tempfile::tempdir().unwrap();
