@@ -70,6 +70,20 @@ pub struct HookManagerFiles {
     pub shim_dirs: Vec<ShimDir>,
 }
 
+impl HookManagerFiles {
+    /// Where a hooks path `rel` (inside the workspace, normalized) is a shim directory,
+    /// the non-empty parent whose scripts its shims run.
+    fn scripts_beside<'a>(&self, rel: &'a Path) -> Option<&'a Path> {
+        let name = rel.file_name()?;
+        self.shim_dirs
+            .iter()
+            .any(|s| name == s.name.as_str())
+            .then(|| rel.parent())
+            .flatten()
+            .filter(|p| !p.as_os_str().is_empty())
+    }
+}
+
 /// A hooks path named `name` is a directory of shims that run scripts from its parent.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -430,23 +444,13 @@ pub fn entries(workspace: &Path, survey: &Survey, policy: &GitPolicy) -> Vec<Pro
                 continue;
             };
             if let Some(rel) = inside(workspace, &dir) {
+                // A shim directory's hooks run what lies beside it (`husky <dir>` makes
+                // `<dir>/_` the hooks path, whose shims run `<dir>/pre-commit`): its
+                // parent is as much the hooks as the path itself.
+                if let Some(scripts) = policy.hook_manager_files.scripts_beside(&rel) {
+                    out.push(ProtectedPath::new(scripts.to_path_buf(), EntryKind::Dir));
+                }
                 out.push(ProtectedPath::new(rel, EntryKind::Dir));
-            }
-            // A shim directory's hooks run what lies beside it (`husky <dir>` makes
-            // `<dir>/_` the hooks path, whose shims run `<dir>/pre-commit`): its parent
-            // is as much the hooks as the path itself, wherever the repository put it.
-            let shims = policy.hook_manager_files.shim_dirs.iter();
-            let norm = normalize(&dir);
-            if let Some(parent) = norm
-                .as_deref()
-                .filter(|d| {
-                    d.file_name()
-                        .is_some_and(|n| shims.clone().any(|s| n == s.name.as_str()))
-                })
-                .and_then(Path::parent)
-                .and_then(|p| inside(workspace, p))
-            {
-                out.push(ProtectedPath::new(parent, EntryKind::Dir));
             }
             hook_dirs.push(dir);
         }
